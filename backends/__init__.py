@@ -1,0 +1,1 @@
+"""Language-model backends behind one batched protocol (Hugging Face, vLLM, OpenAI-compatible)."""

@@ -1,0 +1,1 @@
+"""Registrations of catalog games (filled in by the catalog work)."""

@@ -1,0 +1,1 @@
+"""MS-GRPO and related credit assigners, samplers, losses, and the trainer."""

@@ -1,0 +1,25 @@
+"""tsmg: Text-Mediated Stochastic Games and the language-model policies that play them.
+
+Importing ``tsmg`` is light: it loads neither torch nor transformers nor any game module.
+"""
+
+from tsmg.core import AgentID, Game, GameConfig, GameError, Invalid, RulesGame, StepResult
+from tsmg.registry import GameOptionsError, GameSpec, UnknownGameError, make, register, spec, specs
+
+__all__ = [
+    "AgentID",
+    "Game",
+    "GameConfig",
+    "GameError",
+    "GameOptionsError",
+    "GameSpec",
+    "Invalid",
+    "RulesGame",
+    "StepResult",
+    "UnknownGameError",
+    "make",
+    "register",
+    "spec",
+    "specs",
+]
+__version__ = "0.1.0"

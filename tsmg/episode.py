@@ -1,0 +1,163 @@
+"""Episode records: everything needed to replay, score and train on a finished episode.
+
+One :class:`Episode` serialises to one JSON line (:meth:`Episode.to_json`), so an evaluation or
+training run keeps its episodes in an append-only ``episodes.jsonl`` file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Message(BaseModel):
+    """One chat message of a prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str
+    content: str
+
+
+class StepRecord(BaseModel):
+    """One decision of one agent: what it saw, what it wrote, what it got.
+
+    Attributes:
+        index: Position of this record in the episode's step list.
+        round: The game round (``Game.step`` call) the decision belongs to.
+        agent: Who decided.
+        observation: The observation text the agent was given.
+        prompt: Chat messages sent to the model (None for scripted policies).
+        completion: Raw text the policy wrote (the action text for scripted policies).
+        action: Text submitted to the game (after the LAP's action extraction).
+        parsed_action: Canonical text of the action the game played (None if none was played).
+        valid: Whether the answer was a valid action.
+        reason: Why the answer was invalid (None when valid).
+        attempts: Answers the policy wrote for this decision (>1 after re-prompts).
+        reward: Reward the agent received in this round.
+        state_key: String form of the game's state key at decision time.
+        token_ids: Tokens the model wrote (local backends).
+        logprobs: Behaviour log-probabilities of those tokens (local backends).
+        prompt_tokens: Prompt length in tokens, where known.
+        completion_tokens: Completion length in tokens, where known.
+        latency_s: Wall time spent deciding.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    round: int
+    agent: str
+    observation: str
+    prompt: list[Message] | None = None
+    completion: str | None = None
+    action: str | None = None
+    parsed_action: str | None = None
+    valid: bool = True
+    reason: str | None = None
+    attempts: int = 1
+    reward: float = 0.0
+    state_key: str | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+
+
+class Episode(BaseModel):
+    """A finished (or failed) episode.
+
+    Attributes:
+        episode_id: Unique id within a run (stable across reruns of the same plan).
+        game_id: Registered id of the game.
+        game_options: Options the game was made with (beyond its registered defaults).
+        seed: Seed passed to ``reset``.
+        group_id: Group the episode belongs to (episodes of a group share their start).
+        agents: Agents of the game.
+        policies: Name of the policy that played each agent.
+        steps: Every decision, in order.
+        returns: Cumulative reward of each agent.
+        success: Whether each agent succeeded (None where the game does not define it).
+        terminated: The game ended.
+        truncated: A step limit ended the episode.
+        num_rounds: Number of game rounds played.
+        invalid_answers: Number of decisions that ended invalid.
+        prompt_tokens: Total prompt tokens.
+        completion_tokens: Total completion tokens.
+        latency_s: Wall time of the whole episode.
+        error: Why the episode could not finish (None if it did).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: str
+    game_id: str
+    game_options: dict[str, Any] = Field(default_factory=dict)
+    seed: int | None = None
+    group_id: str | None = None
+    agents: list[str]
+    policies: dict[str, str]
+    steps: list[StepRecord] = Field(default_factory=list)
+    returns: dict[str, float] = Field(default_factory=dict)
+    success: dict[str, bool | None] = Field(default_factory=dict)
+    terminated: bool = False
+    truncated: bool = False
+    num_rounds: int = 0
+    invalid_answers: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+
+    def to_json(self) -> str:
+        """One JSON line (no newline inside)."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, line: str) -> Episode:
+        """Parse one JSON line written by :meth:`to_json`."""
+        return cls.model_validate_json(line)
+
+    def steps_of(self, agent: str) -> list[StepRecord]:
+        """The steps taken by ``agent``."""
+        return [step for step in self.steps if step.agent == agent]
+
+
+def write_episodes(path: str | Path, episodes: Iterable[Episode]) -> int:
+    """Append episodes to a JSONL file, flushing after each line; returns how many were written."""
+    count = 0
+    with open(path, "a", encoding="utf-8") as handle:
+        for episode in episodes:
+            handle.write(episode.to_json() + "\n")
+            handle.flush()
+            count += 1
+    return count
+
+
+def read_episodes(path: str | Path) -> Iterator[Episode]:
+    """Read episodes from a JSONL file, skipping a torn last line left by a killed writer."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield Episode.from_json(line)
+        except ValueError:
+            if number == len(lines) and not line.endswith("\n"):
+                return  # torn write at the end of the file: the episode was never completed
+            raise ValueError(f"{path}:{number}: not an episode record") from None
+
+
+def dumps_key(key: Any) -> str | None:
+    """A stable string form of a state key (for the JSON record)."""
+    if key is None:
+        return None
+    if isinstance(key, str):
+        return key
+    return json.dumps(key, default=repr, separators=(",", ":"))

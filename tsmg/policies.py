@@ -1,0 +1,189 @@
+"""The policy protocol and scripted policies (random-legal, fixed, oracle, any callable).
+
+A policy decides for a *batch* of requests at once: the rollout engine gathers every pending
+decision of every live episode into one call, which is what makes model backends fast. Scripted
+policies draw randomness from a generator derived from (policy seed, episode seed, round,
+agent), so their choices do not depend on how episodes happen to be batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from tsmg.core import AgentID, Game, Invalid
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One earlier decision of the same agent in the same episode (for prompt history)."""
+
+    observation: str
+    answer: str
+    action: str | None
+    valid: bool
+    reason: str | None
+    reward: float
+
+
+@dataclass(slots=True)
+class DecisionRequest:
+    """Everything a policy may use to decide one agent's answer.
+
+    Attributes:
+        game: The live game (scripted policies may query it; model policies use the text).
+        agent: The deciding agent.
+        observation: Its observation text.
+        legal_actions: Canonical texts of its legal actions (None if not enumerable).
+        history: Its earlier turns in this episode, oldest first.
+        episode_seed: Seed of the episode (None if unseeded).
+        episode_index: Position of the episode in the rollout plan.
+        round: Game round about to be played.
+    """
+
+    game: Game
+    agent: AgentID
+    observation: str
+    legal_actions: list[str] | None
+    history: Sequence[Turn] = ()
+    episode_seed: int | None = None
+    episode_index: int = 0
+    round: int = 0
+
+    def rng(self, policy_seed: int) -> np.random.Generator:
+        """A generator determined by the policy seed and where this decision stands."""
+        episode = self.episode_seed if self.episode_seed is not None else self.episode_index
+        agent_index = self.game.agents.index(self.agent)
+        return np.random.default_rng([policy_seed, abs(episode), self.round, agent_index])
+
+
+@dataclass(slots=True)
+class Decision:
+    """A policy's answer to one request.
+
+    Attributes:
+        action: Text to submit to the game, or :class:`Invalid` when the policy knows its
+            answer is unusable (e.g. the model wrote no action tag).
+        completion: Raw text the policy wrote (defaults to the action text).
+        prompt: Chat messages sent to a model, if any.
+        token_ids: Tokens the model wrote (local backends).
+        logprobs: Log-probabilities of those tokens under the behaviour policy.
+        prompt_tokens: Prompt length in tokens.
+        completion_tokens: Completion length in tokens.
+        attempts: Answers written for this decision (re-prompts included).
+        latency_s: Wall time attributed to this decision.
+    """
+
+    action: str | Invalid
+    completion: str | None = None
+    prompt: list[dict[str, str]] | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    attempts: int = 1
+    latency_s: float = 0.0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that answers a batch of decision requests."""
+
+    name: str
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """One decision per request, in the same order."""
+        ...
+
+
+class RandomPolicy:
+    """Plays a uniformly random legal action.
+
+    Example:
+        >>> import tsmg
+        >>> from tsmg.rollout import rollout
+        >>> episodes = rollout("FrozenLake-v0", RandomPolicy(seed=0), seeds=[0, 1])
+        >>> [len(e.steps) > 0 for e in episodes]
+        [True, True]
+    """
+
+    def __init__(self, seed: int = 0, name: str = "random") -> None:
+        """Seed the policy; the same seed always makes the same choices."""
+        self.seed = seed
+        self.name = name
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """Pick a legal action per request."""
+        decisions = []
+        for request in requests:
+            if not request.legal_actions:
+                raise ValueError(
+                    f"{request.game.game_id} does not enumerate legal actions for {request.agent}; "
+                    "a random policy needs legal_actions()"
+                )
+            choice = request.legal_actions[int(request.rng(self.seed).integers(len(request.legal_actions)))]
+            decisions.append(Decision(action=choice))
+        return decisions
+
+
+class FixedPolicy:
+    """Always answers the same text (useful for tests and as a trivial baseline)."""
+
+    def __init__(self, text: str, name: str | None = None) -> None:
+        """Answer ``text`` every time."""
+        self.text = text
+        self.name = name or f"fixed:{text}"
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """The fixed text for every request."""
+        return [Decision(action=self.text) for _ in requests]
+
+
+class OraclePolicy:
+    """Plays the game's own oracle (optimal or strong heuristic) action."""
+
+    def __init__(self, name: str = "oracle") -> None:
+        """Name the policy."""
+        self.name = name
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """Ask each game for its oracle action."""
+        decisions = []
+        for request in requests:
+            action = request.game.oracle_action(request.agent)
+            if action is None:
+                raise ValueError(f"{request.game.game_id} has no oracle for {request.agent}")
+            decisions.append(Decision(action=action))
+        return decisions
+
+
+class CallablePolicy:
+    """Wraps a function ``request -> answer text`` as a policy."""
+
+    def __init__(self, function: Callable[[DecisionRequest], str], name: str | None = None) -> None:
+        """Use ``function`` for every decision."""
+        self.function = function
+        self.name = name or getattr(function, "__name__", "callable")
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """Call the function once per request."""
+        return [Decision(action=self.function(request)) for request in requests]
+
+
+def policy_from_spec(spec: str, seed: int = 0) -> Policy:
+    """Build a scripted policy from a short spec: ``random``, ``oracle`` or ``fixed:TEXT``.
+
+    Raises:
+        ValueError: for an unknown spec, naming the valid ones.
+    """
+    if spec == "random":
+        return RandomPolicy(seed=seed)
+    if spec == "oracle":
+        return OraclePolicy()
+    if spec.startswith("fixed:"):
+        return FixedPolicy(spec.removeprefix("fixed:"))
+    raise ValueError(f"unknown policy {spec!r}: use 'random', 'oracle' or 'fixed:TEXT'")

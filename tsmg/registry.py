@@ -1,0 +1,201 @@
+"""Registry of games by versioned id (``Name-vN``), imported lazily from ``"module:Class"``.
+
+Like Gymnasium's registry, registering a game costs nothing: its module is imported the first
+time the game is made. Packages that ship games (the built-in ``games`` catalog among them)
+expose an entry point in the ``tsmg.games`` group; loading it registers their games. So
+``import tsmg`` stays light and depends on no catalog.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from pydantic import ValidationError
+
+from tsmg.core import Game
+
+logger = logging.getLogger(__name__)
+
+_ID_PATTERN = re.compile(r"^(?:(?P<namespace>[\w.-]+)/)?(?P<name>[\w.:-]+?)(?:-v(?P<version>\d+))?$")
+ENTRY_POINT_GROUP = "tsmg.games"
+
+
+class UnknownGameError(KeyError):
+    """Raised by :func:`make` and :func:`spec` for an id nobody registered."""
+
+    def __str__(self) -> str:
+        """Keep the message readable (KeyError would quote it)."""
+        return str(self.args[0])
+
+
+class GameOptionsError(ValueError):
+    """Raised when the options given to :func:`make` do not validate; says which and why."""
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """How to build one registered game.
+
+    Attributes:
+        id: Versioned id, e.g. ``"FrozenLake-NoSlip-v0"``.
+        entry_point: ``"module:Class"`` string or a callable returning a :class:`Game`.
+        kwargs: Default options passed to the entry point (overridable in :func:`make`).
+        description: One line saying what the game is.
+    """
+
+    id: str
+    entry_point: str | Callable[..., Game]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def name(self) -> str:
+        """The id without its version suffix."""
+        match = _ID_PATTERN.match(self.id)
+        return match.group("name") if match else self.id
+
+    @property
+    def version(self) -> int | None:
+        """The id's version number, if it has one."""
+        match = _ID_PATTERN.match(self.id)
+        return int(match.group("version")) if match and match.group("version") else None
+
+    def load(self) -> Callable[..., Game]:
+        """Import and return the entry point."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module_name, _, attribute = self.entry_point.partition(":")
+        if not attribute:
+            raise ValueError(f"entry point {self.entry_point!r} of {self.id} must be 'module:Class'")
+        module = importlib.import_module(module_name)
+        return getattr(module, attribute)  # type: ignore[no-any-return]
+
+    def make(self, **overrides: Any) -> Game:
+        """Build the game with the spec's defaults updated by ``overrides``."""
+        options = {**self.kwargs, **overrides}
+        factory = self.load()
+        try:
+            game = factory(**options)
+        except ValidationError as error:
+            config = getattr(factory, "Config", None)
+            known = sorted(config.model_fields) if config is not None else []
+            raise GameOptionsError(_explain_validation(self.id, error, known)) from None
+        game.game_id = self.id
+        return game
+
+
+_registry: dict[str, GameSpec] = {}
+_plugins_loaded = False
+
+
+def register(
+    id: str,
+    entry_point: str | Callable[..., Game],
+    *,
+    description: str = "",
+    **kwargs: Any,
+) -> GameSpec:
+    """Register a game under a versioned id.
+
+    Args:
+        id: ``Name-vN`` (``namespace/Name-vN`` for third-party games).
+        entry_point: ``"module:Class"`` (imported lazily) or a callable returning a game.
+        description: One line shown by ``tsmg games``.
+        **kwargs: Default options for the game (e.g. ``max_steps=8``).
+
+    Returns:
+        The new :class:`GameSpec`.
+
+    Example:
+        >>> import tsmg
+        >>> spec = tsmg.register("doc/Demo-v0", "games.frozen_lake:FrozenLake", max_steps=4)
+        >>> spec.version
+        0
+        >>> tsmg.registry.unregister("doc/Demo-v0")
+    """
+    if not _ID_PATTERN.match(id):
+        raise ValueError(f"invalid game id {id!r}: use 'Name-vN' or 'namespace/Name-vN'")
+    if id in _registry:
+        logger.warning("overriding registered game %s", id)
+    game_spec = GameSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs), description=description)
+    _registry[id] = game_spec
+    return game_spec
+
+
+def unregister(id: str) -> None:
+    """Remove a registered game (mostly for tests)."""
+    _registry.pop(id, None)
+
+
+def load_plugins() -> None:
+    """Import every package that declares games in the ``tsmg.games`` entry-point group."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    found = list(entry_points(group=ENTRY_POINT_GROUP))
+    for entry in found:
+        try:
+            entry.load()
+        except Exception:  # a broken plugin must not break the others
+            logger.exception("could not load game plugin %s", entry.value)
+    if not any(entry.value.split(":")[0] == "games" for entry in found):
+        # Running from a source tree that was never installed: the catalog is still importable.
+        try:
+            importlib.import_module("games")
+        except ImportError:
+            pass
+
+
+def spec(id: str) -> GameSpec:
+    """The spec registered under ``id``; an unversioned id resolves to its latest version.
+
+    Raises:
+        UnknownGameError: with the closest registered ids.
+    """
+    load_plugins()
+    if id in _registry:
+        return _registry[id]
+    versions = [s for s in _registry.values() if s.name == id and s.version is not None]
+    if versions and not re.search(r"-v\d+$", id):
+        return max(versions, key=lambda s: s.version or 0)
+    close = difflib.get_close_matches(id, list(_registry), n=5, cutoff=0.4)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise UnknownGameError(f"no game registered as {id!r}.{hint} `tsmg games` lists them all.")
+
+
+def make(id: str, **overrides: Any) -> Game:
+    """Build the game registered as ``id`` with its default options updated by ``overrides``.
+
+    Raises:
+        UnknownGameError: ``id`` is not registered (the message lists the closest ids).
+        GameOptionsError: an option is unknown or of the wrong type (names the field).
+    """
+    return spec(id).make(**overrides)
+
+
+def specs() -> Iterator[GameSpec]:
+    """Every registered spec, sorted by id."""
+    load_plugins()
+    return iter(sorted(_registry.values(), key=lambda s: s.id))
+
+
+def _explain_validation(game_id: str, error: ValidationError, known: list[str]) -> str:
+    lines = [f"invalid options for {game_id}:"]
+    for problem in error.errors():
+        location = ".".join(str(part) for part in problem["loc"]) or "(options)"
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            message = f"unknown option (options: {', '.join(known)})"
+        allowed = problem.get("ctx", {}).get("expected")
+        if allowed and str(allowed) not in message:
+            message += f" (allowed: {allowed})"
+        lines.append(f"  {location}: {message}")
+    return "\n".join(lines)

@@ -1,0 +1,305 @@
+"""The rollout engine: many episodes at once, one batched policy call per round.
+
+Each round gathers every pending decision of every live episode, groups them by policy, and
+asks each policy once for the whole batch. With an in-process model backend this turns N
+episodes into one batched ``generate`` per round instead of N. When an episode finishes, its
+:class:`~tsmg.episode.Episode` record is handed to ``on_episode`` (e.g. appended to a JSONL file)
+and the next planned episode takes its slot, up to ``max_concurrent`` live episodes.
+
+A policy or game that raises fails only the episodes concerned: they are recorded with the
+error and the rest of the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tsmg.core import AgentID, Game, Invalid
+from tsmg.episode import Episode, Message, StepRecord, dumps_key
+from tsmg.policies import Decision, DecisionRequest, Policy, Turn
+from tsmg.registry import make
+
+logger = logging.getLogger(__name__)
+
+GameFactory = Callable[[], Game]
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodePlan:
+    """One episode to play: its seed, its id and (optionally) its group."""
+
+    seed: int | None
+    episode_id: str
+    group_id: str | None = None
+
+
+@dataclass(slots=True)
+class _LiveEpisode:
+    index: int
+    plan: EpisodePlan
+    game: Game
+    record: Episode
+    started: float
+    observations: dict[AgentID, str]
+    history: dict[AgentID, list[Turn]] = field(default_factory=dict)
+    last_step: dict[AgentID, StepRecord] = field(default_factory=dict)
+    unclaimed_reward: dict[AgentID, float] = field(default_factory=dict)
+
+
+def plan_episodes(
+    game_id: str, seeds: Sequence[int | None], group_size: int = 1, id_prefix: str | None = None
+) -> list[EpisodePlan]:
+    """Plan ``group_size`` episodes per seed, grouped by seed (a GRPO group shares its start).
+
+    Ids are ``PREFIX/s{seed}/g{k}`` so the same plan always yields the same ids (resumable runs
+    rely on that).
+    """
+    prefix = id_prefix or game_id
+    plans = []
+    for seed_index, seed in enumerate(seeds):
+        seed_name = f"s{seed}" if seed is not None else f"i{seed_index}"
+        group = f"{prefix}/{seed_name}" if group_size > 1 else None
+        for member in range(group_size):
+            plans.append(EpisodePlan(seed=seed, episode_id=f"{prefix}/{seed_name}/g{member}", group_id=group))
+    return plans
+
+
+def rollout(
+    game: str | GameFactory,
+    policies: Policy | Mapping[AgentID, Policy],
+    seeds: Sequence[int | None] | None = None,
+    *,
+    plans: Sequence[EpisodePlan] | None = None,
+    game_options: Mapping[str, Any] | None = None,
+    max_concurrent: int | None = None,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> list[Episode]:
+    """Play episodes concurrently and return their records in plan order.
+
+    Args:
+        game: A registered id (made with ``game_options``) or a factory returning a fresh game.
+        policies: One policy for every agent, or a policy per agent.
+        seeds: One episode per seed (ignored when ``plans`` is given).
+        plans: Explicit episode plans (seeds, ids, groups), e.g. from :func:`plan_episodes`.
+        game_options: Options for :func:`tsmg.make` when ``game`` is an id.
+        max_concurrent: Most episodes live at once (default: all).
+        on_episode: Called with each finished episode as soon as it finishes.
+
+    Returns:
+        The finished episodes, in plan order. Episodes that failed carry ``error``.
+    """
+    options = dict(game_options or {})
+    if isinstance(game, str):
+        game_id = game
+
+        def factory() -> Game:
+            return make(game_id, **options)
+    else:
+        factory = game
+    if plans is None:
+        if seeds is None:
+            raise ValueError("give seeds or plans")
+        probe_id = game if isinstance(game, str) else "game"
+        plans = plan_episodes(probe_id, seeds)
+    limit = max_concurrent or len(plans) or 1
+
+    finished: dict[int, Episode] = {}
+    pending = list(enumerate(plans))
+    pending.reverse()  # pop() from the end keeps plan order
+    live: list[_LiveEpisode] = []
+
+    def finish(episode: _LiveEpisode, error: str | None = None) -> None:
+        record = episode.record
+        record.error = error
+        record.latency_s = time.perf_counter() - episode.started
+        finished[episode.index] = record
+        if on_episode is not None:
+            on_episode(record)
+
+    while pending or live:
+        while pending and len(live) < limit:
+            index, plan = pending.pop()
+            started = _start_episode(index, plan, factory, policies, options)
+            if isinstance(started, Episode):
+                finished[index] = started
+                if on_episode is not None:
+                    on_episode(started)
+            else:
+                live.append(started)
+        if not live:
+            continue
+        requests_by_policy: dict[int, tuple[Policy, list[tuple[_LiveEpisode, DecisionRequest]]]] = {}
+        for episode in live:
+            for agent in episode.game.active_agents:
+                policy = _policy_for(policies, agent)
+                request = DecisionRequest(
+                    game=episode.game,
+                    agent=agent,
+                    observation=episode.observations[agent],
+                    legal_actions=episode.game.legal_actions(agent),
+                    history=episode.history.setdefault(agent, []),
+                    episode_seed=episode.plan.seed,
+                    episode_index=episode.index,
+                    round=episode.record.num_rounds,
+                )
+                requests_by_policy.setdefault(id(policy), (policy, []))[1].append((episode, request))
+
+        answers: dict[int, dict[AgentID, tuple[DecisionRequest, Decision]]] = defaultdict(dict)
+        failed: dict[int, str] = {}
+        for policy, batch in requests_by_policy.values():
+            started = time.perf_counter()
+            try:
+                decisions = policy.act([request for _, request in batch])
+                if len(decisions) != len(batch):
+                    raise RuntimeError(f"policy {policy.name} returned {len(decisions)} decisions for {len(batch)}")
+            except Exception as error:  # one failing policy fails its episodes, not the run
+                logger.exception("policy %s failed", policy.name)
+                for episode, _ in batch:
+                    failed[episode.index] = f"policy {policy.name} failed: {error!r}"
+                continue
+            share = (time.perf_counter() - started) / len(batch)
+            for (episode, request), decision in zip(batch, decisions, strict=True):
+                if not decision.latency_s:
+                    decision.latency_s = share
+                answers[episode.index][request.agent] = (request, decision)
+
+        still_live = []
+        for episode in live:
+            if episode.index in failed:
+                finish(episode, failed[episode.index])
+                continue
+            try:
+                _play_round(episode, answers[episode.index])
+            except Exception as error:
+                logger.exception("episode %s failed", episode.plan.episode_id)
+                finish(episode, f"game step failed: {error!r}")
+                continue
+            if episode.game.done:
+                _close_record(episode)
+                finish(episode)
+            else:
+                still_live.append(episode)
+        live = still_live
+
+    return [finished[index] for index in range(len(plans))]
+
+
+def _policy_for(policies: Policy | Mapping[AgentID, Policy], agent: AgentID) -> Policy:
+    if isinstance(policies, Mapping):
+        try:
+            return policies[agent]
+        except KeyError:
+            raise KeyError(f"no policy given for agent {agent!r}") from None
+    return policies
+
+
+def _start_episode(
+    index: int,
+    plan: EpisodePlan,
+    factory: GameFactory,
+    policies: Policy | Mapping[AgentID, Policy],
+    options: Mapping[str, Any],
+) -> _LiveEpisode | Episode:
+    started = time.perf_counter()
+    game: Game | None = None
+    try:
+        game = factory()
+        observations, _ = game.reset(seed=plan.seed)
+        names = {agent: _policy_for(policies, agent).name for agent in game.agents}
+    except Exception as error:
+        logger.exception("could not start episode %s", plan.episode_id)
+        return Episode(
+            episode_id=plan.episode_id,
+            game_id=getattr(game, "game_id", "unknown"),
+            game_options=dict(options),
+            seed=plan.seed,
+            group_id=plan.group_id,
+            agents=list(getattr(game, "agents", ())),
+            policies={},
+            error=f"could not start: {error!r}",
+        )
+    record = Episode(
+        episode_id=plan.episode_id,
+        game_id=game.game_id,
+        game_options=dict(options),
+        seed=plan.seed,
+        group_id=plan.group_id,
+        agents=list(game.agents),
+        policies=names,
+        returns=dict.fromkeys(game.agents, 0.0),
+    )
+    return _LiveEpisode(index=index, plan=plan, game=game, record=record, started=started, observations=observations)
+
+
+def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionRequest, Decision]]) -> None:
+    game, record = episode.game, episode.record
+    state_keys = {agent: dumps_key(game.state_key(agent)) for agent in answers}
+    result = game.step({agent: decision.action for agent, (_, decision) in answers.items()})
+    for agent, (request, decision) in answers.items():
+        info = result.infos.get(agent, {})
+        completion = decision.completion
+        if completion is None:
+            completion = decision.action if isinstance(decision.action, str) else ""
+        submitted = decision.action if isinstance(decision.action, str) else None
+        valid = bool(info.get("valid", not isinstance(decision.action, Invalid)))
+        reason = info.get("reason")
+        step = StepRecord(
+            index=len(record.steps),
+            round=record.num_rounds,
+            agent=agent,
+            observation=request.observation,
+            prompt=[Message(**message) for message in decision.prompt] if decision.prompt else None,
+            completion=completion,
+            action=submitted,
+            parsed_action=info.get("action"),
+            valid=valid,
+            reason=reason,
+            attempts=decision.attempts,
+            reward=episode.unclaimed_reward.pop(agent, 0.0),
+            state_key=state_keys[agent],
+            token_ids=decision.token_ids,
+            logprobs=decision.logprobs,
+            prompt_tokens=decision.prompt_tokens,
+            completion_tokens=decision.completion_tokens,
+            latency_s=decision.latency_s,
+        )
+        record.steps.append(step)
+        episode.last_step[agent] = step
+        record.invalid_answers += 0 if valid else 1
+        record.prompt_tokens += decision.prompt_tokens or 0
+        record.completion_tokens += decision.completion_tokens or 0
+        episode.history[agent].append(
+            Turn(request.observation, completion, info.get("action"), valid, reason, 0.0)
+        )
+    # Credit every reward to the receiving agent's latest step, so that an agent's step rewards
+    # add up to its return even when it is rewarded in a round where it did not act (e.g. the
+    # loser of a turn-based game).
+    for agent, reward in result.rewards.items():
+        record.returns[agent] = record.returns.get(agent, 0.0) + reward
+        if not reward:
+            continue
+        last = episode.last_step.get(agent)
+        if last is None:
+            episode.unclaimed_reward[agent] = episode.unclaimed_reward.get(agent, 0.0) + reward
+        else:
+            last.reward += reward
+            turns = episode.history[agent]
+            previous = turns[-1]
+            turns[-1] = Turn(
+                previous.observation, previous.answer, previous.action, previous.valid, previous.reason,
+                previous.reward + reward,
+            )
+    record.num_rounds += 1
+    episode.observations = result.observations
+    record.terminated = any(result.terminated.values())
+    record.truncated = any(result.truncated.values()) and not record.terminated
+
+
+def _close_record(episode: _LiveEpisode) -> None:
+    game, record = episode.game, episode.record
+    record.success = {agent: game.is_success(agent) for agent in game.agents}
