@@ -57,7 +57,7 @@ class FrozenLake(RulesGame[FrozenLakeState, int]):
         >>> game = FrozenLake(map_name="4x4", max_steps=16)
         >>> observations, _ = game.reset(seed=0)
         >>> print(observations["player"].splitlines()[1])
-        You are at (0, 3). The goal is at (3, 0).
+        You are at (0, 3). The goal is at (3, 0). Holes are at (1, 2), (3, 2), (3, 1), (0, 0).
         >>> game.step({"player": "right"}).infos["player"]
         {'valid': True, 'reason': None, 'action': 'right'}
     """

@@ -70,7 +70,7 @@ class StepResult:
     @property
     def done(self) -> bool:
         """Whether the episode is over for every agent."""
-        return all(t or u for t, u in zip(self.terminated.values(), self.truncated.values()))
+        return all(t or u for t, u in zip(self.terminated.values(), self.truncated.values(), strict=True))
 
 
 class GameConfig(BaseModel):

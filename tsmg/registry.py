@@ -75,7 +75,8 @@ class GameSpec:
         if not attribute:
             raise ValueError(f"entry point {self.entry_point!r} of {self.id} must be 'module:Class'")
         module = importlib.import_module(module_name)
-        return getattr(module, attribute)  # type: ignore[no-any-return]
+        factory: Callable[..., Game] = getattr(module, attribute)
+        return factory
 
     def make(self, **overrides: Any) -> Game:
         """Build the game with the spec's defaults updated by ``overrides``."""

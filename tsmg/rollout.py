@@ -96,6 +96,7 @@ def rollout(
     options = dict(game_options or {})
     if isinstance(game, str):
         game_id = game
+        make(game_id, **options)  # fail fast on an unknown id or bad options, before any episode
 
         def factory() -> Game:
             return make(game_id, **options)
@@ -152,7 +153,7 @@ def rollout(
         answers: dict[int, dict[AgentID, tuple[DecisionRequest, Decision]]] = defaultdict(dict)
         failed: dict[int, str] = {}
         for policy, batch in requests_by_policy.values():
-            started = time.perf_counter()
+            asked = time.perf_counter()
             try:
                 decisions = policy.act([request for _, request in batch])
                 if len(decisions) != len(batch):
@@ -162,7 +163,7 @@ def rollout(
                 for episode, _ in batch:
                     failed[episode.index] = f"policy {policy.name} failed: {error!r}"
                 continue
-            share = (time.perf_counter() - started) / len(batch)
+            share = (time.perf_counter() - asked) / len(batch)
             for (episode, request), decision in zip(batch, decisions, strict=True):
                 if not decision.latency_s:
                     decision.latency_s = share
@@ -273,9 +274,7 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
         record.invalid_answers += 0 if valid else 1
         record.prompt_tokens += decision.prompt_tokens or 0
         record.completion_tokens += decision.completion_tokens or 0
-        episode.history[agent].append(
-            Turn(request.observation, completion, info.get("action"), valid, reason, 0.0)
-        )
+        episode.history[agent].append(Turn(request.observation, completion, info.get("action"), valid, reason, 0.0))
     # Credit every reward to the receiving agent's latest step, so that an agent's step rewards
     # add up to its return even when it is rewarded in a round where it did not act (e.g. the
     # loser of a turn-based game).
@@ -291,7 +290,11 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
             turns = episode.history[agent]
             previous = turns[-1]
             turns[-1] = Turn(
-                previous.observation, previous.answer, previous.action, previous.valid, previous.reason,
+                previous.observation,
+                previous.answer,
+                previous.action,
+                previous.valid,
+                previous.reason,
                 previous.reward + reward,
             )
     record.num_rounds += 1

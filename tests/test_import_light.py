@@ -1,0 +1,12 @@
+import subprocess
+import sys
+
+
+def test_import_tsmg_loads_no_heavy_or_catalog_module():
+    code = (
+        "import sys, tsmg, tsmg.lap, tsmg.rollout, tsmg.checker, tsmg.cli;"
+        "heavy = [m for m in ('torch', 'transformers', 'vllm', 'games', 'backends', 'training') if m in sys.modules];"
+        "print(heavy)"
+    )
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert output.strip() == "[]"

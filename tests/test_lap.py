@@ -1,0 +1,125 @@
+"""The Language-Agent Policy: prompts, action formats, re-prompts, batching.
+
+The model here is a small scripted stand-in (the backends' own tests run real models); it lets
+these tests pin down exactly what the LAP sends and how it reads the answers.
+"""
+
+import pytest
+from pydantic import ValidationError
+
+from tsmg.lap import LAP, ActionFormat, LAPConfig, PromptTemplate
+from tsmg.lm import Completion
+from tsmg.rollout import rollout
+
+
+class ScriptedModel:
+    """Answers with ``answer(messages, request)``; records every batch."""
+
+    name = "scripted"
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.batches = []
+
+    def generate(self, requests, sampling):
+        self.batches.append(list(requests))
+        return [Completion(text=self.answer(r.messages, r), completion_tokens=3, prompt_tokens=10) for r in requests]
+
+
+def test_tag_format_and_one_model_call_per_round():
+    model = ScriptedModel(lambda messages, r: "<think>hmm</think><action>right</action>")
+    episodes = rollout("FrozenLake-v0", LAP(model), seeds=range(8))
+    assert len(model.batches[0]) == 8
+    assert all(e.steps[0].parsed_action == "right" for e in episodes)
+    first = episodes[0].steps[0]
+    assert first.completion.startswith("<think>") and first.action == "right"
+    assert [m.role for m in first.prompt] == ["system", "user"]
+    assert "<action>MOVE</action>" in first.prompt[1].content
+    assert episodes[0].completion_tokens == 3 * len(episodes[0].steps)
+
+
+def test_missing_tag_is_invalid_with_reason_and_reprompt_fixes_it():
+    def answer(messages, request):
+        # First attempt forgets the tag; the re-prompt (which carries the reason) gets it right.
+        return "<action>down</action>" if "invalid" in messages[-1]["content"] else "down"
+
+    model = ScriptedModel(answer)
+    [no_retry] = rollout("FrozenLake-v0", LAP(model), seeds=[0], game_options={"max_steps": 1})
+    assert not no_retry.steps[0].valid and "no <action>" in no_retry.steps[0].reason
+
+    model = ScriptedModel(answer)
+    [episode] = rollout("FrozenLake-v0", LAP(model, LAPConfig(reprompt=2)), seeds=[0], game_options={"max_steps": 1})
+    step = episode.steps[0]
+    assert step.valid and step.attempts == 2 and step.parsed_action == "down"
+    assert "That answer was invalid: no <action>" in step.prompt[-1].content
+    assert step.completion_tokens == 6
+
+
+def test_reprompts_are_batched_and_bounded():
+    model = ScriptedModel(lambda messages, r: "nonsense")
+    rollout("FrozenLake-v0", LAP(model, LAPConfig(reprompt=3)), seeds=range(5), game_options={"max_steps": 1})
+    assert [len(batch) for batch in model.batches] == [5, 5, 5, 5]
+
+
+def test_game_rejects_well_formed_but_unknown_action():
+    model = ScriptedModel(lambda messages, r: "<action>jump</action>")
+    [episode] = rollout("FrozenLake-v0", LAP(model), seeds=[0], game_options={"max_steps": 1})
+    assert not episode.steps[0].valid and "expected one of" in episode.steps[0].reason
+
+
+def test_choice_format_sends_legal_actions_as_choices():
+    model = ScriptedModel(lambda messages, r: r.choices[1])
+    [episode] = rollout("FrozenLake-v0", LAP(model, LAPConfig(action_format=ActionFormat(kind="choice"))), seeds=[0])
+    assert model.batches[0][0].choices == ["left", "down", "right", "up"]
+    assert episode.steps[0].parsed_action == "down"
+
+
+def test_regex_format():
+    fmt = ActionFormat(kind="regex", pattern=r"MOVE:\s*(\w+)")
+    assert fmt.extract("I think... MOVE: up") == "up"
+    assert not fmt.extract("no move here")
+
+
+@pytest.mark.parametrize(("history", "expected_user_turns"), [("none", 1), ("last_k", 3), ("full", 4)])
+def test_history_windows(history, expected_user_turns):
+    model = ScriptedModel(lambda messages, r: "<action>left</action>")
+    config = LAPConfig(template=PromptTemplate(history=history, history_k=2))
+    [episode] = rollout("FrozenLake-v0", LAP(model, config), seeds=[0], game_options={"max_steps": 4})
+    last_prompt = episode.steps[3].prompt
+    assert sum(m.role == "user" for m in last_prompt) == expected_user_turns
+    if history != "none":
+        assert last_prompt[-2].role == "assistant" and last_prompt[-2].content == "<action>left</action>"
+
+
+def test_sampling_seeds_depend_on_position_not_batching():
+    seen = {}
+
+    def answer(messages, request):
+        seen.setdefault(request.seed, 0)
+        seen[request.seed] += 1
+        return "<action>up</action>"
+
+    rollout("FrozenLake-v0", LAP(ScriptedModel(answer)), seeds=range(4), game_options={"max_steps": 2})
+    assert len(seen) == 8  # 4 episodes x 2 rounds, all distinct
+
+
+def test_bad_lap_config_fails_early_with_the_field_name():
+    with pytest.raises(ValidationError, match="history"):
+        PromptTemplate(history="some")
+    with pytest.raises(ValidationError, match="observation"):
+        PromptTemplate(user="no placeholder")
+    with pytest.raises(ValidationError, match="pattern does not compile"):
+        ActionFormat(kind="regex", pattern="(")
+    with pytest.raises(ValidationError, match="reprompt"):
+        LAPConfig(reprompt=-1)
+
+
+def test_model_errors_become_invalid_answers():
+    class Down:
+        name = "down"
+
+        def generate(self, requests, sampling):
+            return [Completion(text="", finish_reason="error", error="HTTP 503") for _ in requests]
+
+    [episode] = rollout("FrozenLake-v0", LAP(Down()), seeds=[0], game_options={"max_steps": 1})
+    assert "HTTP 503" in episode.steps[0].reason

@@ -1,0 +1,118 @@
+"""The rollout engine: batching, determinism, failures, records."""
+
+import tsmg
+from games import frozen_lake_rules as rules
+from tsmg.policies import Decision, FixedPolicy, OraclePolicy, RandomPolicy
+from tsmg.rollout import plan_episodes, rollout
+
+
+class CountingPolicy:
+    """Random legal play that records the size of every batch it is asked for."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.batch_sizes = []
+        self.inner = RandomPolicy(seed=1)
+
+    def act(self, requests):
+        self.batch_sizes.append(len(requests))
+        return self.inner.act(requests)
+
+
+def test_every_live_episode_is_decided_in_one_call_per_round():
+    policy = CountingPolicy()
+    episodes = rollout("FrozenLake-v0", policy, seeds=range(16))
+    rounds = max(e.num_rounds for e in episodes)
+    assert len(policy.batch_sizes) == rounds
+    assert policy.batch_sizes[0] == 16
+    assert sum(policy.batch_sizes) == sum(len(e.steps) for e in episodes)
+
+
+def without_timing(episodes):
+    return [e.model_dump(exclude={"latency_s": True, "steps": {"__all__": {"latency_s"}}}) for e in episodes]
+
+
+def test_concurrency_bound_and_results_do_not_depend_on_it():
+    policy = CountingPolicy()
+    bounded = rollout("FrozenLake-NoSlip-v0", policy, seeds=range(20), max_concurrent=4)
+    assert max(policy.batch_sizes) <= 4
+    unbounded = rollout("FrozenLake-NoSlip-v0", CountingPolicy(), seeds=range(20))
+    assert without_timing(bounded) == without_timing(unbounded)
+
+
+def test_same_seeds_same_episodes():
+    first = rollout("FrozenLake-Slippery-v0", RandomPolicy(seed=4), seeds=range(10))
+    second = rollout("FrozenLake-Slippery-v0", RandomPolicy(seed=4), seeds=range(10))
+    assert without_timing(first) == without_timing(second)
+
+
+def test_oracle_success_equals_fraction_of_maps_solvable_within_the_limit():
+    seeds = range(500)
+    episodes = rollout("FrozenLake-NoSlip-v0", OraclePolicy(), seeds=seeds)
+    game = tsmg.make("FrozenLake-NoSlip-v0")
+    solvable = 0
+    for seed in seeds:
+        game.reset(seed=seed)
+        distance = rules.shortest_path_length(game.state.desc)
+        solvable += distance is not None and distance <= 8
+    assert sum(e.success["player"] for e in episodes) == solvable
+    random_rate = sum(e.success["player"] for e in rollout("FrozenLake-NoSlip-v0", RandomPolicy(), seeds=seeds)) / 500
+    assert random_rate < 0.05
+
+
+def test_oracle_fails_exactly_on_maps_too_long_for_the_limit():
+    seeds = range(200)
+    episodes = rollout("FrozenLake-NoSlip-v0", OraclePolicy(), seeds=seeds, game_options={"max_steps": 6})
+    game = tsmg.make("FrozenLake-NoSlip-v0", max_steps=6)
+    for seed, episode in zip(seeds, episodes, strict=True):
+        game.reset(seed=seed)
+        distance = rules.shortest_path_length(game.state.desc)
+        assert episode.success["player"] == (distance is not None and distance <= 6)
+
+
+def test_step_rewards_add_up_to_returns_and_records_are_complete():
+    [episode] = rollout("FrozenLake-v0", OraclePolicy(), seeds=[0])
+    assert episode.returns == {"player": 1.0}
+    assert sum(step.reward for step in episode.steps) == 1.0
+    assert episode.terminated and not episode.truncated and episode.num_rounds == 6
+    assert sorted(step.parsed_action for step in episode.steps) == ["down"] * 3 + ["right"] * 3
+    assert episode.policies == {"player": "oracle"}
+
+
+def test_invalid_answers_are_counted():
+    [episode] = rollout("FrozenLake-v0", FixedPolicy("fly"), seeds=[0])
+    assert episode.truncated and episode.invalid_answers == 16
+    assert episode.steps[0].reason.startswith("expected one of")
+
+
+def test_a_failing_policy_fails_its_episodes_not_the_run():
+    class Flaky:
+        name = "flaky"
+
+        def __init__(self):
+            self.calls = 0
+
+        def act(self, requests):
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("backend unreachable")
+            return [Decision(action="right") for _ in requests]
+
+    finished = []
+    episodes = rollout("FrozenLake-v0", Flaky(), seeds=range(3), on_episode=finished.append)
+    assert all("backend unreachable" in e.error for e in episodes)
+    assert len(finished) == 3
+
+
+def test_plans_give_stable_ids_and_groups():
+    plans = plan_episodes("FrozenLake-v0", [3, 4], group_size=2)
+    assert [p.episode_id for p in plans] == [
+        "FrozenLake-v0/s3/g0",
+        "FrozenLake-v0/s3/g1",
+        "FrozenLake-v0/s4/g0",
+        "FrozenLake-v0/s4/g1",
+    ]
+    episodes = rollout("FrozenLake-NoSlip-v0", RandomPolicy(), plans=plans)
+    assert episodes[0].group_id == episodes[1].group_id != episodes[2].group_id
+    assert episodes[0].steps[0].observation == episodes[1].steps[0].observation

@@ -1,0 +1,266 @@
+"""The ``tsmg`` command line: list, check, play and roll out games.
+
+Listings take ``--json`` (a JSON document on stdout, nothing else) so other tools can read them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import tsmg
+from tsmg.checker import GameCheckError, check_game
+from tsmg.core import Game, GameError
+from tsmg.episode import write_episodes
+from tsmg.policies import DecisionRequest, Policy, policy_from_spec
+from tsmg.registry import GameOptionsError, UnknownGameError
+from tsmg.rollout import plan_episodes, rollout
+from tsmg.summary import summarize
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args))
+    except (UnknownGameError, GameOptionsError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tsmg", description="Text-mediated games for language models.")
+    parser.add_argument("--version", action="version", version=f"tsmg {tsmg.__version__}")
+    commands = parser.add_subparsers(title="commands")
+
+    games = commands.add_parser("games", help="list the registered games")
+    games.add_argument("--json", action="store_true", help="print a JSON list")
+    games.set_defaults(handler=_cmd_games)
+
+    check = commands.add_parser("check", help="check that games keep the TSMG contract")
+    check.add_argument("game", nargs="*", help="game ids")
+    check.add_argument("--all", action="store_true", help="check every registered game")
+    check.add_argument("--json", action="store_true", help="print results as JSON")
+    check.set_defaults(handler=_cmd_check)
+
+    play = commands.add_parser("play", help="play a game in the terminal")
+    play.add_argument("game")
+    play.add_argument("--seed", type=int, default=0)
+    play.add_argument("--agent", help="the seat you play (default: every seat)")
+    play.add_argument("--opponent", default="random", help="policy of the other seats: random, oracle, fixed:TEXT")
+    _add_option_flag(play)
+    play.set_defaults(handler=_cmd_play)
+
+    roll = commands.add_parser("rollout", help="play episodes with a scripted policy")
+    roll.add_argument("game")
+    roll.add_argument("--policy", default="random", help="random, oracle or fixed:TEXT")
+    roll.add_argument("--episodes", type=int, default=100)
+    roll.add_argument("--seed", type=int, default=0, help="first episode seed (seeds are consecutive)")
+    roll.add_argument("--out", type=Path, help="append episodes to OUT/episodes.jsonl and write OUT/summary.json")
+    roll.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_option_flag(roll)
+    roll.set_defaults(handler=_cmd_rollout)
+
+    demo = commands.add_parser("demo", help="random vs oracle on Frozen Lake (the quick-start demo)")
+    demo.add_argument("--game", default="FrozenLake-NoSlip-v0")
+    demo.add_argument("--episodes", type=int, default=500)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def _add_option_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="game option, e.g. -o max_steps=20"
+    )
+
+
+def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, separator, value = pair.partition("=")
+        if not separator or not key:
+            raise ValueError(f"game options are KEY=VALUE, got {pair!r}")
+        options[key.strip()] = yaml.safe_load(value)
+    return options
+
+
+def game_listing() -> list[dict[str, Any]]:
+    """One dict per registered game: id, num_agents, turn_based, description, defaults."""
+    items = []
+    for spec in tsmg.specs():
+        item: dict[str, Any] = {"id": spec.id, "description": spec.description, "defaults": dict(spec.kwargs)}
+        try:
+            game = spec.make()
+            item.update(num_agents=game.num_agents, turn_based=game.turn_based, agents=list(game.agents))
+        except ImportError as error:
+            item.update(num_agents=None, turn_based=None, error=f"missing dependency: {error}")
+        items.append(item)
+    return items
+
+
+def _cmd_games(args: argparse.Namespace) -> int:
+    items = game_listing()
+    if args.json:
+        print(json.dumps(items, indent=2))
+        return 0
+    width = max(len(item["id"]) for item in items)
+    print(f"{'id':<{width}}  agents  turns         description")
+    for item in items:
+        turns = {True: "turn-based", False: "simultaneous", None: "?"}[item["turn_based"]]
+        agents = item["num_agents"] if item["num_agents"] is not None else "?"
+        print(f"{item['id']:<{width}}  {agents!s:>6}  {turns:<12}  {item['description'] or item.get('error', '')}")
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    ids = [spec.id for spec in tsmg.specs()] if args.all else list(args.game)
+    if not ids:
+        print("error: name games to check, or use --all", file=sys.stderr)
+        return 2
+    results = []
+    for game_id in ids:
+        try:
+            report = check_game(game_id)
+            results.append({"id": game_id, "ok": True, "episodes": report.episodes, "steps": report.steps})
+        except (GameCheckError, GameError, ImportError) as error:
+            results.append({"id": game_id, "ok": False, "error": str(error)})
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for result in results:
+            status = "ok  " if result["ok"] else "FAIL"
+            detail = f"{result['episodes']} episodes, {result['steps']} steps" if result["ok"] else result["error"]
+            print(f"{status} {result['id']}: {detail}")
+    return 0 if all(result["ok"] for result in results) else 1
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    game = tsmg.make(args.game, **_parse_options(args.option))
+    opponent = policy_from_spec(args.opponent, seed=args.seed)
+    if args.agent and args.agent not in game.agents:
+        raise ValueError(f"{args.game} has no agent {args.agent!r}; agents: {', '.join(game.agents)}")
+    game.reset(seed=args.seed)
+    print(f"{game.game_id} (seed {args.seed}). Type your answer; Ctrl-D quits.\n")
+    returns = dict.fromkeys(game.agents, 0.0)
+    while not game.done:
+        actions = {}
+        for agent in game.active_agents:
+            if args.agent in (None, agent):
+                actions[agent] = _ask_human(game, agent)
+                if actions[agent] is None:
+                    return 0
+            else:
+                request = DecisionRequest(
+                    game, agent, game.observe(agent), game.legal_actions(agent), round=game_round(game)
+                )
+                actions[agent] = _first_action(opponent, request)
+                print(f"[{agent} plays {actions[agent]}]")
+        result = game.step(actions)  # type: ignore[arg-type]
+        for agent, info in result.infos.items():
+            if agent in actions:
+                verdict = "valid" if info.get("valid") else f"INVALID ({info.get('reason')})"
+                print(f"-> {agent}: {info.get('action')!s} [{verdict}], reward {result.rewards[agent]:+g}")
+        for agent, reward in result.rewards.items():
+            returns[agent] += reward
+    print("\nEpisode over." + "".join(f" {agent}: return {value:+g}." for agent, value in returns.items()))
+    for agent in game.agents:
+        success = game.is_success(agent)
+        if success is not None:
+            print(f"{agent}: {'success' if success else 'no success'}")
+    return 0
+
+
+def game_round(game: Game) -> int:
+    """The round number of a rules-based game (0 for games that do not count rounds)."""
+    return int(getattr(game, "rounds", 0))
+
+
+def _ask_human(game: Game, agent: str) -> str | None:
+    print(f"--- {agent} sees ---\n{game.observe(agent)}")
+    legal = game.legal_actions(agent)
+    if legal and len(legal) <= 20:
+        print(f"(legal: {', '.join(legal)})")
+    try:
+        return input(f"{agent}> ")
+    except EOFError:
+        print()
+        return None
+
+
+def _first_action(policy: Policy, request: DecisionRequest) -> str:
+    action = policy.act([request])[0].action
+    return action if isinstance(action, str) else ""
+
+
+def _run_policy(game_id: str, policy_spec: str, episodes: int, seed: int, options: dict[str, Any]) -> list[Any]:
+    policy = policy_from_spec(policy_spec, seed=seed)
+    plans = plan_episodes(game_id, list(range(seed, seed + episodes)))
+    return rollout(game_id, policy, plans=plans, game_options=options)
+
+
+def _cmd_rollout(args: argparse.Namespace) -> int:
+    options = _parse_options(args.option)
+    episodes = _run_policy(args.game, args.policy, args.episodes, args.seed, options)
+    summary = summarize(episodes)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_episodes(args.out / "episodes.jsonl", episodes)
+        (args.out / "summary.json").write_text(
+            json.dumps({"game": args.game, "policy": args.policy, **summary.as_dict()}, indent=2)
+        )
+    if args.json:
+        print(json.dumps({"game": args.game, "policy": args.policy, **summary.as_dict()}))
+    else:
+        print(_format_summary(args.game, args.policy, summary.as_dict()))
+    return 0 if summary.failed == 0 else 1
+
+
+def _format_summary(game_id: str, policy: str, figures: dict[str, Any]) -> str:
+    success = figures["success_rate"]
+    success_text = "n/a" if success is None else f"{100 * success:5.1f}%"
+    return (
+        f"{game_id:<24} {policy:<8} episodes {figures['episodes']:>5}  success {success_text}  "
+        f"return {figures['mean_return']:+.3f} ± {figures['return_stderr']:.3f}  "
+        f"rounds {figures['mean_rounds']:.2f}  invalid {100 * figures['invalid_rate']:.1f}%"
+    )
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from games import frozen_lake_rules as rules
+    from games.frozen_lake import FrozenLake
+
+    print(
+        f"tsmg demo: a random and an oracle policy on {args.game}, seeds {args.seed}..{args.seed + args.episodes - 1}\n"
+    )
+    for policy in ("random", "oracle"):
+        episodes = _run_policy(args.game, policy, args.episodes, args.seed, {})
+        print(_format_summary(args.game, policy, summarize(episodes).as_dict()))
+    game = tsmg.make(args.game)
+    if isinstance(game, FrozenLake):
+        # The ceiling the oracle should meet: maps whose goal is reachable within the step limit.
+        max_steps = game.config.max_steps or 10**6
+        reachable = 0
+        for seed in range(args.seed, args.seed + args.episodes):
+            game.reset(seed=seed)
+            position, desc = game.state.position, game.state.desc
+            reachable += rules.success_probability(desc, position, max_steps, game.config.is_slippery) > 0
+        print(f"\nMaps whose goal is reachable within the step limit: {100 * reachable / args.episodes:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
