@@ -1,0 +1,28 @@
+"""The backend protocol and records (re-exported from :mod:`tsmg.lm`) plus shared helpers.
+
+Every backend implements :class:`LanguageModel`: ``generate(requests, sampling)`` completes a
+batch of :class:`GenerationRequest` and returns one :class:`Completion` per request. Local
+backends (Hugging Face, vLLM) always fill ``token_ids`` and ``logprobs``: training needs them.
+"""
+
+from __future__ import annotations
+
+from tsmg.lm import Completion, FinishReason, GenerationRequest, LanguageModel, SamplingParams
+
+__all__ = [
+    "BackendError",
+    "Completion",
+    "FinishReason",
+    "GenerationRequest",
+    "LanguageModel",
+    "ModelNotFoundError",
+    "SamplingParams",
+]
+
+
+class BackendError(RuntimeError):
+    """A backend could not be built or used; the message says what to do."""
+
+
+class ModelNotFoundError(BackendError):
+    """The model named by the user could not be found (the message names what was looked for)."""
