@@ -79,6 +79,10 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--episodes", type=int, default=500)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_cmd_demo)
+
+    from tsmg.evaluation.cli import add_commands
+
+    add_commands(commands)
     return parser
 
 

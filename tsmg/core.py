@@ -223,8 +223,9 @@ class RulesGame(Game, Generic[StateT, ActionT]):
 
     ``transition`` receives the actions of the agents that answered validly; under
     ``on_invalid="penalize"`` an agent that answered invalidly is simply absent from the
-    mapping (its turn is used up without effect). If no agent answered validly the transition
-    is skipped and the state stays the same.
+    mapping (its turn is used up without effect). In a turn-based game with no valid answer the
+    transition is skipped and the state stays the same; a simultaneous game (``turn_based =
+    False``) still transitions, with the mapping possibly empty, so it must handle absent agents.
     """
 
     Config: ClassVar[type[GameConfig]] = GameConfig
@@ -392,7 +393,9 @@ class RulesGame(Game, Generic[StateT, ActionT]):
                 infos[agent] = {"valid": True, "reason": None, "action": self.action_text(agent, parsed)}
 
         rewards = dict.fromkeys(self.agents, 0.0)
-        if moves and not force_end:
+        # A simultaneous game still advances when nobody answered validly (the world moves on:
+        # e.g. snakes keep going); a turn-based game just loses the turn.
+        if (moves or not self.turn_based) and not force_end:
             state, round_rewards = self.transition(state, moves, self.np_random)
             for agent, reward in round_rewards.items():
                 rewards[agent] += float(reward)

@@ -150,7 +150,7 @@ class LAP:
         """Wrap ``model`` with a prompt template, action format and re-prompt budget."""
         self.model = model
         self.config = config or LAPConfig()
-        self.name = name or getattr(model, "name", "lap")
+        self.name: str = name or str(getattr(model, "name", "lap"))
         self.sampling = SamplingParams(
             temperature=self.config.temperature, top_p=self.config.top_p, max_tokens=self.config.max_tokens
         )

@@ -1,0 +1,146 @@
+"""The evaluation harness: identical starts, resume after kill -9, refusals, failures, reports."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tsmg.episode import read_episodes
+from tsmg.evaluation import ConfigMismatchError, EvalConfig, plan_evaluation, run_eval
+from tsmg.evaluation.cli import dry_run_text
+from tsmg.evaluation.runner import build_policy
+from tsmg.policies import Decision
+
+GAME = "FrozenLake-Slippery-v0"
+
+
+def deterministic(summary):
+    """The summary without wall-clock figures."""
+    games = []
+    for game in summary["games"]:
+        rows = [{k: v for k, v in row.items() if k != "timing"} for row in game["rows"]]
+        games.append({**game, "rows": rows})
+    return {**summary, "games": games}
+
+
+def test_every_model_meets_the_same_starts():
+    plan = plan_evaluation(EvalConfig(games=[GAME, "FrozenLake-NoSlip-v0"], models=["random", "oracle"], episodes=5))
+    seeds = {}
+    for planned in plan:
+        seeds.setdefault((planned.game_id, planned.matchup), []).append(planned.seed)
+    assert seeds[(GAME, "random")] == seeds[(GAME, "oracle")]
+    assert seeds[(GAME, "random")] != seeds[("FrozenLake-NoSlip-v0", "random")]
+    assert len(set(p.episode_id for p in plan)) == len(plan) == 20
+
+
+def test_run_writes_folder_and_statistics(tmp_path):
+    result = run_eval(EvalConfig(games=[GAME], models=["random", "oracle"], episodes=40), tmp_path / "run")
+    assert result.ok and result.completed == 80
+    files = {path.name for path in (tmp_path / "run").iterdir()}
+    assert {"config.json", "episodes.jsonl", "summary.json", "report.md", "success.png", "returns.png"} <= files
+    random_row, oracle_row = result.summary["games"][0]["rows"]
+    low, high = oracle_row["success_ci95"]
+    assert low <= oracle_row["success_rate"] <= high
+    assert oracle_row["success_rate"] > random_row["success_rate"]
+    assert "| FrozenLake-Slippery-v0 | oracle | 40 |" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_rerun_plays_only_missing_episodes(tmp_path):
+    config = EvalConfig(games=[GAME], models=["random"], episodes=10)
+    run_eval(config, tmp_path, write_report=False)
+    calls = []
+
+    def counting_factory(spec, cfg):
+        policy = build_policy(spec, cfg)
+        inner = policy.act
+        policy.act = lambda requests: calls.append(len(requests)) or inner(requests)
+        return policy
+
+    result = run_eval(config, tmp_path, policy_factory=counting_factory, write_report=False)
+    assert result.completed == 10 and calls == []
+
+
+def test_changed_configuration_is_refused(tmp_path):
+    run_eval(EvalConfig(games=[GAME], models=["random"], episodes=3), tmp_path, write_report=False)
+    with pytest.raises(ConfigMismatchError, match="changed: episodes"):
+        run_eval(EvalConfig(games=[GAME], models=["random"], episodes=4), tmp_path, write_report=False)
+
+
+def test_failed_episodes_are_recorded_reported_and_completed_on_rerun(tmp_path):
+    class Flaky:
+        name = "random"
+
+        def act(self, requests):
+            if any(request.episode_seed % 3 == 0 for request in requests):
+                raise ConnectionError("server went away")
+            return [Decision(action="left") for _ in requests]
+
+    config = EvalConfig(games=[GAME], models=["random"], episodes=12)
+    result = run_eval(config, tmp_path, policy_factory=lambda spec, cfg: Flaky(), concurrency=1, write_report=False)
+    failed = {episode.episode_id for episode in result.failures}
+    expected = {p.episode_id for p in plan_evaluation(config) if p.seed % 3 == 0}
+    assert failed == expected and not result.ok
+    assert "server went away" in (tmp_path / "failures.jsonl").read_text()
+    assert result.completed == 12 - len(expected)
+    rerun = run_eval(config, tmp_path, write_report=False)
+    assert rerun.ok and rerun.completed == 12
+
+
+def test_kill_9_then_rerun_gives_exactly_n_episodes_and_the_same_summary(tmp_path):
+    episodes = 1500
+    args = [sys.executable, "-m", "tsmg.cli", "eval", "--game", GAME, "--model", "random", "--model", "oracle"]
+    args += ["--episodes", str(episodes), "--concurrency", "4", "--no-progress"]
+    interrupted = tmp_path / "interrupted"
+    process = subprocess.Popen(args + ["--out", str(interrupted)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = interrupted / "episodes.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and (not path.exists() or path.stat().st_size < 200_000):
+        time.sleep(0.005)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    written = path.read_bytes().count(b"\n")
+    assert 0 < written < 2 * episodes, "the run finished before it could be killed: raise the episode count"
+
+    rerun = subprocess.run(args + ["--out", str(interrupted)], capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    ids = [episode.episode_id for episode in read_episodes(path)]
+    assert len(ids) == len(set(ids)) == 2 * episodes
+
+    straight = run_eval(
+        EvalConfig(games=[GAME], models=["random", "oracle"], episodes=episodes),
+        tmp_path / "straight",
+        write_report=False,
+    )
+    resumed = json.loads((interrupted / "summary.json").read_text())
+    assert deterministic(resumed) == deterministic(json.loads(json.dumps(straight.summary)))
+
+
+def test_dry_run_prints_the_plan_and_plays_nothing(tmp_path):
+    text = dry_run_text(EvalConfig(games=[GAME], models=["random", "smollm2"], episodes=7))
+    assert "14 episodes planned" in text and "random; smollm2" in text
+    assert "estimated tokens at most:" in text and "at most: 0 in" not in text
+
+
+def test_report_merges_runs(tmp_path):
+    from tsmg.cli import main
+
+    run_eval(EvalConfig(games=[GAME], models=["random"], episodes=5), tmp_path / "a", write_report=False)
+    run_eval(EvalConfig(games=[GAME], models=["oracle"], episodes=5), tmp_path / "b", write_report=False)
+    assert main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "cmp")]) == 0
+    comparison = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert (
+        "| a | FrozenLake-Slippery-v0 | random |" in comparison
+        and "| b | FrozenLake-Slippery-v0 | oracle |" in comparison
+    )
+    assert (tmp_path / "cmp" / "comparison-success.png").exists()
+
+
+def test_unknown_model_spec_fails_before_playing(tmp_path):
+    from backends import BackendError
+
+    with pytest.raises(BackendError, match="unknown model spec"):
+        run_eval(EvalConfig(games=[GAME], models=["gpt-nonsense"], episodes=2), tmp_path, write_report=False)

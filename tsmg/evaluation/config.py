@@ -1,0 +1,78 @@
+"""What an evaluation run is: games, models, episodes, seed, LAP and game options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tsmg.lap import LAPConfig
+
+DEFAULT_MODEL = "smollm2"
+SCRIPTED_POLICIES = ("random", "oracle")
+
+
+class ConfigMismatchError(ValueError):
+    """An output folder holds a run with a different configuration (never mixed silently)."""
+
+
+class EvalConfig(BaseModel):
+    """The configuration of one evaluation run; stored as ``config.json`` in the run folder.
+
+    Everything that changes what the episodes are is here; how fast they are played
+    (concurrency, progress display) is not, so a run can be resumed with other settings.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    games: list[str] = Field(min_length=1, description="Registered game ids.")
+    models: list[str] = Field(
+        default_factory=lambda: [DEFAULT_MODEL],
+        min_length=1,
+        description="Model specs: hf:PATH, openai:MODEL, vllm:PATH, smollm2, random, oracle, fixed:TEXT.",
+    )
+    episodes: int = Field(default=100, ge=1, description="Episodes per game and matchup (one per planned seed).")
+    seed: int = Field(default=0, ge=0, description="Base seed of the per-game seed lists and of sampling.")
+    game_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Options per game id, passed to tsmg.make."
+    )
+    lap: LAPConfig = Field(default_factory=LAPConfig, description="Prompting, action format, re-prompts, sampling.")
+    model_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Constructor options per model spec (e.g. base_url, dtype)."
+    )
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="USD per million input and output tokens, per model spec."
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _distinct(cls, models: list[str]) -> list[str]:
+        if len(set(models)) != len(models):
+            raise ValueError(f"models must be distinct, got {models}")
+        return models
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys) used to detect a changed configuration."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
+
+    def check_folder(self, folder: Path) -> None:
+        """Write ``config.json`` in a new folder, or refuse a folder holding another configuration.
+
+        Raises:
+            ConfigMismatchError: naming the fields that differ.
+        """
+        path = folder / "config.json"
+        if not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.to_json() + "\n")
+            return
+        stored = json.loads(path.read_text())
+        current = json.loads(self.to_json())
+        changed = sorted(key for key in set(stored) | set(current) if stored.get(key) != current.get(key))
+        if changed:
+            raise ConfigMismatchError(
+                f"{folder} holds a run with a different configuration (changed: {', '.join(changed)}). "
+                "Use a new --out folder, or rerun with the original settings to resume it."
+            )

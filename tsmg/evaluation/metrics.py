@@ -1,0 +1,138 @@
+"""Statistics of an evaluation: per-model rates with intervals, win/draw/loss, ratings.
+
+Uses maintained libraries rather than hand-rolled formulas: SciPy for the Wilson interval and
+OpenSkill (Plackett-Luce) for ratings. Both are imported when a summary is computed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tsmg.episode import Episode
+from tsmg.evaluation.config import EvalConfig
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a success rate (SciPy's implementation)."""
+    if trials == 0:
+        return (math.nan, math.nan)
+    from scipy.stats import binomtest
+
+    interval = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def _mean_and_stderr(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    return mean, math.sqrt(variance / len(values))
+
+
+def model_row(
+    game_id: str, model: str, agent_episodes: Sequence[tuple[str, Episode]], prices: Mapping[str, tuple[float, float]]
+) -> dict[str, Any]:
+    """Figures of one model on one game, over the seats it played (``(agent, episode)`` pairs)."""
+    returns = [episode.returns.get(agent, 0.0) for agent, episode in agent_episodes]
+    successes = [episode.success.get(agent) for agent, episode in agent_episodes]
+    defined = [bool(value) for value in successes if value is not None]
+    steps = [step for agent, episode in agent_episodes for step in episode.steps_of(agent)]
+    invalid = sum(1 for step in steps if not step.valid)
+    tokens_in = sum(step.prompt_tokens or 0 for step in steps)
+    tokens_out = sum(step.completion_tokens or 0 for step in steps)
+    count = len(agent_episodes)
+    mean_return, stderr = _mean_and_stderr(returns)
+    low, high = wilson_interval(sum(defined), len(defined)) if defined else (math.nan, math.nan)
+    price_in, price_out = prices.get(model, (0.0, 0.0))
+    return {
+        "game": game_id,
+        "model": model,
+        "episodes": count,
+        "success_rate": sum(defined) / len(defined) if defined else None,
+        "success_ci95": [low, high] if defined else None,
+        "mean_return": mean_return,
+        "return_stderr": stderr,
+        "returns": returns,
+        "invalid_rate": invalid / len(steps) if steps else 0.0,
+        "mean_turns": len(steps) / count if count else math.nan,
+        "tokens_in_per_episode": tokens_in / count if count else 0.0,
+        "tokens_out_per_episode": tokens_out / count if count else 0.0,
+        "cost_usd": (tokens_in * price_in + tokens_out * price_out) / 1e6,
+        "timing": {
+            "mean_latency_s": sum(step.latency_s for step in steps) / len(steps) if steps else 0.0,
+            "episode_latency_s": sum(episode.latency_s for _, episode in agent_episodes) / count if count else 0.0,
+        },
+    }
+
+
+def head_to_head(episodes: Sequence[Episode]) -> dict[str, dict[str, dict[str, int]]]:
+    """Win/draw/loss of each model (row) against each other model (column), seat by seat.
+
+    Within an episode every pair of seats held by different models is compared by return:
+    higher wins, equal draws.
+    """
+    table: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: {"W": 0, "D": 0, "L": 0}))
+    for episode in episodes:
+        seats = list(episode.policies.items())
+        for (agent_a, model_a), (agent_b, model_b) in _pairs(seats):
+            if model_a == model_b:
+                continue
+            ra, rb = episode.returns.get(agent_a, 0.0), episode.returns.get(agent_b, 0.0)
+            outcome_a = "W" if ra > rb else "L" if ra < rb else "D"
+            outcome_b = {"W": "L", "L": "W", "D": "D"}[outcome_a]
+            table[model_a][model_b][outcome_a] += 1
+            table[model_b][model_a][outcome_b] += 1
+    return {row: dict(columns) for row, columns in table.items()}
+
+
+def _pairs(seats: Sequence[tuple[str, str]]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    return [(seats[i], seats[j]) for i in range(len(seats)) for j in range(i + 1, len(seats))]
+
+
+def ratings(episodes: Sequence[Episode], models: Sequence[str]) -> dict[str, dict[str, float]]:
+    """OpenSkill (Plackett-Luce) ratings from the seat ranking of every episode, in plan order.
+
+    Episodes where one model holds several seats (self-play) carry no information about the
+    models' relative strength and are skipped.
+    """
+    from openskill.models import PlackettLuce
+
+    model = PlackettLuce()
+    current = {name: model.rating(name=name) for name in models}
+    for episode in episodes:
+        seats = list(episode.policies.items())
+        names = [name for _, name in seats]
+        if len(set(names)) != len(names):
+            continue
+        scores = [episode.returns.get(agent, 0.0) for agent, _ in seats]
+        teams = [[current[name]] for name in names]
+        rated = model.rate(teams, scores=scores)
+        for name, [rating] in zip(names, rated, strict=True):
+            current[name] = rating
+    return {
+        name: {"mu": rating.mu, "sigma": rating.sigma, "ordinal": rating.ordinal()} for name, rating in current.items()
+    }
+
+
+def summarize_eval(config: EvalConfig, episodes_by_game: Mapping[str, Sequence[Episode]]) -> dict[str, Any]:
+    """The ``summary.json`` content: per-game rows per model, and head-to-head for multi-agent games."""
+    games = []
+    for game_id in config.games:
+        episodes = list(episodes_by_game.get(game_id, []))
+        seats_by_model: dict[str, list[tuple[str, Episode]]] = defaultdict(list)
+        for episode in episodes:
+            for agent, model in episode.policies.items():
+                seats_by_model[model].append((agent, episode))
+        rows = [model_row(game_id, model, seats_by_model[model], config.prices) for model in config.models]
+        entry: dict[str, Any] = {"game": game_id, "episodes": len(episodes), "rows": rows}
+        if episodes and len(episodes[0].agents) > 1:
+            entry["head_to_head"] = head_to_head(episodes)
+            entry["ratings"] = ratings(episodes, config.models)
+        games.append(entry)
+    return {"config": config.model_dump(mode="json"), "games": games}
