@@ -116,3 +116,33 @@ def test_plans_give_stable_ids_and_groups():
     episodes = rollout("FrozenLake-NoSlip-v0", RandomPolicy(), plans=plans)
     assert episodes[0].group_id == episodes[1].group_id != episodes[2].group_id
     assert episodes[0].steps[0].observation == episodes[1].steps[0].observation
+
+
+def test_independent_schedule_gives_the_same_episodes_and_never_waits_for_a_slow_one():
+    import threading
+    import time
+
+    lockstep = rollout("FrozenLake-Slippery-v0", RandomPolicy(seed=7), seeds=range(12))
+
+    class SlowOnSeedZero:
+        name = "random"
+        prefers_independent_episodes = True
+
+        def __init__(self):
+            self.inner = RandomPolicy(seed=7)
+            self.finished_while_slow = 0
+            self.slow_running = threading.Event()
+
+        def act(self, requests):
+            if requests[0].episode_seed == 0 and requests[0].round == 0:
+                self.slow_running.set()
+                time.sleep(0.5)  # the other episodes must finish meanwhile
+            return self.inner.act(requests)
+
+    policy = SlowOnSeedZero()
+    order = []
+    independent = rollout(
+        "FrozenLake-Slippery-v0", policy, seeds=range(12), max_concurrent=4, on_episode=lambda e: order.append(e.seed)
+    )
+    assert without_timing(independent) == without_timing(lockstep)
+    assert order[-1] == 0  # the slow episode finished last; the others did not wait for it

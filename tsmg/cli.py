@@ -16,7 +16,7 @@ import yaml
 
 import tsmg
 from tsmg.checker import GameCheckError, check_game
-from tsmg.core import Game, GameError
+from tsmg.core import Game, GameError, Invalid
 from tsmg.episode import write_episodes
 from tsmg.policies import DecisionRequest, Policy, policy_from_spec
 from tsmg.registry import GameOptionsError, UnknownGameError
@@ -61,6 +61,10 @@ def _build_parser() -> argparse.ArgumentParser:
     play.add_argument("--seed", type=int, default=0)
     play.add_argument("--agent", help="the seat you play (default: every seat)")
     play.add_argument("--opponent", default="random", help="policy of the other seats: random, oracle, fixed:TEXT")
+    play.add_argument("--model", help="a model plays the other seats (all seats without --agent): e.g. smollm2, hf:DIR")
+    play.add_argument("--action-format", choices=["tag", "choice", "raw"], default="tag", help="with --model")
+    play.add_argument("--temperature", type=float, default=0.0, help="with --model (0 = greedy)")
+    play.add_argument("--max-tokens", type=int, default=64, help="with --model")
     _add_option_flag(play)
     play.set_defaults(handler=_cmd_play)
 
@@ -154,26 +158,37 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_play(args: argparse.Namespace) -> int:
     game = tsmg.make(args.game, **_parse_options(args.option))
-    opponent = policy_from_spec(args.opponent, seed=args.seed)
     if args.agent and args.agent not in game.agents:
         raise ValueError(f"{args.game} has no agent {args.agent!r}; agents: {', '.join(game.agents)}")
+    # Without --model a person plays (every seat, or --agent against --opponent); with --model the
+    # model plays every seat the person does not take, so `--model M` alone is watching it play.
+    human_seats = {args.agent} if args.agent else (set() if args.model else set(game.agents))
+    other = _model_policy(args) if args.model else policy_from_spec(args.opponent, seed=args.seed)
     game.reset(seed=args.seed)
-    print(f"{game.game_id} (seed {args.seed}). Type your answer; Ctrl-D quits.\n")
+    who = f"{args.model} plays" if args.model and not human_seats else "Type your answer; Ctrl-D quits"
+    print(f"{game.game_id} (seed {args.seed}). {who}.\n")
     returns = dict.fromkeys(game.agents, 0.0)
     while not game.done:
-        actions = {}
+        actions: dict[str, str | Invalid] = {}
         for agent in game.active_agents:
-            if args.agent in (None, agent):
-                actions[agent] = _ask_human(game, agent)
-                if actions[agent] is None:
+            if agent in human_seats:
+                answer = _ask_human(game, agent)
+                if answer is None:
                     return 0
+                actions[agent] = answer
+                continue
+            request = DecisionRequest(
+                game, agent, game.observe(agent), game.legal_actions(agent), round=game_round(game)
+            )
+            if args.model:
+                print(f"--- {agent} sees ---\n{request.observation}")
+            decision = other.act([request])[0]
+            actions[agent] = decision.action
+            if args.model:
+                print(f"[{agent} ({other.name}) wrote] {decision.completion}")
             else:
-                request = DecisionRequest(
-                    game, agent, game.observe(agent), game.legal_actions(agent), round=game_round(game)
-                )
-                actions[agent] = _first_action(opponent, request)
-                print(f"[{agent} plays {actions[agent]}]")
-        result = game.step(actions)  # type: ignore[arg-type]
+                print(f"[{agent} plays {decision.action}]")
+        result = game.step(actions)
         for agent, info in result.infos.items():
             if agent in actions:
                 verdict = "valid" if info.get("valid") else f"INVALID ({info.get('reason')})"
@@ -186,6 +201,16 @@ def _cmd_play(args: argparse.Namespace) -> int:
         if success is not None:
             print(f"{agent}: {'success' if success else 'no success'}")
     return 0
+
+
+def _model_policy(args: argparse.Namespace) -> Policy:
+    from backends import load_model
+    from tsmg.lap import LAP, ActionFormat, LAPConfig
+
+    config = LAPConfig(
+        action_format=ActionFormat(kind=args.action_format), temperature=args.temperature, max_tokens=args.max_tokens
+    )
+    return LAP(load_model(args.model), config, name=args.model)
 
 
 def game_round(game: Game) -> int:
@@ -203,11 +228,6 @@ def _ask_human(game: Game, agent: str) -> str | None:
     except EOFError:
         print()
         return None
-
-
-def _first_action(policy: Policy, request: DecisionRequest) -> str:
-    action = policy.act([request])[0].action
-    return action if isinstance(action, str) else ""
 
 
 def _run_policy(game_id: str, policy_spec: str, episodes: int, seed: int, options: dict[str, Any]) -> list[Any]:

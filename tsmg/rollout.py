@@ -6,6 +6,10 @@ episodes into one batched ``generate`` per round instead of N. When an episode f
 :class:`~tsmg.episode.Episode` record is handed to ``on_episode`` (e.g. appended to a JSONL file)
 and the next planned episode takes its slot, up to ``max_concurrent`` live episodes.
 
+Remote servers batch requests themselves, so for them (``schedule="independent"``) each
+episode advances on its own worker thread under the same concurrency bound: a slow request
+never holds the other episodes in lock-step.
+
 A policy or game that raises fails only the episodes concerned: they are recorded with the
 error and the rest of the run goes on.
 """
@@ -13,11 +17,14 @@ error and the rest of the run goes on.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Literal
 
 from tsmg.core import AgentID, Game, Invalid
 from tsmg.episode import Episode, Message, StepRecord, dumps_key
@@ -78,6 +85,7 @@ def rollout(
     game_options: Mapping[str, Any] | None = None,
     max_concurrent: int | None = None,
     on_episode: Callable[[Episode], None] | None = None,
+    schedule: Literal["auto", "lockstep", "independent"] = "auto",
 ) -> list[Episode]:
     """Play episodes concurrently and return their records in plan order.
 
@@ -88,7 +96,11 @@ def rollout(
         plans: Explicit episode plans (seeds, ids, groups), e.g. from :func:`plan_episodes`.
         game_options: Options for :func:`tsmg.make` when ``game`` is an id.
         max_concurrent: Most episodes live at once (default: all).
-        on_episode: Called with each finished episode as soon as it finishes.
+        on_episode: Called with each finished episode as soon as it finishes (never concurrently).
+        schedule: ``lockstep`` gathers every live episode's decisions into one call per round
+            (in-process models); ``independent`` advances each episode on its own thread
+            (remote servers batch by themselves, and a slow request holds no other episode);
+            ``auto`` picks ``independent`` when a policy sets ``prefers_independent_episodes``.
 
     Returns:
         The finished episodes, in plan order. Episodes that failed carry ``error``.
@@ -108,86 +120,155 @@ def rollout(
         probe_id = game if isinstance(game, str) else "game"
         plans = plan_episodes(probe_id, seeds)
     limit = max_concurrent or len(plans) or 1
+    if schedule == "auto":
+        members = policies.values() if isinstance(policies, Mapping) else [policies]
+        independent = any(getattr(policy, "prefers_independent_episodes", False) for policy in members)
+        schedule = "independent" if independent else "lockstep"
 
     finished: dict[int, Episode] = {}
-    pending = list(enumerate(plans))
+    lock = threading.Lock()
+
+    def finish(episode: _LiveEpisode | Episode, error: str | None = None) -> None:
+        if isinstance(episode, Episode):  # could not even start
+            record, index = episode, episode_index_of[episode.episode_id]
+        else:
+            record, index = episode.record, episode.index
+            record.error = error
+            record.latency_s = time.perf_counter() - episode.started
+            if error is None:
+                _close_record(episode)
+        with lock:  # on_episode (e.g. a file writer) never runs twice at once
+            finished[index] = record
+            if on_episode is not None:
+                on_episode(record)
+
+    episode_index_of = {plan.episode_id: index for index, plan in enumerate(plans)}
+    start = partial(_start_episode, factory=factory, policies=policies, options=options)
+    if schedule == "lockstep":
+        _run_lockstep(list(enumerate(plans)), start, policies, limit, finish)
+    elif schedule == "independent":
+        _run_independent(list(enumerate(plans)), start, policies, limit, finish)
+    else:
+        raise ValueError(f"unknown schedule {schedule!r}: use 'lockstep', 'independent' or 'auto'")
+    return [finished[index] for index in range(len(plans))]
+
+
+Starter = Callable[[int, EpisodePlan], "_LiveEpisode | Episode"]
+Finisher = Callable[["_LiveEpisode | Episode", "str | None"], None]
+
+
+def _run_lockstep(
+    pending: list[tuple[int, EpisodePlan]],
+    start: Starter,
+    policies: Policy | Mapping[AgentID, Policy],
+    limit: int,
+    finish: Finisher,
+) -> None:
+    """Every round, one batched call per policy for all live episodes (in-process models)."""
     pending.reverse()  # pop() from the end keeps plan order
     live: list[_LiveEpisode] = []
-
-    def finish(episode: _LiveEpisode, error: str | None = None) -> None:
-        record = episode.record
-        record.error = error
-        record.latency_s = time.perf_counter() - episode.started
-        finished[episode.index] = record
-        if on_episode is not None:
-            on_episode(record)
-
     while pending or live:
         while pending and len(live) < limit:
-            index, plan = pending.pop()
-            started = _start_episode(index, plan, factory, policies, options)
+            started = start(*pending.pop())
             if isinstance(started, Episode):
-                finished[index] = started
-                if on_episode is not None:
-                    on_episode(started)
+                finish(started, started.error)
             else:
                 live.append(started)
         if not live:
             continue
-        requests_by_policy: dict[int, tuple[Policy, list[tuple[_LiveEpisode, DecisionRequest]]]] = {}
-        for episode in live:
-            for agent in episode.game.active_agents:
-                policy = _policy_for(policies, agent)
-                request = DecisionRequest(
-                    game=episode.game,
-                    agent=agent,
-                    observation=episode.observations[agent],
-                    legal_actions=episode.game.legal_actions(agent),
-                    history=episode.history.setdefault(agent, []),
-                    episode_seed=episode.plan.seed,
-                    episode_index=episode.index,
-                    round=episode.record.num_rounds,
-                )
-                requests_by_policy.setdefault(id(policy), (policy, []))[1].append((episode, request))
-
-        answers: dict[int, dict[AgentID, tuple[DecisionRequest, Decision]]] = defaultdict(dict)
-        failed: dict[int, str] = {}
-        for policy, batch in requests_by_policy.values():
-            asked = time.perf_counter()
-            try:
-                decisions = policy.act([request for _, request in batch])
-                if len(decisions) != len(batch):
-                    raise RuntimeError(f"policy {policy.name} returned {len(decisions)} decisions for {len(batch)}")
-            except Exception as error:  # one failing policy fails its episodes, not the run
-                logger.exception("policy %s failed", policy.name)
-                for episode, _ in batch:
-                    failed[episode.index] = f"policy {policy.name} failed: {error!r}"
-                continue
-            share = (time.perf_counter() - asked) / len(batch)
-            for (episode, request), decision in zip(batch, decisions, strict=True):
-                if not decision.latency_s:
-                    decision.latency_s = share
-                answers[episode.index][request.agent] = (request, decision)
-
+        answers, failed = _decide(live, policies)
         still_live = []
         for episode in live:
-            if episode.index in failed:
-                finish(episode, failed[episode.index])
-                continue
-            try:
-                _play_round(episode, answers[episode.index])
-            except Exception as error:
-                logger.exception("episode %s failed", episode.plan.episode_id)
-                finish(episode, f"game step failed: {error!r}")
-                continue
-            if episode.game.done:
-                _close_record(episode)
-                finish(episode)
-            else:
+            if _advance(episode, answers, failed, finish):
                 still_live.append(episode)
         live = still_live
 
-    return [finished[index] for index in range(len(plans))]
+
+def _run_independent(
+    pending: list[tuple[int, EpisodePlan]],
+    start: Starter,
+    policies: Policy | Mapping[AgentID, Policy],
+    limit: int,
+    finish: Finisher,
+) -> None:
+    """Each episode advances on its own worker thread (servers batch; a slow request holds no one)."""
+
+    def play(index: int, plan: EpisodePlan) -> None:
+        episode = start(index, plan)
+        if isinstance(episode, Episode):
+            finish(episode, episode.error)
+            return
+        while True:
+            answers, failed = _decide([episode], policies)
+            if not _advance(episode, answers, failed, finish):
+                return
+
+    with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="tsmg-rollout") as pool:
+        for future in [pool.submit(play, index, plan) for index, plan in pending]:
+            future.result()
+
+
+def _decide(
+    live: Sequence[_LiveEpisode], policies: Policy | Mapping[AgentID, Policy]
+) -> tuple[dict[int, dict[AgentID, tuple[DecisionRequest, Decision]]], dict[int, str]]:
+    """Ask each policy once for every pending decision of ``live``; errors fail their episodes."""
+    requests_by_policy: dict[int, tuple[Policy, list[tuple[_LiveEpisode, DecisionRequest]]]] = {}
+    for episode in live:
+        for agent in episode.game.active_agents:
+            policy = _policy_for(policies, agent)
+            request = DecisionRequest(
+                game=episode.game,
+                agent=agent,
+                observation=episode.observations[agent],
+                legal_actions=episode.game.legal_actions(agent),
+                history=episode.history.setdefault(agent, []),
+                episode_seed=episode.plan.seed,
+                episode_index=episode.index,
+                round=episode.record.num_rounds,
+            )
+            requests_by_policy.setdefault(id(policy), (policy, []))[1].append((episode, request))
+
+    answers: dict[int, dict[AgentID, tuple[DecisionRequest, Decision]]] = defaultdict(dict)
+    failed: dict[int, str] = {}
+    for policy, batch in requests_by_policy.values():
+        asked = time.perf_counter()
+        try:
+            decisions = policy.act([request for _, request in batch])
+            if len(decisions) != len(batch):
+                raise RuntimeError(f"policy {policy.name} returned {len(decisions)} decisions for {len(batch)}")
+        except Exception as error:  # one failing policy fails its episodes, not the run
+            logger.exception("policy %s failed", policy.name)
+            for episode, _ in batch:
+                failed[episode.index] = f"policy {policy.name} failed: {error!r}"
+            continue
+        share = (time.perf_counter() - asked) / len(batch)
+        for (episode, request), decision in zip(batch, decisions, strict=True):
+            if not decision.latency_s:
+                decision.latency_s = share
+            answers[episode.index][request.agent] = (request, decision)
+    return answers, failed
+
+
+def _advance(
+    episode: _LiveEpisode,
+    answers: Mapping[int, Mapping[AgentID, tuple[DecisionRequest, Decision]]],
+    failed: Mapping[int, str],
+    finish: Finisher,
+) -> bool:
+    """Play one round of ``episode``; returns whether it is still live."""
+    if episode.index in failed:
+        finish(episode, failed[episode.index])
+        return False
+    try:
+        _play_round(episode, answers.get(episode.index, {}))
+    except Exception as error:
+        logger.exception("episode %s failed", episode.plan.episode_id)
+        finish(episode, f"game step failed: {error!r}")
+        return False
+    if episode.game.done:
+        finish(episode, None)
+        return False
+    return True
 
 
 def _policy_for(policies: Policy | Mapping[AgentID, Policy], agent: AgentID) -> Policy:
@@ -304,5 +385,6 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
 
 
 def _close_record(episode: _LiveEpisode) -> None:
+    """Record each agent's success once the game is over."""
     game, record = episode.game, episode.record
     record.success = {agent: game.is_success(agent) for agent in game.agents}

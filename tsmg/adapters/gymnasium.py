@@ -61,7 +61,7 @@ def text_space(max_length: int, charset: str = TEXT_CHARSET, min_length: int = 0
     return spaces.Text(max_length, min_length=min_length, charset=charset)
 
 
-class _TextFitter:
+class TextFitter:
     """Makes text lie in a Text space: unknown characters become ``?``, overlong text is cut.
 
     Warns once per kind of problem and owner, because a render that needs fitting is a setting to
@@ -115,11 +115,12 @@ def build_config(config_cls: type[ConfigT], config: GameConfig | None, options: 
 
 
 def describe_value(value: Any) -> str:
-    r"""Readable text for a raw observation: numbers, arrays, tuples and dicts, nested.
+    """Readable text for a raw observation: numbers, arrays, tuples and dicts, nested.
 
     Example:
-        >>> describe_value({"position": np.array([1, 2]), "carrying": True})
-        'position: [1, 2]\\ncarrying: True'
+        >>> print(describe_value({"position": np.array([1, 2]), "carrying": True}))
+        position: [1, 2]
+        carrying: True
     """
     if isinstance(value, str):
         return value
@@ -250,7 +251,8 @@ def _text_legal_actions(env_info: Mapping[str, Any]) -> list[str] | None:
     return None
 
 
-def _mask_filter(actions: list[int], space: spaces.Discrete, mask: Any) -> list[int]:
+def mask_filter(actions: list[int], space: spaces.Discrete, mask: Any) -> list[int]:
+    """The Discrete ``actions`` that ``mask`` allows (all of them if the mask has the wrong shape)."""
     mask = np.asarray(mask)
     if mask.shape != (int(space.n),):
         return actions
@@ -425,7 +427,7 @@ class GymnasiumGame(Game):
         if isinstance(space, spaces.Discrete):
             actions = discrete_actions(space)
             mask = self._env_info.get("action_mask")
-            return actions if mask is None else _mask_filter(actions, space, mask)
+            return actions if mask is None else mask_filter(actions, space, mask)
         if isinstance(space, spaces.Text):
             return _text_legal_actions(self._env_info)
         return None
@@ -712,7 +714,7 @@ class TextGameEnv(gymnasium.Env[str, str]):
         self.render_mode = render_mode
         self.observation_space = text_space(observation_max_length, charset)
         self.action_space = text_space(action_max_length, charset, min_length=1)
-        self._fit = _TextFitter(self.observation_space, f"to_gymnasium({game.game_id})")
+        self._fit = TextFitter(self.observation_space, f"to_gymnasium({game.game_id})")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Reset the game with ``seed``; returns the observation text and info (with ``legal_actions``)."""

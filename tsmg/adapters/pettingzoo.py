@@ -23,8 +23,7 @@ from tsmg.adapters.gymnasium import (
     ACTION_MAX_LENGTH,
     OBSERVATION_MAX_LENGTH,
     TEXT_CHARSET,
-    _mask_filter,
-    _TextFitter,
+    TextFitter,
     build_config,
     check_answers,
     describe_value,
@@ -32,6 +31,7 @@ from tsmg.adapters.gymnasium import (
     discrete_actions,
     env_verdict,
     hashable_value,
+    mask_filter,
     number_text,
     parse_discrete,
     parse_numbers,
@@ -130,6 +130,16 @@ class PettingZooGame(Game):
         has_random_start: Whether different seeds give different first observations.
         config: A :class:`~tsmg.core.GameConfig`; alternatively pass its fields as ``options``.
         **options: ``max_steps``, ``on_invalid``, ``invalid_penalty`` (validated).
+
+    Example:
+        >>> import pettingzoo
+        >>> names = ["rock", "paper", "scissors"]
+        >>> game = PettingZooGame(lambda: pettingzoo.make("parallel", "classic/rps-v2"), action_names=names)
+        >>> type(game).__name__, game.turn_based
+        ('PettingZooParallelGame', False)
+        >>> observations, _ = game.reset(seed=0)
+        >>> game.step({"player_0": "paper", "player_1": "rock"}).rewards
+        {'player_0': 1.0, 'player_1': -1.0}
     """
 
     Config: ClassVar[type[GameConfig]] = GameConfig
@@ -236,7 +246,7 @@ class PettingZooGame(Game):
         if isinstance(space, spaces.Discrete):
             actions = discrete_actions(space)
             mask = self._action_mask(agent)
-            return actions if mask is None else _mask_filter(actions, space, mask)
+            return actions if mask is None else mask_filter(actions, space, mask)
         if isinstance(space, spaces.Text):
             legal = self._env_info(agent).get("legal_actions")
             return list(legal) if isinstance(legal, list) else None
@@ -562,7 +572,7 @@ class _TextSpaces:
     def __init__(self, game: Game, observation_max_length: int, action_max_length: int, charset: str) -> None:
         self.observation = {agent: text_space(observation_max_length, charset) for agent in game.agents}
         self.action = {agent: text_space(action_max_length, charset, min_length=1) for agent in game.agents}
-        self.fit = _TextFitter(next(iter(self.observation.values())), f"PettingZoo export of {game.game_id}")
+        self.fit = TextFitter(next(iter(self.observation.values())), f"PettingZoo export of {game.game_id}")
 
     def observation_of(self, game: Game, agent: AgentID) -> TextObservation:
         return TextObservation(self.fit(game.observe(agent)))
