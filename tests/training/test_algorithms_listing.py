@@ -1,0 +1,27 @@
+import json
+
+from training import list_algorithms
+from training.advantages import CREDIT_ASSIGNERS
+from training.loss_specs import LOSSES
+from training.sampling import SAMPLERS
+from training.schedule import lr_multiplier
+
+
+def test_listing_covers_every_registry_and_is_json():
+    listing = list_algorithms()
+    json.dumps(listing)
+    assert [entry["name"] for entry in listing["credit_assigners"]] == list(CREDIT_ASSIGNERS)
+    assert [entry["name"] for entry in listing["samplers"]] == list(SAMPLERS)
+    assert [entry["name"] for entry in listing["losses"]] == list(LOSSES)
+    gigpo = next(entry for entry in listing["credit_assigners"] if entry["name"] == "gigpo")
+    assert gigpo["needs"] == ["groups", "state_keys"]
+    assert gigpo["params"]["gamma"]["default"] == 0.95
+    assert all(entry["description"] for group in listing.values() for entry in group)
+
+
+def test_lr_schedules():
+    assert [lr_multiplier(step, 10) for step in (0, 5, 20)] == [1.0, 1.0, 1.0]
+    assert [lr_multiplier(step, 4, "linear") for step in range(6)] == [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
+    assert [round(lr_multiplier(step, 4, "cosine"), 6) for step in (0, 2, 4)] == [1.0, 0.5, 0.0]
+    assert lr_multiplier(4, 4, "cosine", min_lr_ratio=0.1) == 0.1
+    assert [lr_multiplier(step, 10, "constant", warmup_steps=3) for step in range(4)] == [0.25, 0.5, 0.75, 1.0]

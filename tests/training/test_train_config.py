@@ -1,0 +1,173 @@
+"""TrainConfig: build-time validation with reasons, YAML round trip, checks against a game."""
+
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+import tsmg
+from training.config import (
+    IncompatibleGameError,
+    TrainConfig,
+    game_capabilities,
+    validate_against_game,
+)
+from training.losses import LossSettings
+
+BASE = {"rollout": {"game_id": "FrozenLake-v0"}, "model": {"spec": "tiny"}}
+
+
+def build(**sections):
+    data = {key: dict(value) for key, value in BASE.items()}
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value}
+    return TrainConfig.model_validate(data)
+
+
+def test_defaults_are_ms_grpo_with_aaw_and_token_clip():
+    config = build()
+    assert (config.credit.name, config.sampler.name, config.loss.name) == ("ms-grpo", "aaw", "ppo-clip")
+    assert config.credit.params == {"std": "sample", "eps": 1e-6}  # defaults filled in
+    assert config.rollout.group_size == 8
+    assert config.run.resolved_eval_seeds()[:2] == [1_000_000, 1_000_001]
+    assert len(config.run.resolved_eval_seeds()) == config.run.eval_episodes
+
+
+def test_yaml_round_trip(tmp_path):
+    config = build(
+        credit={"name": "gigpo", "params": {"gamma": 0.9}},
+        sampler={"alpha": 2.0, "replacement": False, "samples_per_update": 64},
+        loss={"name": "clip-higher", "kl_beta": 0.01, "aggregation": "sequence-mean"},
+        optim={"schedule": "cosine", "warmup_steps": 5},
+        model={"finetune": "full"},
+        rollout={"game_options": {"max_steps": 8}, "lap": {"temperature": 0.7}},
+        run={"eval_seeds": [5, 6]},
+    )
+    path = tmp_path / "train.yaml"
+    text = config.to_yaml(path)
+    assert "gigpo" in text
+    loaded = TrainConfig.from_yaml(path)
+    assert loaded == config
+    assert loaded.credit.params["gamma"] == 0.9 and loaded.credit.params["omega"] == 1.0
+    assert loaded.rollout.lap.temperature == 0.7
+    assert loaded.run.resolved_eval_seeds() == [5, 6]
+
+
+def test_frozen_and_unknown_fields_refused():
+    config = build()
+    with pytest.raises(ValidationError):
+        config.run.seed = 3  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="grup_size"):
+        build(rollout={"grup_size": 4})
+    with pytest.raises(ValidationError, match="extra"):
+        TrainConfig.model_validate({**BASE, "trainer": {}})
+    with pytest.raises(ValueError, match="mapping"):
+        TrainConfig.from_yaml_text("- just a list")
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "choices"),
+    [
+        ("credit", {"name": "grpo"}, "ms-grpo"),
+        ("sampler", {"name": "weighted"}, "aaw"),
+        ("loss", {"name": "ppo"}, "clip-higher"),
+    ],
+)
+def test_unknown_algorithm_names_list_the_valid_ones(section, value, choices):
+    with pytest.raises(ValidationError, match=choices):
+        build(**{section: value})
+
+
+def test_literal_choices_are_validated():
+    with pytest.raises(ValidationError, match="token-mean"):
+        build(loss={"aggregation": "mean"})
+    with pytest.raises(ValidationError, match="cosine"):
+        build(optim={"schedule": "step"})
+
+
+def test_credit_params_are_validated_against_the_assigner():
+    with pytest.raises(ValidationError, match="gamma"):
+        build(credit={"name": "ms-grpo", "params": {"gamma": 0.9}})
+    with pytest.raises(ValidationError, match="omega"):
+        build(credit={"name": "gigpo", "params": {"omega": -1}})
+    assert build(credit={"name": "rloo"}).credit.params == {}
+    assert build(credit={"name": "gigpo"}).credit.resolved().gamma == 0.95  # type: ignore[attr-defined]
+
+
+def test_group_assigner_with_groups_of_one_is_refused_with_the_reason():
+    with pytest.raises(ValidationError, match="group_size >= 2"):
+        build(rollout={"group_size": 1})
+
+
+def test_alpha_only_for_aaw():
+    with pytest.raises(ValidationError, match="only 'aaw'"):
+        build(sampler={"name": "uniform", "alpha": 2.0})
+    assert build(sampler={"name": "uniform"}).sampler.alpha == 1.0
+
+
+def test_model_spec_and_lora_fields():
+    with pytest.raises(ValidationError, match="local model"):
+        build(model={"spec": "openai:gpt-4o"})
+    with pytest.raises(ValidationError, match="lora_r"):
+        build(model={"finetune": "full", "lora_r": 16})
+    assert build(model={"lora_target_modules": ["q_proj", "v_proj"]}).model.lora_target_modules == ["q_proj", "v_proj"]
+
+
+def test_loss_options_resolve_the_loss_defaults():
+    options = build(loss={"name": "clip-higher", "aggregation": "constant"}, rollout={"lap": {"max_tokens": 32}})
+    settings = LossSettings(**options.loss_options())
+    assert (settings.clip_eps_low, settings.clip_eps_high) == (0.2, 0.28)
+    assert settings.constant_normalizer == 32.0
+    explicit = build(loss={"clip_eps_high": 0.3, "constant_normalizer": 10})
+    assert explicit.loss_options()["clip_eps_high"] == 0.3
+    assert explicit.loss_options()["constant_normalizer"] == 10.0
+    assert build(loss={"name": "turn-clip"}).loss_options()["ratio_level"] == "turn"
+
+
+def keyless_lake():
+    """Frozen Lake whose state key is unavailable."""
+    game = tsmg.make("FrozenLake-v0")
+    game.state_key = lambda agent: None  # type: ignore[method-assign]
+    return game
+
+
+def test_gigpo_refused_on_a_game_without_state_keys():
+    config = build(credit={"name": "gigpo"})
+    with pytest.raises(IncompatibleGameError, match="state key.*returned None"):
+        validate_against_game(config, keyless_lake())
+    assert validate_against_game(config).state_keys  # Frozen Lake's own keys are fine
+
+
+def test_per_step_reward_assigner_needs_rewards_before_the_end():
+    config = build(credit={"name": "mt-grpo"})
+    with pytest.raises(IncompatibleGameError, match="every reward came at the end"):
+        validate_against_game(config)  # Frozen Lake pays only at the goal
+    cliff = build(credit={"name": "mt-grpo"}, rollout={"game_id": "CliffWalking-v0"})
+    assert validate_against_game(cliff).per_step_rewards is True  # -1 every step
+    declared = tsmg.make("FrozenLake-v0")
+    declared.per_step_rewards = True  # type: ignore[attr-defined]
+    assert game_capabilities(declared).per_step_rewards_reason.startswith("the game declares")
+    validate_against_game(config, declared)
+
+
+def test_seats_and_opponent_are_checked_against_the_game():
+    config = build(rollout={"train_agents": ["black"], "opponent": "random"})
+    with pytest.raises(IncompatibleGameError) as error:
+        validate_against_game(config)
+    assert "train_agents ['black']" in str(error.value) and "single agent" in str(error.value)
+
+
+def test_unknown_game_options_fail_through_make():
+    with pytest.raises(tsmg.GameOptionsError):
+        validate_against_game(build(rollout={"game_options": {"colour": "blue"}}))
+
+
+def test_importing_training_config_and_listing_does_not_import_torch():
+    code = (
+        "import sys, training, training.config, training.algorithms;"
+        "training.list_algorithms();"
+        "print('torch' in sys.modules)"
+    )
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert output.strip() == "False"

@@ -1,0 +1,60 @@
+"""One listing of every selectable algorithm, for ``tsmg algos --json`` and the docs.
+
+Imports no torch: the loss registry's metadata lives in :mod:`training.loss_specs`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from training.advantages import CREDIT_ASSIGNERS
+from training.loss_specs import AGGREGATIONS, LOSSES
+from training.sampling import SAMPLERS
+
+
+def _params(model: Any) -> dict[str, dict[str, Any]]:
+    return {
+        name: {"default": field.get_default(call_default_factory=True), "description": field.description or ""}
+        for name, field in model.model_fields.items()
+    }
+
+
+def list_algorithms() -> dict[str, list[dict[str, Any]]]:
+    """Credit assigners, samplers, losses and aggregations with one-line descriptions (JSON-ready).
+
+    Example:
+        >>> sorted(list_algorithms())
+        ['aggregations', 'credit_assigners', 'losses', 'samplers']
+        >>> [entry["name"] for entry in list_algorithms()["credit_assigners"]][:2]
+        ['ms-grpo', 'rloo']
+    """
+    return {
+        "credit_assigners": [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "needs": sorted(spec.needs),
+                "params": _params(spec.params),
+            }
+            for spec in CREDIT_ASSIGNERS.values()
+        ],
+        "samplers": [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "options": ["alpha", "replacement"][not spec.uses_alpha :],
+            }
+            for spec in SAMPLERS.values()
+        ],
+        "losses": [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "ratio_level": spec.ratio_level,
+                "clip_eps_low": spec.clip_eps_low,
+                "clip_eps_high": spec.clip_eps_high,
+            }
+            for spec in LOSSES.values()
+        ],
+        "aggregations": [{"name": name, "description": text} for name, text in AGGREGATIONS.items()],
+    }

@@ -1,0 +1,68 @@
+"""The registry of policy losses, without torch (so configs and ``tsmg algos`` stay light).
+
+The arithmetic lives in :mod:`training.losses`; a loss here is a named choice of ratio level and
+default clip range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+#: Where the importance ratio is taken: per token, or one geometric-mean ratio per turn (SORL).
+RatioLevel = Literal["token", "turn"]
+#: How per-token losses become one number (see :func:`training.losses.aggregate`).
+Aggregation = Literal["token-mean", "sequence-mean", "constant"]
+
+AGGREGATIONS: dict[Aggregation, str] = {
+    "token-mean": "sum over every token of the batch / number of tokens (DAPO)",
+    "sequence-mean": "mean over sequences of each sequence's token mean (GRPO)",
+    "constant": "sum over tokens / (number of sequences x a constant length) (Dr.GRPO)",
+}
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """A registered policy loss.
+
+    Attributes:
+        name: The name a configuration selects it by.
+        description: One line saying what it does.
+        ratio_level: "token" or "turn" (one ratio per turn shared by its tokens).
+        clip_eps_low: Default lower clip: the ratio is clipped below at 1 - clip_eps_low.
+        clip_eps_high: Default upper clip: the ratio is clipped above at 1 + clip_eps_high.
+    """
+
+    name: str
+    description: str
+    ratio_level: RatioLevel
+    clip_eps_low: float
+    clip_eps_high: float
+
+
+LOSSES: dict[str, LossSpec] = {
+    spec.name: spec
+    for spec in (
+        LossSpec("ppo-clip", "token-level PPO clipped ratio, eps = 0.2 (MS-GRPO, GRPO)", "token", 0.2, 0.2),
+        LossSpec("clip-higher", "token-level clipped ratio, eps_low 0.2 / eps_high 0.28 (DAPO)", "token", 0.2, 0.28),
+        LossSpec(
+            "turn-clip",
+            "one geometric-mean ratio per turn, clipped and shared by the turn's tokens (SORL)",
+            "turn",
+            0.2,
+            0.2,
+        ),
+    )
+}
+
+
+def loss_spec(name: str) -> LossSpec:
+    """The registered loss called ``name``.
+
+    Raises:
+        ValueError: No loss has that name (the message lists the valid names).
+    """
+    try:
+        return LOSSES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy loss {name!r}; choose one of {sorted(LOSSES)}") from None

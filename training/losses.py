@@ -1,0 +1,326 @@
+"""Policy losses over padded per-token tensors.
+
+Inputs are ``(batch, tokens)`` tensors: the log-probabilities of the sampled tokens under the
+policy being trained (``logprobs_new``, with gradient) and under the policy that sampled them
+(``logprobs_old``), the advantage of each token (or one per sequence), and a ``mask`` that is
+true on real response tokens and false on padding. Masked positions may hold anything (even
+NaN or -inf): they are replaced before any arithmetic, so they reach neither the loss nor the
+gradient.
+
+The loss is the PPO clipped surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with:
+
+* the ratio ``r`` per token (``ppo-clip``, ``clip-higher``), or one per turn (``turn-clip``,
+  SORL): ``r_k = exp(mean over the turn's tokens of (log pi_new - log pi_old))``, shared by the
+  turn's tokens. A row is one turn unless ``turn_ids`` says otherwise;
+* an optional KL penalty to a reference policy, ``beta * k3`` with
+  ``k3 = exp(ref - new) - (ref - new) - 1`` (unbiased, always >= 0);
+* an optional entropy bonus, ``- entropy_coef * entropy`` (the caller computes per-token entropy
+  from its logits);
+* one of three aggregations (:func:`aggregate`): ``token-mean`` over the whole batch (DAPO),
+  ``sequence-mean`` (GRPO), or ``constant`` (Dr.GRPO: sum over tokens / (sequences x a constant
+  length)).
+
+With micro-batches and gradient accumulation, pass the whole update's ``denominator`` (see
+:func:`aggregation_denominator`) to every micro-batch, so that the accumulated gradient equals
+the one of a single big batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from training.loss_specs import LOSSES, Aggregation, LossSpec, RatioLevel, loss_spec
+
+__all__ = [
+    "LOSSES",
+    "LossOutput",
+    "LossSettings",
+    "LossSpec",
+    "aggregate",
+    "aggregation_denominator",
+    "clipped_surrogate",
+    "importance_ratio",
+    "k3_kl",
+    "policy_loss",
+    "turn_mean",
+]
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """Everything that shapes the loss besides the tensors.
+
+    Attributes:
+        ratio_level: "token" or "turn" (SORL).
+        clip_eps_low: The ratio is clipped below at 1 - clip_eps_low.
+        clip_eps_high: The ratio is clipped above at 1 + clip_eps_high.
+        aggregation: "token-mean", "sequence-mean" or "constant".
+        constant_normalizer: The constant length of the "constant" aggregation (e.g. max new tokens).
+        kl_beta: Weight of the k3 KL penalty to the reference (0: no reference needed).
+        entropy_coef: Weight of the entropy bonus (0: no entropy needed).
+    """
+
+    ratio_level: RatioLevel = "token"
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.2
+    aggregation: Aggregation = "token-mean"
+    constant_normalizer: float | None = None
+    kl_beta: float = 0.0
+    entropy_coef: float = 0.0
+
+    @classmethod
+    def for_loss(cls, name: str, **overrides: object) -> LossSettings:
+        """Settings of the registered loss ``name`` (its ratio level and clip range), then ``overrides``.
+
+        Example:
+            >>> LossSettings.for_loss("clip-higher").clip_eps_high
+            0.28
+        """
+        spec = loss_spec(name)
+        settings = cls(spec.ratio_level, spec.clip_eps_low, spec.clip_eps_high)
+        return replace(settings, **overrides)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class LossOutput:
+    """The loss to backpropagate and float metrics (token means over the masked tokens)."""
+
+    loss: Tensor
+    metrics: dict[str, float]
+
+
+def _masked(values: Tensor, mask: Tensor) -> Tensor:
+    """Values on real tokens, 0 on padding (padding may hold NaN/inf; ``where`` keeps them out)."""
+    return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device))
+
+
+def turn_mean(values: Tensor, mask: Tensor, turn_ids: Tensor | None = None) -> Tensor:
+    """Each token gets the mean of ``values`` over the masked tokens of its turn.
+
+    Args:
+        values: ``(batch, tokens)``, already zero on padding.
+        mask: ``(batch, tokens)`` bool, true on real tokens.
+        turn_ids: ``(batch, tokens)`` ints >= 0 naming the turn of each token within its row;
+            None: each row is one turn.
+
+    Returns:
+        ``(batch, tokens)``: the turn means (padding gets its row-turn's mean; mask it later).
+    """
+    weights = mask.to(values.dtype)
+    if turn_ids is None:
+        sums = values.sum(dim=-1, keepdim=True)
+        counts = weights.sum(dim=-1, keepdim=True).clamp(min=1.0)
+        return (sums / counts).expand_as(values)
+    ids = torch.where(mask, turn_ids, torch.zeros_like(turn_ids))
+    if bool((ids < 0).any()):
+        raise ValueError("turn_ids must be >= 0 on real tokens")
+    width = int(ids.max()) + 1
+    rows = torch.arange(values.shape[0], device=values.device).unsqueeze(-1)
+    slots = (rows * width + ids).reshape(-1)
+    size = values.shape[0] * width
+    sums = torch.zeros(size, dtype=values.dtype, device=values.device).index_add(0, slots, values.reshape(-1))
+    counts = torch.zeros(size, dtype=values.dtype, device=values.device).index_add(0, slots, weights.reshape(-1))
+    return (sums / counts.clamp(min=1.0))[slots].reshape(values.shape)
+
+
+def importance_ratio(
+    logprobs_new: Tensor,
+    logprobs_old: Tensor,
+    mask: Tensor,
+    level: RatioLevel = "token",
+    turn_ids: Tensor | None = None,
+) -> Tensor:
+    """pi_new / pi_old per token, or the turn's geometric-mean ratio on each of its tokens.
+
+    Why the geometric mean per turn (SORL): a turn is one decision; a product of token ratios
+    explodes with length, while their geometric mean stays on the scale of one token's ratio.
+    Returns 1 on padding.
+    """
+    log_ratio = _masked(logprobs_new - logprobs_old, mask)
+    if level == "turn":
+        log_ratio = _masked(turn_mean(log_ratio, mask, turn_ids), mask)
+    return torch.exp(log_ratio)
+
+
+def clipped_surrogate(
+    ratio: Tensor, advantages: Tensor, clip_eps_low: float = 0.2, clip_eps_high: float = 0.2
+) -> tuple[Tensor, Tensor]:
+    """Per-token PPO loss ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` and where it clipped.
+
+    Returns:
+        The per-token loss and a bool tensor, true where the clipped branch is the smaller one
+        and strictly so (those tokens get no gradient): A > 0 with r > 1 + eps_high, or A < 0
+        with r < 1 - eps_low.
+    """
+    clipped_ratio = ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high)
+    unclipped = ratio * advantages
+    clipped = clipped_ratio * advantages
+    was_clipped = clipped < unclipped
+    return -torch.minimum(unclipped, clipped), was_clipped
+
+
+def k3_kl(logprobs_new: Tensor, logprobs_ref: Tensor) -> Tensor:
+    """Per-token k3 estimate of KL(pi_new || pi_ref): exp(ref - new) - (ref - new) - 1 (>= 0).
+
+    Why k3: unbiased for the KL on tokens sampled from pi_new, and never negative, unlike the
+    plain log-ratio (k1).
+    """
+    delta = logprobs_ref - logprobs_new
+    return torch.exp(delta) - delta - 1.0
+
+
+def aggregate(
+    values: Tensor,
+    mask: Tensor,
+    mode: Aggregation = "token-mean",
+    *,
+    constant_normalizer: float | None = None,
+    denominator: float | None = None,
+) -> Tensor:
+    """Reduce per-token values to one number.
+
+    * ``token-mean``: sum over every masked token / number of masked tokens (DAPO: long answers
+      weigh in proportion to their length).
+    * ``sequence-mean``: mean over sequences of each sequence's token mean (GRPO: every answer
+      weighs the same, so its tokens weigh 1/length each).
+    * ``constant``: sum over masked tokens / (sequences x ``constant_normalizer``) (Dr.GRPO: no
+      length bias in either direction).
+
+    Sequences without a masked token count for nothing (not even in the number of sequences).
+
+    Args:
+        values: ``(batch, tokens)`` per-token values.
+        mask: ``(batch, tokens)`` bool, true on real tokens.
+        mode: The aggregation.
+        constant_normalizer: The constant of ``constant`` (required there).
+        denominator: Overrides the batch's own count (tokens, sequences, or sequences x constant)
+            with the whole update's, for micro-batching (:func:`aggregation_denominator`).
+
+    Returns:
+        A scalar tensor (0 when there is no masked token).
+    """
+    masked = _masked(values, mask)
+    if mode == "sequence-mean":
+        counts = mask.sum(dim=-1)
+        per_sequence = masked.sum(dim=-1) / counts.clamp(min=1)
+        total = per_sequence.sum()
+    else:
+        total = masked.sum()
+    if denominator is None:
+        denominator = aggregation_denominator([mask], mode, constant_normalizer)
+    return total / denominator if denominator > 0 else total
+
+
+def aggregation_denominator(
+    masks: Sequence[Tensor], mode: Aggregation, constant_normalizer: float | None = None
+) -> float:
+    """The denominator of :func:`aggregate` over several micro-batches' masks.
+
+    Example:
+        >>> masks = [torch.tensor([[True, True, False]]), torch.tensor([[True, False, False]])]
+        >>> aggregation_denominator(masks, "token-mean"), aggregation_denominator(masks, "sequence-mean")
+        (3.0, 2.0)
+    """
+    if mode == "token-mean":
+        return float(sum(int(mask.sum()) for mask in masks))
+    sequences = float(sum(int((mask.sum(dim=-1) > 0).sum()) for mask in masks))
+    if mode == "sequence-mean":
+        return sequences
+    if constant_normalizer is None or constant_normalizer <= 0:
+        raise ValueError("the 'constant' aggregation needs a positive constant_normalizer (e.g. max new tokens)")
+    return sequences * float(constant_normalizer)
+
+
+def _token_mean(values: Tensor, mask: Tensor) -> float:
+    count = int(mask.sum())
+    return float(_masked(values, mask).sum()) / count if count else 0.0
+
+
+def policy_loss(
+    logprobs_new: Tensor,
+    logprobs_old: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    settings: LossSettings | None = None,
+    *,
+    turn_ids: Tensor | None = None,
+    logprobs_ref: Tensor | None = None,
+    entropy: Tensor | None = None,
+    denominator: float | None = None,
+) -> LossOutput:
+    """Clipped policy loss (+ beta KL to a reference, - entropy bonus), aggregated, with metrics.
+
+    Args:
+        logprobs_new: ``(batch, tokens)`` log pi_theta of the sampled tokens (with gradient).
+        logprobs_old: ``(batch, tokens)`` log pi_old (behaviour) of the same tokens.
+        advantages: ``(batch, tokens)`` per token, or ``(batch,)`` per sequence.
+        mask: ``(batch, tokens)``, true (or 1) on real response tokens.
+        settings: Ratio level, clip range, aggregation, KL and entropy weights (default: ppo-clip).
+        turn_ids: Turn of each token within its row, for ``ratio_level="turn"`` (None: a row is a turn).
+        logprobs_ref: ``(batch, tokens)`` log pi_ref, required when ``kl_beta > 0``.
+        entropy: ``(batch, tokens)`` per-token entropy, required when ``entropy_coef != 0``.
+        denominator: The whole update's aggregation denominator, when this is one micro-batch.
+
+    Returns:
+        The scalar loss and metrics ``loss/policy``, ``loss/total``, ``loss/clip_fraction``,
+        ``loss/approx_kl`` (k3 of pi_old vs pi_new per token), ``loss/ratio_mean``,
+        ``loss/tokens``, plus ``loss/kl_ref`` and ``loss/entropy`` when given.
+
+    Raises:
+        ValueError: Mismatched shapes, or a KL / entropy weight without its tensor.
+    """
+    settings = settings or LossSettings()
+    mask = mask.bool()
+    if not logprobs_new.shape == logprobs_old.shape == mask.shape:
+        raise ValueError(
+            f"logprobs_new {tuple(logprobs_new.shape)}, logprobs_old {tuple(logprobs_old.shape)} and "
+            f"mask {tuple(mask.shape)} must have the same (batch, tokens) shape"
+        )
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1)
+    advantages = _masked(advantages.to(logprobs_new.dtype).expand_as(logprobs_new), mask)
+    logprobs_new = _masked(logprobs_new, mask)
+    logprobs_old = _masked(logprobs_old.detach(), mask)
+
+    ratio = importance_ratio(logprobs_new, logprobs_old, mask, settings.ratio_level, turn_ids)
+    per_token, was_clipped = clipped_surrogate(ratio, advantages, settings.clip_eps_low, settings.clip_eps_high)
+
+    def reduce(values: Tensor) -> Tensor:
+        return aggregate(
+            values,
+            mask,
+            settings.aggregation,
+            constant_normalizer=settings.constant_normalizer,
+            denominator=denominator,
+        )
+
+    policy_term = reduce(per_token)
+    total = policy_term
+    with torch.no_grad():
+        token_ratio = torch.exp(logprobs_new - logprobs_old)
+        metrics = {
+            "loss/policy": float(policy_term.detach()),
+            "loss/clip_fraction": _token_mean(was_clipped.to(ratio.dtype), mask),
+            "loss/approx_kl": _token_mean(token_ratio - 1.0 - (logprobs_new - logprobs_old), mask),
+            "loss/ratio_mean": _token_mean(ratio, mask),
+            "loss/tokens": float(mask.sum()),
+        }
+    if settings.kl_beta and logprobs_ref is None:
+        raise ValueError("kl_beta > 0 needs logprobs_ref (the reference policy's log-probabilities)")
+    if settings.entropy_coef and entropy is None:
+        raise ValueError("entropy_coef != 0 needs the per-token entropy")
+    if logprobs_ref is not None:
+        kl = k3_kl(logprobs_new, _masked(logprobs_ref.detach(), mask))
+        metrics["loss/kl_ref"] = _token_mean(kl.detach(), mask)
+        if settings.kl_beta:
+            total = total + settings.kl_beta * reduce(kl)
+    if entropy is not None:
+        metrics["loss/entropy"] = _token_mean(entropy.detach(), mask)
+        if settings.entropy_coef:
+            total = total - settings.entropy_coef * reduce(entropy)
+    metrics["loss/total"] = float(total.detach())
+    return LossOutput(total, metrics)

@@ -1,0 +1,250 @@
+"""Episode samplers: which credited trajectories (or steps) an update trains on.
+
+MS-GRPO draws episodes with probability p_i proportional to |A_i| (absolute-advantage-weighted,
+AAW); the paper does not publish the exact form, so :func:`aaw_sample` implements
+p_i proportional to |A_i|^alpha with alpha = 1 by default, with or without replacement. The
+ablation is :func:`uniform_sample` (every item equally likely, zero-advantage ones included) and
+``uniform-nonzero`` (equally likely among the items with A != 0), which separates "weighting by
+|A|" from "skipping items without signal".
+
+Every sampler takes a :class:`numpy.random.Generator` (never the global RNG) and returns a
+:class:`Sample`: the drawn indices into the input array plus :class:`SampleStats`. Nothing here
+divides by zero: when no item is eligible the sample is empty and the stats say why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+
+#: What the sampler draws: whole (episode, agent) trajectories or single steps.
+SampleUnit = Literal["episode", "step"]
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """What a draw did, for the metrics.
+
+    Attributes:
+        items: Items offered (trajectories or steps).
+        eligible: Items with non-zero probability.
+        requested: Draws asked for.
+        drawn: Draws made (fewer than requested without replacement when too few are eligible).
+        distinct: Distinct items among the draws.
+        empty_reason: Why nothing was drawn (None when something was).
+    """
+
+    items: int
+    eligible: int
+    requested: int
+    drawn: int
+    distinct: int
+    empty_reason: str | None = None
+
+    def as_metrics(self, prefix: str = "sampler/") -> dict[str, float]:
+        """The numeric stats as namespaced metrics (plus ``empty`` as 0/1)."""
+        return {
+            f"{prefix}items": float(self.items),
+            f"{prefix}eligible": float(self.eligible),
+            f"{prefix}requested": float(self.requested),
+            f"{prefix}drawn": float(self.drawn),
+            f"{prefix}distinct": float(self.distinct),
+            f"{prefix}empty": float(self.empty_reason is not None),
+        }
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Drawn indices (into the array given to the sampler, repeats possible) and the draw's stats."""
+
+    indices: IntArray
+    stats: SampleStats
+    probabilities: FloatArray = field(repr=False, default_factory=lambda: np.zeros(0))
+
+
+def aaw_probabilities(advantages: ArrayLike, alpha: float = 1.0) -> FloatArray | None:
+    """p_i = |A_i|^alpha / sum_j |A_j|^alpha, or None when every A is 0.
+
+    Items with A = 0 get p = 0 for every alpha (0^0 is taken as 0, not 1), so they are never
+    drawn.
+
+    Example:
+        >>> aaw_probabilities([1.0, -3.0, 0.0]).tolist()
+        [0.25, 0.75, 0.0]
+        >>> aaw_probabilities([0.0, 0.0]) is None
+        True
+    """
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    magnitudes = np.abs(np.asarray(advantages, dtype=np.float64))
+    if not np.all(np.isfinite(magnitudes)):
+        raise ValueError("advantages must be finite")
+    weights = np.where(magnitudes > 0, magnitudes**alpha, 0.0)
+    total = float(weights.sum())
+    if total <= 0.0:
+        return None
+    probabilities: FloatArray = weights / total
+    return probabilities
+
+
+def draw(probabilities: FloatArray, num_samples: int, rng: np.random.Generator, *, replace: bool) -> Sample:
+    """Draw indices from ``probabilities`` (entries with p = 0 are never drawn).
+
+    Without replacement at most the number of eligible items is drawn (the stats report the
+    shortfall), since distinct draws cannot exceed them.
+    """
+    if num_samples < 0:
+        raise ValueError(f"num_samples must be >= 0, got {num_samples}")
+    eligible = int(np.count_nonzero(probabilities))
+    size = num_samples if replace else min(num_samples, eligible)
+    if eligible == 0:
+        size = 0
+    indices = rng.choice(probabilities.size, size=size, replace=replace, p=probabilities) if size else np.zeros(0)
+    indices = np.asarray(indices, dtype=np.int64)
+    stats = SampleStats(probabilities.size, eligible, num_samples, size, int(np.unique(indices).size))
+    return Sample(indices, stats, probabilities)
+
+
+def _empty(items: int, num_samples: int, reason: str) -> Sample:
+    return Sample(np.zeros(0, dtype=np.int64), SampleStats(items, 0, num_samples, 0, 0, reason), np.zeros(items))
+
+
+def aaw_sample(
+    advantages: ArrayLike,
+    num_samples: int,
+    rng: np.random.Generator,
+    *,
+    alpha: float = 1.0,
+    replace: bool = True,
+) -> Sample:
+    """Absolute-advantage-weighted sampling: draw item i with p_i proportional to |A_i|^alpha.
+
+    Args:
+        advantages: One advantage (or |A|) per item.
+        num_samples: Draws wanted.
+        rng: The source of randomness.
+        alpha: Sharpness: 0 = uniform over non-zero items, 1 = proportional to |A| (default).
+        replace: Draw with replacement (an item may repeat) or distinct items.
+
+    Returns:
+        The draw; empty, with ``stats.empty_reason`` set, when every advantage is 0.
+    """
+    values = np.asarray(advantages, dtype=np.float64)
+    probabilities = aaw_probabilities(values, alpha)
+    if probabilities is None:
+        return _empty(values.size, num_samples, "every advantage is 0: no item carries a learning signal")
+    return draw(probabilities, num_samples, rng, replace=replace)
+
+
+def uniform_sample(
+    advantages: ArrayLike,
+    num_samples: int,
+    rng: np.random.Generator,
+    *,
+    replace: bool = True,
+    skip_zero: bool = False,
+) -> Sample:
+    """Uniform sampling over every item (or, with ``skip_zero``, over the items with A != 0).
+
+    Args:
+        advantages: One advantage per item (only its length and, with ``skip_zero``, its zeros matter).
+        num_samples: Draws wanted.
+        rng: The source of randomness.
+        replace: With or without replacement.
+        skip_zero: Leave out items whose advantage is 0.
+
+    Returns:
+        The draw; empty, with ``stats.empty_reason`` set, when no item is eligible.
+    """
+    values = np.asarray(advantages, dtype=np.float64)
+    weights = (values != 0).astype(np.float64) if skip_zero else np.ones_like(values)
+    total = float(weights.sum())
+    if total == 0.0:
+        reason = "every advantage is 0: no item carries a learning signal" if values.size else "no items to draw from"
+        return _empty(values.size, num_samples, reason)
+    return draw(weights / total, num_samples, rng, replace=replace)
+
+
+SamplerFn = Callable[[FloatArray, int, np.random.Generator, float, bool], Sample]
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """A registered sampler.
+
+    Attributes:
+        name: The name a configuration selects it by.
+        description: One line saying what it does.
+        uses_alpha: Whether the ``alpha`` option matters.
+        sample: ``sample(advantages, num_samples, rng, alpha, replace) -> Sample``.
+    """
+
+    name: str
+    description: str
+    uses_alpha: bool
+    sample: SamplerFn = field(repr=False)
+
+
+SAMPLERS: dict[str, SamplerSpec] = {
+    spec.name: spec
+    for spec in (
+        SamplerSpec(
+            "aaw",
+            "absolute-advantage-weighted: p_i proportional to |A_i|^alpha; A = 0 never drawn (MS-GRPO)",
+            True,
+            lambda values, count, rng, alpha, replace: aaw_sample(values, count, rng, alpha=alpha, replace=replace),
+        ),
+        SamplerSpec(
+            "uniform",
+            "every item equally likely, zero-advantage items included (the AAW ablation)",
+            False,
+            lambda values, count, rng, alpha, replace: uniform_sample(values, count, rng, replace=replace),
+        ),
+        SamplerSpec(
+            "uniform-nonzero",
+            "equally likely among items with A != 0 (separates weighting from filtering)",
+            False,
+            lambda values, count, rng, alpha, replace: uniform_sample(
+                values, count, rng, replace=replace, skip_zero=True
+            ),
+        ),
+    )
+}
+
+
+def sampler(name: str) -> SamplerSpec:
+    """The registered sampler called ``name``.
+
+    Raises:
+        ValueError: No sampler has that name (the message lists the valid names).
+    """
+    try:
+        return SAMPLERS[name]
+    except KeyError:
+        raise ValueError(f"unknown sampler {name!r}; choose one of {sorted(SAMPLERS)}") from None
+
+
+def sample(
+    name: str,
+    advantages: ArrayLike,
+    num_samples: int,
+    rng: np.random.Generator,
+    *,
+    alpha: float = 1.0,
+    replace: bool = True,
+) -> Sample:
+    """Draw with the registered sampler ``name`` (see :data:`SAMPLERS`).
+
+    Example:
+        >>> result = sample("aaw", [0.0, 2.0, 0.0], 3, np.random.default_rng(0))
+        >>> result.indices.tolist(), result.stats.eligible
+        ([1, 1, 1], 1)
+    """
+    return sampler(name).sample(np.asarray(advantages, dtype=np.float64), num_samples, rng, alpha, replace)
