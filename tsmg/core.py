@@ -376,7 +376,7 @@ class RulesGame(Game, Generic[StateT, ActionT]):
         force_end = False
         for agent in active:
             answer = actions[agent]
-            parsed = answer if isinstance(answer, Invalid) else self.parse_action(agent, answer)
+            parsed = answer if isinstance(answer, Invalid) else self.parse(agent, answer)
             if isinstance(parsed, Invalid):
                 penalties[agent] = config.invalid_penalty
                 info: dict[str, Any] = {"valid": False, "reason": parsed.reason}

@@ -630,7 +630,7 @@ class GymnasiumGame(Game):
         if self._env_info.get("action_mask") is None:
             return action  # without a mask the env itself judges the action (e.g. Text action spaces)
         legal = self.legal_moves()
-        if legal is None or any(_same_action(action, move) for move in legal):
+        if legal is None or any(same_action(action, move) for move in legal):
             return action
         allowed = ", ".join(self.action_to_text(move) for move in legal)
         return Invalid(f"{self.action_to_text(action)} is not allowed now (allowed: {allowed})")
@@ -644,7 +644,8 @@ class GymnasiumGame(Game):
             raise GameError(f"unknown agent {agent!r}; this game's agent is {self.agent!r}")
 
 
-def _same_action(first: Any, second: Any) -> bool:
+def same_action(first: Any, second: Any) -> bool:
+    """Whether two env actions are equal (scalars or arrays)."""
     return bool(np.array_equal(np.asarray(first), np.asarray(second)))
 
 

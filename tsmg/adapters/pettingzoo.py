@@ -35,6 +35,7 @@ from tsmg.adapters.gymnasium import (
     number_text,
     parse_discrete,
     parse_numbers,
+    same_action,
     text_space,
 )
 from tsmg.core import AgentID, Game, GameConfig, GameError, Invalid, StepResult
@@ -445,7 +446,7 @@ class PettingZooGame(Game):
         if self._action_mask(agent) is None:
             return action  # without a mask the env itself judges the action (e.g. Text action spaces)
         legal = self.legal_moves(agent)
-        if legal is None or any(np.array_equal(np.asarray(action), np.asarray(move)) for move in legal):
+        if legal is None or any(same_action(action, move) for move in legal):
             return action
         allowed = ", ".join(self.action_to_text(agent, move) for move in legal)
         return Invalid(f"{self.action_to_text(agent, action)} is not a legal move now (legal: {allowed})")
