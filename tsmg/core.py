@@ -190,7 +190,11 @@ class Game(ABC):
 
     @property
     def has_random_start(self) -> bool:
-        """Whether different seeds are expected to give different initial observations."""
+        """Whether different seeds are expected to give different *first observations*.
+
+        The checker verifies it. A game whose hidden start depends on the seed but whose first
+        observation does not (Wordle's secret word, Minesweeper's mines) returns False.
+        """
         return False
 
     @property
