@@ -24,7 +24,7 @@ import tsmg
 # tsmg id -> (Gymnasium id, kwargs) of the same game, for the ratio against raw Gymnasium.
 RAW_COUNTERPARTS: dict[str, tuple[str, dict[str, object]]] = {
     "FrozenLake-v0": ("FrozenLake-v1", {"map_name": "4x4", "is_slippery": False}),
-    "Taxi-v0": ("Taxi-v3", {}),
+    "Taxi-v0": ("Taxi-v4", {}),
     "CliffWalking-v0": ("CliffWalking-v1", {}),
     "Blackjack-v0": ("Blackjack-v1", {}),
 }

@@ -165,27 +165,8 @@ class CliffWalking(GymnasiumGame):
 
     def render_observation(self, observation: Any) -> str:
         """Position, goal and cliff in words, then the grid."""
-        row, col = divmod(int(observation), _CLIFF_COLS)
-        grid = [["_"] * _CLIFF_COLS for _ in range(_CLIFF_ROWS)]
-        for cliff_col in range(1, _CLIFF_COLS - 1):
-            grid[_CLIFF_ROWS - 1][cliff_col] = "C"
-        grid[_CLIFF_ROWS - 1][_CLIFF_COLS - 1] = "G"
-        grid[row][col] = "P"
-        last_row, last_col = _CLIFF_ROWS - 1, _CLIFF_COLS - 1
-        lines = [
-            f"Cliff Walking on a {_CLIFF_ROWS}x{_CLIFF_COLS} grid; rows 0-{last_row} from the top, "
-            f"columns 0-{last_col} from the left.",
-            f"You are at row {row}, column {col}. The goal is at row {last_row}, column {last_col}.",
-            f"The cliff fills row {last_row} from column 1 to column {last_col - 1}: stepping onto it costs 100 "
-            f"and sends you back to the start (row {last_row}, column 0).",
-            "Grid (P = you, C = cliff, G = goal, _ = safe ground):",
-            *("".join(line) for line in grid),
-        ]
-        if self.env_terminated:
-            lines.append("You reached the goal.")
-        else:
-            lines.append(f"Each step costs 1. Actions: {', '.join(CLIFF_ACTIONS)}.")
-        return "\n".join(lines)
+        return _cliff_text(int(observation), self.env_terminated)
+
 
     def success(self) -> bool:
         """Reached the goal: the env terminates only there."""
@@ -194,6 +175,32 @@ class CliffWalking(GymnasiumGame):
     def oracle(self) -> int:
         """First move of the shortest path that avoids the cliff."""
         return _cliff_policy()[int(self.observation)][1]
+
+
+@lru_cache(maxsize=2 * _CLIFF_ROWS * _CLIFF_COLS)
+def _cliff_text(observation: int, reached_goal: bool) -> str:
+    """The observation text of a tile (rendered once per tile, so the step loop stays cheap)."""
+    row, col = divmod(observation, _CLIFF_COLS)
+    grid = [["_"] * _CLIFF_COLS for _ in range(_CLIFF_ROWS)]
+    for cliff_col in range(1, _CLIFF_COLS - 1):
+        grid[_CLIFF_ROWS - 1][cliff_col] = "C"
+    grid[_CLIFF_ROWS - 1][_CLIFF_COLS - 1] = "G"
+    grid[row][col] = "P"
+    last_row, last_col = _CLIFF_ROWS - 1, _CLIFF_COLS - 1
+    lines = [
+        f"Cliff Walking on a {_CLIFF_ROWS}x{_CLIFF_COLS} grid; rows 0-{last_row} from the top, "
+        f"columns 0-{last_col} from the left.",
+        f"You are at row {row}, column {col}. The goal is at row {last_row}, column {last_col}.",
+        f"The cliff fills row {last_row} from column 1 to column {last_col - 1}: stepping onto it costs 100 "
+        f"and sends you back to the start (row {last_row}, column 0).",
+        "Grid (P = you, C = cliff, G = goal, _ = safe ground):",
+        *("".join(line) for line in grid),
+    ]
+    if reached_goal:
+        lines.append("You reached the goal.")
+    else:
+        lines.append(f"Each step costs 1. Actions: {', '.join(CLIFF_ACTIONS)}.")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------ Blackjack

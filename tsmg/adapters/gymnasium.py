@@ -173,18 +173,32 @@ def discrete_action_text(space: spaces.Discrete, action: Any, names: Sequence[st
     return str(int(action))
 
 
+def discrete_lookup(
+    space: spaces.Discrete, names: Sequence[str], aliases: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Lower-case action name (or alias) to Discrete action."""
+    lookup = {name.lower(): action for name, action in zip(names, discrete_actions(space), strict=True)}
+    if aliases:
+        lookup.update({alias.lower(): action for alias, action in aliases.items()})
+    return lookup
+
+
 def parse_discrete(
-    space: spaces.Discrete, text: str, names: Sequence[str] | None, aliases: Mapping[str, int] | None = None
+    space: spaces.Discrete,
+    text: str,
+    names: Sequence[str] | None,
+    aliases: Mapping[str, int] | None = None,
+    lookup: Mapping[str, int] | None = None,
 ) -> int | Invalid:
     """Parse a Discrete action: a name or alias (any case or spacing; stray punctuation ignored), else an integer.
 
-    Integers are accepted only when the actions have no names.
+    Integers are accepted only when the actions have no names. ``lookup`` (from
+    :func:`discrete_lookup`) saves rebuilding the name table on every call.
     """
     cleaned = " ".join(text.strip(_STRIP).lower().split())
     if names is not None:
-        lookup = {name.lower(): action for name, action in zip(names, discrete_actions(space), strict=True)}
-        if aliases:
-            lookup.update({alias.lower(): action for alias, action in aliases.items()})
+        if lookup is None:
+            lookup = discrete_lookup(space, names, aliases)
         if cleaned in lookup:
             return lookup[cleaned]
         return Invalid(f"expected one of {', '.join(names)}; got {shorten(text)!r}")
@@ -340,6 +354,7 @@ class GymnasiumGame(Game):
     ) -> None:
         """Wrap the env; see the class docstring for the arguments."""
         self.config = build_config(self.Config, config, options)
+        self._name_lookup: dict[str, int] | None = None  # built on the first parse
         if isinstance(env_or_id, str):
             env = gymnasium.make(env_or_id, **dict(make_kwargs or {}))
         elif isinstance(env_or_id, gymnasium.Env):
@@ -403,7 +418,9 @@ class GymnasiumGame(Game):
             return self._parse_fn(text)
         space = self.env.action_space
         if isinstance(space, spaces.Discrete):
-            return parse_discrete(space, text, self.action_names, self.action_aliases)
+            if self.action_names is not None and self._name_lookup is None:
+                self._name_lookup = discrete_lookup(space, self.action_names, self.action_aliases)
+            return parse_discrete(space, text, self.action_names, self.action_aliases, self._name_lookup)
         if isinstance(space, spaces.Text):
             if space.contains(text):
                 return text
