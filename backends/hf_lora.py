@@ -1,0 +1,133 @@
+"""PEFT LoRA adapters for the Hugging Face backend: add, load, save, enable/disable, merge.
+
+:class:`AdapterMixin` is mixed into :class:`backends.hf.HFBackend`; it works on ``self.model``,
+which becomes a ``peft.PeftModel`` once an adapter is added or loaded and a plain model again
+after :meth:`AdapterMixin.merge_adapter`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from backends.base import BackendError, ModelNotFoundError
+
+
+class AdapterMixin:
+    """LoRA adapter management over ``self.model`` (see the module docstring)."""
+
+    model: Any
+    _adapter_active: bool = True
+
+    @property
+    def has_adapter(self) -> bool:
+        """Whether the model carries a PEFT adapter."""
+        return hasattr(self.model, "peft_config")
+
+    def add_lora(
+        self,
+        r: int = 8,
+        alpha: int = 16,
+        target_modules: Sequence[str] | str = "all-linear",
+        dropout: float = 0.0,
+        adapter_name: str = "default",
+    ) -> None:
+        """Add a fresh trainable LoRA adapter and make it the active one.
+
+        A fresh adapter starts as the identity (PEFT initialises ``B`` to zero), so outputs only
+        change once it is trained.
+
+        Args:
+            r: Rank of the update matrices.
+            alpha: Scaling numerator (the update is scaled by ``alpha / r``).
+            target_modules: Module names to adapt, or ``"all-linear"`` (every linear layer but the head).
+            dropout: LoRA dropout (active only in train mode).
+            adapter_name: Name of the adapter.
+        """
+        from peft import LoraConfig, get_peft_model
+
+        config = LoraConfig(
+            r=r,
+            lora_alpha=alpha,
+            target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
+            lora_dropout=dropout,
+            task_type="CAUSAL_LM",
+        )
+        if self.has_adapter:
+            self.model.add_adapter(adapter_name, config)
+            self.model.set_adapter(adapter_name)
+        else:
+            self.model = get_peft_model(self.model, config, adapter_name=adapter_name)
+        self._adapter_active = True
+
+    def load_adapter(
+        self, path: str | os.PathLike[str], adapter_name: str = "default", trainable: bool = False
+    ) -> None:
+        """Load a saved PEFT adapter from a local folder and make it the active one.
+
+        Raises:
+            ModelNotFoundError: when the folder holds no ``adapter_config.json``.
+        """
+        from peft import PeftModel
+
+        folder = os.fspath(path)
+        if not os.path.isfile(os.path.join(folder, "adapter_config.json")):
+            raise ModelNotFoundError(f"no PEFT adapter in {os.path.abspath(folder)!r} (looked for adapter_config.json)")
+        if self.has_adapter:
+            self.model.load_adapter(folder, adapter_name=adapter_name, is_trainable=trainable)
+            self.model.set_adapter(adapter_name)
+        else:
+            self.model = PeftModel.from_pretrained(
+                self.model, folder, adapter_name=adapter_name, is_trainable=trainable
+            )
+        self._adapter_active = True
+
+    def save_adapter(self, path: str | os.PathLike[str]) -> None:
+        """Save the adapter weights and config (not the base model) into ``path``."""
+        self._require_adapter()
+        self.model.save_pretrained(os.fspath(path))
+
+    def enable_adapter(self) -> None:
+        """Use the active adapter in later calls."""
+        self._require_adapter()
+        self.model.base_model.enable_adapter_layers()
+        self._adapter_active = True
+
+    def disable_adapter(self) -> None:
+        """Use the base model alone in later calls (the adapter is kept)."""
+        self._require_adapter()
+        self.model.base_model.disable_adapter_layers()
+        self._adapter_active = False
+
+    @contextmanager
+    def adapter_enabled(self, enabled: bool = True) -> Iterator[None]:
+        """Enable (or disable) the adapter inside a ``with`` block, then restore the previous state.
+
+        Example: ``with backend.adapter_enabled(False): reference = backend.generate(...)``.
+        """
+        self._require_adapter()
+        previous = self._adapter_active
+        if enabled:
+            self.enable_adapter()
+        else:
+            self.disable_adapter()
+        try:
+            yield
+        finally:
+            if previous:
+                self.enable_adapter()
+            else:
+                self.disable_adapter()
+
+    def merge_adapter(self) -> None:
+        """Fold the active adapter into the base weights; ``self.model`` becomes a plain model again."""
+        self._require_adapter()
+        if not self._adapter_active:
+            self.enable_adapter()
+        self.model = self.model.merge_and_unload()
+
+    def _require_adapter(self) -> None:
+        if not self.has_adapter:
+            raise BackendError("the model has no adapter: call add_lora() or load_adapter() first")
