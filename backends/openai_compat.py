@@ -118,6 +118,10 @@ class OpenAIBackend:
         price: USD per million tokens for this model, or None if unknown.
     """
 
+    #: The server batches concurrent requests itself, so rollouts let each episode advance on its
+    #: own instead of in lock-step (a slow request then holds no other episode).
+    prefers_independent_episodes = True
+
     def __init__(
         self,
         model: str,

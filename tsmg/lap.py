@@ -155,6 +155,11 @@ class LAP:
             temperature=self.config.temperature, top_p=self.config.top_p, max_tokens=self.config.max_tokens
         )
 
+    @property
+    def prefers_independent_episodes(self) -> bool:
+        """Remote models batch by themselves: let episodes advance independently (see rollout)."""
+        return bool(getattr(self.model, "prefers_independent_episodes", False))
+
     def messages(self, request: DecisionRequest) -> list[dict[str, str]]:
         """The chat messages for one decision (system, history turns, then the observation)."""
         template = self.config.template

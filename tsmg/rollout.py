@@ -124,6 +124,8 @@ def rollout(
         members = policies.values() if isinstance(policies, Mapping) else [policies]
         independent = any(getattr(policy, "prefers_independent_episodes", False) for policy in members)
         schedule = "independent" if independent else "lockstep"
+    if schedule == "independent" and max_concurrent is None:
+        limit = min(limit, 64)  # one worker thread per live episode: keep the default bounded
 
     finished: dict[int, Episode] = {}
     lock = threading.Lock()

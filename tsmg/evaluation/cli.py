@@ -66,10 +66,12 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     game_options = _pairs(args.option, "--option")
     model_options: dict[str, dict[str, Any]] = {}
     for value in args.model_option:
-        model, separator, rest = value.rpartition(":")
-        if not separator:
+        # MODEL may hold colons (openai:NAME) and VALUE too (a URL): split at the first "=" first.
+        target, equals, raw = value.partition("=")
+        model, colon, key = target.rpartition(":")
+        if not (equals and colon and model and key):
             raise ValueError(f"--model-option must be MODEL:KEY=VALUE, got {value!r}")
-        model_options.setdefault(model, {}).update(_pairs([rest], "--model-option"))
+        model_options.setdefault(model, {})[key.strip()] = yaml.safe_load(raw)
     prices = {}
     for value in args.price:
         model, _, pair = value.rpartition("=")

@@ -14,6 +14,12 @@ DEFAULT_MODEL = "smollm2"
 SCRIPTED_POLICIES = ("random", "oracle")
 
 
+def _is_secret(option: str) -> bool:
+    """Options whose values must never be written to disk (API keys, tokens)."""
+    lowered = option.lower()
+    return any(word in lowered for word in ("key", "token", "secret", "password"))
+
+
 class ConfigMismatchError(ValueError):
     """An output folder holds a run with a different configuration (never mixed silently)."""
 
@@ -54,8 +60,13 @@ class EvalConfig(BaseModel):
         return models
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys) used to detect a changed configuration."""
-        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True)
+        """Canonical JSON (sorted keys) used to detect a changed configuration; secrets are redacted."""
+        data = self.model_dump(mode="json")
+        data["model_options"] = {
+            model: {key: ("<redacted>" if _is_secret(key) else value) for key, value in options.items()}
+            for model, options in data["model_options"].items()
+        }
+        return json.dumps(data, indent=2, sort_keys=True)
 
     def check_folder(self, folder: Path) -> None:
         """Write ``config.json`` in a new folder, or refuse a folder holding another configuration.

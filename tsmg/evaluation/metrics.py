@@ -6,6 +6,7 @@ OpenSkill (Plackett-Luce) for ratings. Both are imported when a summary is compu
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -135,4 +136,4 @@ def summarize_eval(config: EvalConfig, episodes_by_game: Mapping[str, Sequence[E
             entry["head_to_head"] = head_to_head(episodes)
             entry["ratings"] = ratings(episodes, config.models)
         games.append(entry)
-    return {"config": config.model_dump(mode="json"), "games": games}
+    return {"config": json.loads(config.to_json()), "games": games}
