@@ -7,11 +7,14 @@ backends (Hugging Face, vLLM) always fill ``token_ids`` and ``logprobs``: traini
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tsmg.lm import Completion, FinishReason, GenerationRequest, LanguageModel, SamplingParams
 
 __all__ = [
     "BackendError",
     "combine_seeds",
+    "match_choice",
     "Completion",
     "FinishReason",
     "GenerationRequest",
@@ -44,3 +47,12 @@ def combine_seeds(base: int | None, own: int | None) -> int | None:
     if own is None:
         return base
     return (base * 1_000_003 + own) % 2**31
+
+
+def match_choice(text: str, choices: Sequence[str]) -> str | None:
+    """The choice ``text`` stands for (surrounding space and case ignored), or None."""
+    answer = text.strip()
+    if answer in choices:
+        return answer
+    folded = {choice.casefold(): choice for choice in choices}
+    return folded.get(answer.casefold())

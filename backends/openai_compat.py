@@ -37,7 +37,15 @@ from typing import Any, Literal, TypeVar, get_args
 
 import httpx
 
-from backends.base import BackendError, Completion, FinishReason, GenerationRequest, SamplingParams, combine_seeds
+from backends.base import (
+    BackendError,
+    Completion,
+    FinishReason,
+    GenerationRequest,
+    SamplingParams,
+    combine_seeds,
+    match_choice,
+)
 from backends.pricing import Price, PriceSpec, PriceTable, price_for
 
 __all__ = ["DEFAULT_BASE_URL", "ChoiceParam", "OpenAIBackend", "Usage"]
@@ -475,7 +483,7 @@ class OpenAIBackend:
         prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids")
         if prompt_ids:  # vLLM with return_token_ids: what the server actually tokenised
             completion.extra["prompt_token_ids"] = [int(token) for token in prompt_ids]
-        if request.choices is not None and _match_choice(text, request.choices) is None:
+        if request.choices is not None and match_choice(text, request.choices) is None:
             constraint = (
                 "the server was not asked to constrain it (choice_param='none')"
                 if self.choice_param == "none"
@@ -514,15 +522,6 @@ class OpenAIBackend:
         if self._api_key:
             text = text.replace(self._api_key, "***")
         return text
-
-
-def _match_choice(text: str, choices: Sequence[str]) -> str | None:
-    """The choice ``text`` stands for (surrounding space and case ignored), or None."""
-    answer = text.strip()
-    if answer in choices:
-        return answer
-    folded = {choice.casefold(): choice for choice in choices}
-    return folded.get(answer.casefold())
 
 
 def _server_message(response: httpx.Response) -> str:

@@ -45,6 +45,7 @@ from backends.base import (
     ModelNotFoundError,
     SamplingParams,
     combine_seeds,
+    match_choice,
 )
 
 __all__ = ["VLLMBackend"]
@@ -232,7 +233,7 @@ class VLLMBackend:
             token_ids=token_ids,
             logprobs=logprobs,
         )
-        if request.choices is not None and _match_choice(sample.text, request.choices) is None:
+        if request.choices is not None and match_choice(sample.text, request.choices) is None:
             completion.finish_reason = "error"
             completion.error = f"the answer {sample.text!r} is not one of the choices {list(request.choices)}"
         if sample.finish_reason not in ("stop", "length"):
@@ -335,11 +336,3 @@ def _choice_constraint(choices: list[str]) -> dict[str, Any]:
         from vllm.sampling_params import GuidedDecodingParams
 
         return {"guided_decoding": GuidedDecodingParams(choice=choices)}
-
-
-def _match_choice(text: str, choices: Sequence[str]) -> str | None:
-    answer = text.strip()
-    if answer in choices:
-        return answer
-    folded = {choice.casefold(): choice for choice in choices}
-    return folded.get(answer.casefold())

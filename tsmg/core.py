@@ -96,6 +96,20 @@ class GameConfig(BaseModel):
     invalid_penalty: float = Field(default=0.0, ge=0.0, description="Reward subtracted per invalid answer.")
 
 
+def check_answers(active: Sequence[AgentID], actions: Mapping[AgentID, object]) -> None:
+    """Raise :class:`GameError` unless exactly the active agents answered (shared by every Game)."""
+    if len(actions) == len(active) and all(agent in actions for agent in active):
+        return
+    missing = [agent for agent in active if agent not in actions]
+    extra = [agent for agent in actions if agent not in active]
+    problems = []
+    if missing:
+        problems.append(f"no answer from active agent(s) {missing}")
+    if extra:
+        problems.append(f"answer(s) from {extra}, whose turn it is not")
+    raise GameError("; ".join(problems) + f" (active agents: {list(active)})")
+
+
 class Game(ABC):
     """A text-mediated stochastic game: agents observe text and act in text.
 
@@ -372,7 +386,7 @@ class RulesGame(Game, Generic[StateT, ActionT]):
             raise GameError("the episode is over; call reset() before step()")
         state = episode.state
         active = self.current_agents(state)
-        self._check_turn(active, actions)
+        check_answers(active, actions)
         config = self.config
         moves: dict[AgentID, ActionT] = {}
         infos: dict[AgentID, dict[str, Any]] = {agent: {} for agent in self.agents}
@@ -466,18 +480,6 @@ class RulesGame(Game, Generic[StateT, ActionT]):
         if self._episode is None:
             raise GameError("no episode in progress; call reset() first")
         return self._episode
-
-    def _check_turn(self, active: tuple[AgentID, ...], actions: Mapping[AgentID, str | Invalid]) -> None:
-        if len(actions) == len(active) and all(agent in actions for agent in active):
-            return
-        missing = [agent for agent in active if agent not in actions]
-        extra = [agent for agent in actions if agent not in active]
-        problems = []
-        if missing:
-            problems.append(f"no answer from active agent(s) {missing}")
-        if extra:
-            problems.append(f"answer(s) from {extra}, whose turn it is not")
-        raise GameError("; ".join(problems) + f" (active agents: {list(active)})")
 
     def __repr__(self) -> str:
         """Show the id and the options that differ from the defaults."""

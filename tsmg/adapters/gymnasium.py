@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
-from tsmg.core import AgentID, Game, GameConfig, GameError, Invalid, StepResult
+from tsmg.core import AgentID, Game, GameConfig, GameError, Invalid, StepResult, check_answers
 from tsmg.registry import make
 
 __all__ = [
@@ -228,20 +228,6 @@ def parse_numbers(space: spaces.Space[Any], text: str) -> Any:
 def number_text(action: Any) -> str:
     """Canonical text of a numeric array action: its numbers separated by spaces."""
     return " ".join(describe_value(value) for value in np.asarray(action).ravel())
-
-
-def check_answers(active: Sequence[AgentID], actions: Mapping[AgentID, Any]) -> None:
-    """Raise :class:`~tsmg.core.GameError` unless exactly the active agents answered."""
-    if len(actions) == len(active) and all(agent in actions for agent in active):
-        return
-    missing = [agent for agent in active if agent not in actions]
-    extra = [agent for agent in actions if agent not in active]
-    problems = []
-    if missing:
-        problems.append(f"no answer from active agent(s) {missing}")
-    if extra:
-        problems.append(f"answer(s) from {extra}, whose turn it is not")
-    raise GameError("; ".join(problems) + f" (active agents: {list(active)})")
 
 
 def env_verdict(env_info: Mapping[str, Any], info: dict[str, Any]) -> None:

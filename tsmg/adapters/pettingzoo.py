@@ -25,7 +25,6 @@ from tsmg.adapters.gymnasium import (
     TEXT_CHARSET,
     TextFitter,
     build_config,
-    check_answers,
     describe_value,
     discrete_action_text,
     discrete_actions,
@@ -38,7 +37,7 @@ from tsmg.adapters.gymnasium import (
     same_action,
     text_space,
 )
-from tsmg.core import AgentID, Game, GameConfig, GameError, Invalid, StepResult
+from tsmg.core import AgentID, Game, GameConfig, GameError, Invalid, StepResult, check_answers
 
 __all__ = [
     "PettingZooAECGame",
