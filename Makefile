@@ -20,6 +20,7 @@ vllm-env:
 	@bash scripts/setup_vllm_cpu_env.sh
 
 demo: setup
+	$(BIN)/tsmg demo --no-train
 	$(BIN)/tsmg demo
 
 lint: setup

@@ -56,6 +56,6 @@ def test_play_in_the_terminal():
 
 
 def test_demo_prints_random_and_oracle():
-    result = run_cli("demo", "--episodes", "50")
+    result = run_cli("demo", "--no-train", "--episodes", "50")
     assert result.returncode == 0, result.stderr
     assert "random" in result.stdout and "oracle" in result.stdout and "success 100.0%" in result.stdout

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,23 @@ class RolloutConfig(_Section):
     train_agents: list[str] | None = Field(
         default=None, description="The seats whose steps are trained; None: every seat the model plays."
     )
+    observation_lines: str | None = Field(
+        default=None,
+        description=(
+            "Compact view: show the model only the observation lines that fully match this regular expression "
+            "(e.g. '[_OPG]+' keeps a Frozen Lake grid); None: the whole observation."
+        ),
+    )
+
+    @field_validator("observation_lines")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"observation_lines does not compile: {error}") from None
+        return pattern
 
 
 class CreditConfig(_Section):
@@ -135,12 +153,27 @@ class LossConfig(_Section):
         description="Weight of the k3 KL to a reference (LoRA: adapter disabled; full fine-tune: frozen copy).",
     )
     entropy_coef: float = Field(default=0.0, ge=0.0, description="Weight of the entropy bonus (keeps exploration).")
+    entropy_scope: Literal["sampled", "rollout"] = Field(
+        default="sampled",
+        description=(
+            "Steps the entropy bonus covers: the sampled ones (inside the policy loss), or every trained step of "
+            "the rollout once, as a term of its own, so that it still acts when every group has equal returns "
+            "and the sampler draws nothing."
+        ),
+    )
     aggregation: Aggregation = Field(
         default="token-mean",
         description="'token-mean' over the batch (DAPO), 'sequence-mean' (GRPO), 'constant' (Dr.GRPO).",
     )
     constant_normalizer: int | None = Field(
         default=None, ge=1, description="Length of the 'constant' aggregation; None: rollout.lap.max_tokens."
+    )
+    old_logprobs: Literal["behaviour", "recompute"] = Field(
+        default="behaviour",
+        description=(
+            "pi_old of the ratio: the log-probabilities recorded by the rollout engine, or recomputed by the "
+            "trainer's forward pass before the update (removes engine/trainer numeric mismatch; one more forward)."
+        ),
     )
 
     @field_validator("name")
@@ -172,6 +205,24 @@ class OptimConfig(_Section):
     )
 
 
+class TinyModelOptions(_Section):
+    """Shape of a model built on the spot for ``model.spec: tiny`` (:func:`backends.tiny.build_tiny_model`)."""
+
+    preset: Literal["0.15m", "4m"] = Field(default="0.15m", description="Size preset; the fields below override it.")
+    vocab_size: int | None = Field(default=None, ge=64, description="Target vocabulary of the trained tokenizer.")
+    hidden_size: int | None = Field(default=None, ge=8, description="Width of the residual stream.")
+    layers: int | None = Field(default=None, ge=1, description="Transformer blocks.")
+    heads: int | None = Field(default=None, ge=1, description="Attention heads (must divide hidden_size).")
+    intermediate_size: int | None = Field(default=None, ge=8, description="Width of the MLP.")
+    tokenizer_corpus: Literal["game", "prose"] = Field(
+        default="game",
+        description=(
+            "Text the tokenizer is trained on: 'game' (backends.tiny.game_corpus) or 'prose' (the same without "
+            "board lines, so that every board cell stays its own token)."
+        ),
+    )
+
+
 class ModelConfig(_Section):
     """The model being trained and how (LoRA adapter or full fine-tuning)."""
 
@@ -185,6 +236,10 @@ class ModelConfig(_Section):
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         default="auto", description="Weights' dtype ('auto': bfloat16 where supported, else float32)."
+    )
+    tiny: TinyModelOptions = Field(
+        default_factory=TinyModelOptions,
+        description="Shape of the model built from scratch for spec 'tiny' (see backends.tiny).",
     )
 
     @field_validator("spec")
@@ -229,6 +284,22 @@ class RunConfig(_Section):
         default=0, ge=0, description="Checkpoint every this many updates (0: only at the end)."
     )
     keep_last: int = Field(default=3, ge=1, description="Checkpoints kept (older ones are deleted).")
+    eval_temperature: float | None = Field(
+        default=0.0, ge=0.0, description="Sampling temperature of evaluations (0: greedy; None: rollout.lap's)."
+    )
+    eval_at_start: bool = Field(
+        default=True, description="Also evaluate before the first update (logged at step 0), when eval_every > 0."
+    )
+    max_seconds: float | None = Field(
+        default=None, gt=0.0, description="Stop after the update during which this much wall time has passed."
+    )
+    episodes_every: int = Field(
+        default=0, ge=0, description="Append every k-th update's training episodes to episodes.jsonl (0: never)."
+    )
+    tensorboard: bool = Field(
+        default=True, description="Also write TensorBoard events (when tensorboard is installed)."
+    )
+    threads: int | None = Field(default=None, ge=1, description="torch CPU threads (None: torch's default).")
 
     def resolved_eval_seeds(self) -> list[int]:
         """The held-out seeds evaluations use."""

@@ -78,15 +78,25 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_option_flag(roll)
     roll.set_defaults(handler=_cmd_rollout)
 
-    demo = commands.add_parser("demo", help="random vs oracle on Frozen Lake (the quick-start demo)")
-    demo.add_argument("--game", default="FrozenLake-NoSlip-v0")
-    demo.add_argument("--episodes", type=int, default=500)
-    demo.add_argument("--seed", type=int, default=0)
+    demo = commands.add_parser(
+        "demo", help="MS-GRPO trains a tiny model on Frozen Lake (--no-train: random vs oracle only)"
+    )
+    demo.add_argument("--no-train", action="store_true", help="only play the random and oracle policies")
+    demo.add_argument("--game", default="FrozenLake-NoSlip-v0", help="with --no-train")
+    demo.add_argument("--episodes", type=int, default=500, help="with --no-train")
     demo.set_defaults(handler=_cmd_demo)
 
     from tsmg.evaluation.cli import add_commands
 
     add_commands(commands)
+    try:  # the training package is part of the distribution; its heavy imports happen only when used
+        from training.cli import add_commands as add_training_commands
+        from training.demo import add_demo_arguments
+    except ImportError:  # pragma: no cover - a stripped install without training/
+        demo.add_argument("--seed", type=int, default=0)
+        return parser
+    add_training_commands(commands)
+    add_demo_arguments(demo)
     return parser
 
 
@@ -264,6 +274,10 @@ def _format_summary(game_id: str, policy: str, figures: dict[str, Any]) -> str:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if not args.no_train:
+        from training.demo import cmd_demo
+
+        return cmd_demo(args)
     from games import frozen_lake_rules as rules
     from games.frozen_lake import FrozenLake
 

@@ -1,0 +1,263 @@
+"""The trainer on a tiny model: it learns, resumes exactly after kill -9, skips NaN updates, refuses bad configs."""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import tsmg
+from training.cli import add_commands, config_from_args
+from training.config import IncompatibleGameError, TrainConfig
+from training.run_log import METRICS_FILE, read_metrics
+from training.trainer import TrainHooks, TrainingOOMError, base_model_source, train
+
+REPO = Path(__file__).resolve().parents[2]
+# A 2x2 lake: random play reaches the goal about half the time, so every update carries signal.
+SMALL_LAKE = {"desc": ["SF", "FG"], "max_steps": 4}
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """The demo's tiny model (one token per grid cell), built once for every test."""
+    folder = tmp_path_factory.mktemp("models")
+    config = TrainConfig(
+        rollout={"game_id": "FrozenLake-v0"}, model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}
+    )
+    return base_model_source(config, folder)
+
+
+def make_config(out_dir, model_dir, **sections):
+    data = {
+        "rollout": {
+            "game_id": "FrozenLake-v0",
+            "game_options": SMALL_LAKE,
+            "group_size": 4,
+            "groups_per_update": 4,
+            "observation_lines": "[_OPG]+",
+            "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
+        },
+        "model": {"spec": f"hf:{model_dir}", "finetune": "full"},
+        "optim": {"lr": 1e-3, "micro_batch_size": 16, "grad_accumulation": 1},
+        "run": {"out_dir": str(out_dir), "updates": 4, "threads": 1, "tensorboard": False},
+    }
+    for section, values in sections.items():
+        data.setdefault(section, {}).update(values)
+    return TrainConfig.model_validate(data)
+
+
+def comparable(rows):
+    return [{key: value for key, value in row.items() if not key.startswith("time/")} for row in rows]
+
+
+def test_training_beats_the_untrained_policy_on_held_out_episodes(tiny_model, tmp_path):
+    # The standard 4x4 map (16-step limit) as the demo trains it; held-out episodes sampled at T=1.
+    config = make_config(
+        tmp_path / "run",
+        tiny_model,
+        rollout={"game_options": {}, "group_size": 8, "groups_per_update": 8},
+        optim={"micro_batch_size": 64},
+        run={"updates": 20, "eval_every": 20, "eval_episodes": 50, "eval_temperature": None},
+    )
+    result = train(config)
+    (_, before), (_, after) = result.evals()
+    assert before <= 0.1
+    assert after >= 0.6 and after - before >= 0.5, result.evals()
+    assert [row["step"] for row in result.metrics] == list(range(21))
+    assert result.learning_curve is not None and result.learning_curve.is_file()
+    # The final model is a plain model folder: the evaluation harness loads it as hf:DIR.
+    from backends.hf import HFBackend
+
+    assert HFBackend(result.final_model).model is not None
+
+
+def test_kill_9_then_resume_continues_exactly(tiny_model, tmp_path):
+    updates = 6
+    reference = train(make_config(tmp_path / "reference", tiny_model, run={"updates": updates}))
+
+    # The same run in a subprocess (allowed to run long), killed hard once a checkpoint exists.
+    out = tmp_path / "killed"
+    config = make_config(out, tiny_model, run={"updates": updates, "checkpoint_every": 2, "keep_last": 2})
+    long_run = config.model_copy(update={"run": config.run.model_copy(update={"updates": 1000})})
+    config_file = tmp_path / "long.yaml"
+    long_run.to_yaml(config_file)
+    command = [sys.executable, "-m", "training.cli", "train", "--config", str(config_file), "--quiet"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            steps = [row["step"] for row in read_metrics(out / METRICS_FILE)]
+            if (out / "checkpoints" / "step-2" / "state.json").is_file() and steps and steps[-1] >= 3:
+                break
+            time.sleep(0.02)
+        assert process.poll() is None, process.stderr.read().decode()
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    assert [row["step"] for row in read_metrics(out / METRICS_FILE)][-1] >= 3
+
+    resumed = train(config, resume=True)
+    assert resumed.resumed_from is not None and 2 <= resumed.resumed_from < updates
+    steps = [row["step"] for row in read_metrics(out / METRICS_FILE)]
+    assert steps == list(range(1, updates + 1))  # no gap, no duplicate
+    assert comparable(resumed.metrics) == comparable(reference.metrics)  # as if never interrupted
+    assert not [path for path in (out / "checkpoints").iterdir() if not path.name.startswith("step-")]
+    assert len(list((out / "checkpoints").iterdir())) <= 2
+
+
+def test_nan_loss_skips_the_update_and_training_goes_on(tiny_model, tmp_path):
+    def poison(step, loss):
+        return loss * float("nan") if step == 2 else loss
+
+    config = make_config(tmp_path / "run", tiny_model, run={"updates": 4, "checkpoint_every": 1, "keep_last": 2})
+    result = train(config, hooks=TrainHooks(transform_loss=poison))
+    rows = {row["step"]: row for row in result.metrics}
+    assert rows[2]["loss/skipped"] == 1.0 and rows[2]["optim/steps"] == 0.0
+    assert rows[3]["loss/skipped"] == 0.0 and rows[3]["optim/steps"] > 0
+    assert rows[4]["loss/skipped_updates"] == 1.0 and result.skipped_updates == 1
+    assert [path.name for path in sorted((tmp_path / "run" / "checkpoints").iterdir())] == ["step-3", "step-4"]
+
+
+def test_lora_with_kl_entropy_and_step_sampling(tiny_model, tmp_path):
+    config = make_config(
+        tmp_path / "run",
+        tiny_model,
+        model={"finetune": "lora", "lora_r": 4},
+        loss={"kl_beta": 0.05, "entropy_coef": 0.01, "old_logprobs": "recompute"},
+        sampler={"unit": "step", "name": "uniform-nonzero", "samples_per_update": 24},
+        optim={"lr": 1e-2, "grad_accumulation": None, "micro_batch_size": 8},
+        run={"updates": 2},
+    )
+    result = train(config)
+    rows = [row for row in result.metrics if row.get("optim/steps")]
+    assert rows and all(row["loss/kl_ref"] >= 0.0 and row["loss/entropy"] > 0.0 for row in rows)
+    assert all(abs(row["loss/ratio_mean"] - 1.0) < 1e-4 for row in rows)  # recomputed pi_old, one step per update
+    assert (result.adapter / "adapter_config.json").is_file()
+    assert (result.final_model / "config.json").is_file() and not (result.final_model / "adapter_config.json").exists()
+
+
+def test_lora_resume_equals_an_uninterrupted_run(tiny_model, tmp_path):
+    lora = {"finetune": "lora", "lora_r": 4}
+    whole = train(make_config(tmp_path / "whole", tiny_model, model=lora, optim={"lr": 1e-2}, run={"updates": 3}))
+    first = make_config(tmp_path / "split", tiny_model, model=lora, optim={"lr": 1e-2}, run={"updates": 2})
+    train(first)
+    resumed = train(first.model_copy(update={"run": first.run.model_copy(update={"updates": 3})}), resume=True)
+    assert resumed.resumed_from == 2
+    assert comparable(resumed.metrics) == comparable(whole.metrics)
+
+
+def test_resume_without_a_checkpoint_starts_over_cleanly(tiny_model, tmp_path):
+    config = make_config(tmp_path / "run", tiny_model, run={"updates": 1})
+    (tmp_path / "run").mkdir()
+    config.to_yaml(tmp_path / "run" / "config.yaml")
+    (tmp_path / "run" / METRICS_FILE).write_text('{"step": 1, "rollout/success_rate": 0.5}\n{"step": 2}\n')
+    result = train(config, resume=True)
+    assert result.resumed_from is None and [row["step"] for row in result.metrics] == [1]
+    with pytest.raises(FileExistsError, match="--resume"):
+        train(config)
+
+
+def test_rollout_entropy_bonus_acts_when_no_group_has_signal(tiny_model, tmp_path):
+    # Holes all around the start: every episode fails, every group is zero-signal, AAW draws nothing.
+    doomed = {"game_options": {"desc": ["SH", "HG"], "max_steps": 2}}
+    for scope, optimizer_steps in (("sampled", 0.0), ("rollout", 1.0)):
+        loss = {"entropy_coef": 0.05, "entropy_scope": scope}
+        result = train(make_config(tmp_path / scope, tiny_model, rollout=doomed, loss=loss, run={"updates": 1}))
+        row = result.metrics[-1]
+        assert row["credit/zero_signal_fraction"] == 1.0 and row["sampler/samples"] == 0
+        assert row["optim/steps"] == optimizer_steps
+    assert 0.0 < row["loss/rollout_entropy"] <= math.log(4) + 1e-6
+
+
+def test_fixed_opponent_trains_only_the_model_seat(tiny_model, tmp_path):
+    config = make_config(
+        tmp_path / "run",
+        tiny_model,
+        rollout={
+            "game_id": "TicTacToe-v0",
+            "game_options": {},
+            "observation_lines": None,
+            "opponent": "random",
+            "train_agents": ["player_0"],
+            "group_size": 2,
+            "groups_per_update": 2,
+        },
+        run={"updates": 1},
+    )
+    result = train(config)
+    row = result.metrics[-1]
+    assert row["rollout/episodes"] == 4 and row["credit/groups"] == 2  # one comparison set per group: the model seat
+
+
+def test_gigpo_is_refused_before_any_model_loads(tmp_path):
+    from tests.two_agent_games import Stones
+
+    class NoStateKeys(Stones):
+        def key(self, state, agent):
+            return None
+
+    tsmg.register("test/NoKeys-v0", NoStateKeys)
+    try:
+        config = TrainConfig(
+            rollout={"game_id": "test/NoKeys-v0"},
+            model={"spec": "tiny"},
+            credit={"name": "gigpo"},
+            run={"out_dir": str(tmp_path / "run")},
+        )
+        with pytest.raises(IncompatibleGameError, match="gigpo.*state key.*returned None"):
+            train(config)
+        assert not (tmp_path / "run").exists()
+    finally:
+        tsmg.registry.unregister("test/NoKeys-v0")
+
+
+def test_out_of_memory_names_what_to_lower(tiny_model, tmp_path, monkeypatch):
+    import training.trainer as trainer
+
+    def exhausted(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(trainer, "policy_forward", exhausted)
+    config = make_config(tmp_path / "run", tiny_model, run={"updates": 1})
+    with pytest.raises(TrainingOOMError, match="micro-batch of 16 sequences of up to .* tokens.*micro_batch_size"):
+        train(config)
+
+
+def test_cli_layers_file_flags_and_set(tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    config_file = tmp_path / "c.yaml"
+    make_config(tmp_path / "from-file", "/nowhere").to_yaml(config_file)
+    args = parser.parse_args(
+        [
+            "train",
+            "--config",
+            str(config_file),
+            "--lr",
+            "0.5",
+            "--out",
+            str(tmp_path / "o"),
+            "--set",
+            "loss.kl_beta=0.1",
+        ]
+    )
+    config = config_from_args(args)
+    assert config.optim.lr == 0.5 and config.loss.kl_beta == 0.1
+    assert config.run.out_dir == str(tmp_path / "o") and config.rollout.group_size == 4
+    with pytest.raises(ValueError, match="--set takes"):
+        config_from_args(parser.parse_args(["train", "--config", str(config_file), "--set", "lr=1"]))
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("*.yaml")), ids=lambda path: path.name)
+def test_example_configs_are_valid(path):
+    from training.config import validate_against_game
+
+    validate_against_game(TrainConfig.from_yaml(path))

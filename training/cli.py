@@ -1,0 +1,226 @@
+"""``tsmg train`` and ``tsmg algos``: training from flags or a YAML file, and the algorithm listing.
+
+:func:`add_commands` registers both on the ``tsmg`` sub-parser set. A configuration is built in
+layers: the YAML file (``--config``; with ``--resume`` and no file, the run folder's own
+``config.yaml``), then the flags given, then ``--set SECTION.FIELD=VALUE`` overrides (values
+parsed as YAML), and is validated as a whole before any model loads.
+
+Examples::
+
+    tsmg train --game FrozenLake-v0 --model tiny --finetune full --algo ms-grpo --updates 50 --out runs/fl
+    tsmg train --config configs/frozen_lake_tiny.yaml --out runs/fl2 --set optim.lr=5e-4
+    tsmg train --resume --out runs/fl          # after a crash or kill: continues from the last checkpoint
+    tsmg algos --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Flags that set one configuration field each: (flag, section, field, type, help).
+_FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
+    ("--game", "rollout", "game_id", str, "registered game id, e.g. FrozenLake-v0"),
+    ("--group-size", "rollout", "group_size", int, "episodes per group (G), all from one seed"),
+    ("--groups", "rollout", "groups_per_update", int, "groups (distinct seeds) per update"),
+    ("--opponent", "rollout", "opponent", str, "policy of the untrained seats: random, oracle, fixed:TEXT"),
+    ("--model", "model", "spec", str, "tiny, smollm2 or hf:PATH_OR_ID"),
+    ("--finetune", "model", "finetune", str, "lora or full"),
+    ("--lora-r", "model", "lora_r", int, "LoRA rank"),
+    ("--dtype", "model", "dtype", str, "auto, float32, bfloat16 or float16"),
+    ("--algo", "credit", "name", str, "credit assigner (see tsmg algos)"),
+    ("--sampler", "sampler", "name", str, "episode sampler: aaw, uniform, uniform-nonzero"),
+    ("--samples-per-update", "sampler", "samples_per_update", int, "draws per update"),
+    ("--loss", "loss", "name", str, "policy loss: ppo-clip, clip-higher, turn-clip"),
+    ("--kl-beta", "loss", "kl_beta", float, "weight of the KL to the reference"),
+    ("--entropy-coef", "loss", "entropy_coef", float, "weight of the entropy bonus"),
+    ("--lr", "optim", "lr", float, "peak learning rate"),
+    ("--micro-batch-size", "optim", "micro_batch_size", int, "sequences per forward/backward pass"),
+    ("--updates", "run", "updates", int, "policy updates"),
+    ("--max-seconds", "run", "max_seconds", float, "stop after this much wall time"),
+    ("--seed", "run", "seed", int, "seed of the whole run"),
+    ("--eval-every", "run", "eval_every", int, "evaluate on held-out seeds every N updates (0: never)"),
+    ("--eval-episodes", "run", "eval_episodes", int, "held-out episodes per evaluation"),
+    ("--checkpoint-every", "run", "checkpoint_every", int, "checkpoint every N updates (0: at the end)"),
+    ("--keep-last", "run", "keep_last", int, "checkpoints kept"),
+    ("--threads", "run", "threads", int, "torch CPU threads"),
+)
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``train`` and ``algos`` on an argparse sub-parser set (``parser.add_subparsers()``)."""
+    train = commands.add_parser(
+        "train",
+        help="train a model on a game with MS-GRPO (or another registered algorithm)",
+        description="Train a local model on a game. Layers: --config file, then flags, then --set overrides.",
+    )
+    train.add_argument("--config", type=Path, help="YAML training config (see configs/)")
+    train.add_argument("--out", type=Path, help="run folder (metrics.jsonl, checkpoints, final model)")
+    train.add_argument("--resume", action="store_true", help="continue from the run folder's last checkpoint")
+    for flag, _, _, kind, text in _FIELD_FLAGS:
+        train.add_argument(flag, type=kind, help=text)
+    train.add_argument("--action-format", choices=["tag", "regex", "choice", "raw"], help="LAP action format")
+    train.add_argument("--temperature", type=float, help="sampling temperature of the rollouts")
+    train.add_argument("--max-tokens", type=int, help="most tokens per answer")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override any config field (VALUE is YAML), e.g. --set rollout.lap.template.history=last_k",
+    )
+    train.add_argument("--quiet", action="store_true", help="no per-update progress lines")
+    train.set_defaults(handler=cmd_train)
+
+    algos = commands.add_parser("algos", help="list credit assigners, samplers and losses")
+    algos.add_argument("--json", action="store_true", help="print a JSON document")
+    algos.set_defaults(handler=cmd_algos)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~training.config.TrainConfig` the arguments describe (validated).
+
+    Raises:
+        ValueError: A bad flag value, an invalid configuration, or neither a file nor ``--game``/``--model``.
+    """
+    from pydantic import ValidationError
+
+    from training.config import TrainConfig
+
+    data: dict[str, Any] = {}
+    source = args.config
+    if source is None and args.resume and args.out is not None and (args.out / "config.yaml").is_file():
+        source = args.out / "config.yaml"
+    if source is not None:
+        loaded = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{source}: a training config is a YAML mapping of sections")
+        data = loaded
+    for flag, section, name, _, _ in _FIELD_FLAGS:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            data.setdefault(section, {})[name] = value
+    lap_flags = {"action_format": args.action_format, "temperature": args.temperature, "max_tokens": args.max_tokens}
+    for name, value in lap_flags.items():
+        if value is not None:
+            lap = data.setdefault("rollout", {}).setdefault("lap", {})
+            lap[name] = {"kind": value} if name == "action_format" else value
+    if args.out is not None:
+        data.setdefault("run", {})["out_dir"] = str(args.out)
+    for assignment in args.set:
+        _assign(data, assignment)
+    if "rollout" not in data or "model" not in data:
+        raise ValueError("name the game and the model (--game G --model M) or give --config FILE.yaml")
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as error:
+        raise ValueError(f"invalid training configuration:\n{error}") from None
+
+
+def _assign(data: dict[str, Any], assignment: str) -> None:
+    path, separator, raw = assignment.partition("=")
+    keys = [key.strip() for key in path.split(".") if key.strip()]
+    if not separator or len(keys) < 2:
+        raise ValueError(f"--set takes SECTION.FIELD=VALUE (e.g. optim.lr=1e-4), got {assignment!r}")
+    node = data
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ValueError(f"--set {assignment!r}: {key} is not a section")
+        node = child
+    node[keys[-1]] = yaml.safe_load(raw)
+
+
+def _progress_line(total: int, began: float) -> Any:
+    def show(step: int, metrics: dict[str, float]) -> None:
+        parts = [f"update {step}/{total}"]
+        for key, label in (
+            ("rollout/success_rate", "success"),
+            ("rollout/mean_return", "return"),
+            ("eval/success_rate", "EVAL success"),
+            ("loss/entropy", "entropy"),
+            ("credit/zero_signal_fraction", "zero-signal groups"),
+        ):
+            if key in metrics and metrics[key] is not None:
+                parts.append(f"{label} {metrics[key]:.3f}")
+        if metrics.get("loss/skipped"):
+            parts.append("SKIPPED (non-finite loss)")
+        parts.append(f"{time.perf_counter() - began:.0f}s")
+        print("  ".join(parts), flush=True)
+
+    return show
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``tsmg train``: build the config, train, and say where everything went."""
+    import games  # noqa: F401  (registers the catalog)
+    from training.config import IncompatibleGameError
+    from training.trainer import TrainHooks, TrainingOOMError, train
+
+    config = config_from_args(args)
+    hooks = TrainHooks(on_update=None if args.quiet else _progress_line(config.run.updates, time.perf_counter()))
+    print(
+        f"training {config.model.spec} ({config.model.finetune}) on {config.rollout.game_id} with "
+        f"{config.credit.name} + {config.sampler.name} + {config.loss.name}, {config.run.updates} updates "
+        f"-> {config.run.out_dir}",
+        flush=True,
+    )
+    try:
+        result = train(config, resume=args.resume, hooks=hooks)
+    except (IncompatibleGameError, TrainingOOMError, FileExistsError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    evals = result.evals()
+    if evals:
+        (first_step, first), (last_step, last) = evals[0], evals[-1]
+        print(f"held-out success: {100 * first:.1f}% (update {first_step}) -> {100 * last:.1f}% (update {last_step})")
+    if result.skipped_updates:
+        print(f"updates skipped for a non-finite loss or gradient: {result.skipped_updates}")
+    print(f"final model: {result.final_model}  (tsmg eval --model hf:{result.final_model} ...)")
+    if result.adapter is not None:
+        print(f"LoRA adapter: {result.adapter}")
+    if result.learning_curve is not None:
+        print(f"learning curve: {result.learning_curve}")
+    return 0
+
+
+def cmd_algos(args: argparse.Namespace) -> int:
+    """``tsmg algos``: the selectable credit assigners, samplers, losses and aggregations."""
+    from training.algorithms import list_algorithms
+
+    listing = list_algorithms()
+    if args.json:
+        print(json.dumps(listing, indent=2))
+        return 0
+    for section, entries in listing.items():
+        print(section.replace("_", " ") + ":")
+        width = max(len(entry["name"]) for entry in entries)
+        for entry in entries:
+            needs = f"  [needs: {', '.join(entry['needs'])}]" if entry.get("needs") else ""
+            print(f"  {entry['name']:<{width}}  {entry['description']}{needs}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``train``/``algos`` on their own (``python -m training.cli train ...``) until ``tsmg`` wires them in."""
+    parser = argparse.ArgumentParser(prog="python -m training.cli")
+    add_commands(parser.add_subparsers(title="commands"))
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args))
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

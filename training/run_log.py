@@ -1,0 +1,223 @@
+"""The run's metrics: an append-only ``metrics.jsonl``, TensorBoard events, and a learning-curve PNG.
+
+``metrics.jsonl`` holds one JSON object per line, each with an integer ``step`` (the update
+number; step 0 is the evaluation before training) and namespaced float metrics
+(``rollout/...``, ``credit/...``, ``sampler/...``, ``loss/...``, ``optim/...``, ``time/...``,
+``eval/...``). Lines are flushed as they are written, so a killed run loses at most a torn last
+line. On resume, :class:`RunLog` first cuts the file back to the checkpoint's step (dropping
+later lines and a torn one), so the resumed run neither skips nor repeats a step; TensorBoard
+events past that step are purged the same way (``purge_step``).
+
+TensorBoard and matplotlib are optional: without them the log still works, it only skips the
+events or the plot (and says so in the log).
+
+Example:
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> with RunLog(folder, tensorboard=False) as log:
+    ...     log.write(1, {"rollout/success_rate": 0.5})
+    ...     log.write(2, {"rollout/success_rate": 0.75})
+    >>> with RunLog(folder, resume_step=1, tensorboard=False) as log:
+    ...     [row["step"] for row in read_metrics(folder / METRICS_FILE)]
+    [1]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from tsmg.episode import Episode
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+CURVE_FILE = "learning_curve.png"
+#: Legend text of the metrics a learning curve usually shows.
+CURVE_LABELS = {
+    "rollout/success_rate": "training rollouts (sampled)",
+    "eval/success_rate": "held-out evaluation",
+}
+TENSORBOARD_DIR = "tensorboard"
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """Every complete line of a ``metrics.jsonl`` file (a torn last line is skipped)."""
+    rows: list[dict[str, Any]] = []
+    file = Path(path)
+    if not file.exists():
+        return rows
+    for line in file.read_text(encoding="utf-8").splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break  # torn write of a killed run: never completed
+        if line.strip():
+            rows.append(json.loads(line))
+    return rows
+
+
+def truncate_metrics(path: str | Path, last_step: int) -> int:
+    """Keep only the lines with ``step <= last_step`` (atomically); returns how many were dropped."""
+    file = Path(path)
+    if not file.exists():
+        return 0
+    rows = read_metrics(file)
+    kept = [row for row in rows if int(row["step"]) <= last_step]
+    original = file.read_text(encoding="utf-8")
+    text = "".join(json.dumps(row) + "\n" for row in kept)
+    if text != original:
+        temporary = file.with_suffix(".jsonl.tmp")
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, file)
+    return len(rows) - len(kept)
+
+
+def _json_value(value: Any) -> Any:
+    """Floats as JSON allows them: NaN and infinities become None (a skipped update's loss, say)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class RunLog:
+    """Writes metrics to ``metrics.jsonl`` (and TensorBoard), one object per step.
+
+    Args:
+        run_dir: The run folder.
+        resume_step: When resuming, the checkpoint's step: later lines are dropped first.
+            None: a fresh run (an existing file is appended to as is).
+        tensorboard: Also write TensorBoard events under ``run_dir/tensorboard`` if installed.
+    """
+
+    def __init__(self, run_dir: str | Path, *, resume_step: int | None = None, tensorboard: bool = True) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / METRICS_FILE
+        if resume_step is not None:
+            dropped = truncate_metrics(self.path, resume_step)
+            if dropped:
+                logger.info("dropped %d metrics lines past the checkpoint at step %d", dropped, resume_step)
+        self._handle: IO[str] = open(self.path, "a", encoding="utf-8")
+        self._writer: Any = None
+        if tensorboard:
+            self._writer = _tensorboard_writer(self.run_dir / TENSORBOARD_DIR, resume_step)
+
+    def write(self, step: int, metrics: Mapping[str, float | int | None]) -> None:
+        """Append one line ``{"step": step, **metrics}`` and the scalars to TensorBoard."""
+        row = {"step": int(step), **{key: _json_value(value) for key, value in metrics.items()}}
+        self._handle.write(json.dumps(row) + "\n")
+        self._handle.flush()
+        if self._writer is not None:
+            for key, value in metrics.items():
+                if isinstance(value, int | float) and math.isfinite(value):
+                    self._writer.add_scalar(key, value, step)
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Close the file and the TensorBoard writer."""
+        self._handle.close()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self) -> RunLog:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def episode_metrics(episodes: Sequence[Episode], agents: Sequence[str], prefix: str = "rollout/") -> dict[str, float]:
+    """Success, return, invalid-answer rate and lengths of ``agents``' play, as namespaced metrics.
+
+    Failed episodes (``error`` set) are counted apart and left out of the rest.
+    """
+    done = [episode for episode in episodes if episode.error is None]
+    successes = [
+        bool(episode.success[agent]) for episode in done for agent in agents if episode.success.get(agent) is not None
+    ]
+    returns = [episode.returns.get(agent, 0.0) for episode in done for agent in agents if agent in episode.agents]
+    steps = [step for episode in done for step in episode.steps if step.agent in agents]
+    metrics = {
+        f"{prefix}episodes": float(len(done)),
+        f"{prefix}failed_episodes": float(len(episodes) - len(done)),
+        f"{prefix}mean_return": statistics.fmean(returns) if returns else 0.0,
+        f"{prefix}invalid_rate": sum(not step.valid for step in steps) / len(steps) if steps else 0.0,
+        f"{prefix}mean_steps": len(steps) / len(done) if done else 0.0,
+        f"{prefix}completion_tokens": float(sum(step.completion_tokens or 0 for step in steps)),
+    }
+    if successes:
+        metrics[f"{prefix}success_rate"] = sum(successes) / len(successes)
+    return metrics
+
+
+def _tensorboard_writer(folder: Path, resume_step: int | None) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is optional (the 'train' extra)
+        logger.info("tensorboard is not installed: metrics go to metrics.jsonl only")
+        return None
+    # purge_step hides events a killed run wrote past the checkpoint, as truncate_metrics does.
+    purge = None if resume_step is None else resume_step + 1
+    return SummaryWriter(log_dir=str(folder), purge_step=purge)
+
+
+def plot_learning_curve(
+    rows: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    *,
+    title: str = "",
+    keys: Sequence[str] = ("rollout/success_rate", "eval/success_rate"),
+) -> Path | None:
+    """Plot success (or any ``keys``) against the update step into a PNG; None without matplotlib.
+
+    Args:
+        rows: Metrics rows (as read by :func:`read_metrics`).
+        path: Where to write the PNG.
+        title: The plot's title.
+        keys: Metrics to draw, one line each (those absent from every row are left out).
+
+    Returns:
+        The PNG's path, or None when matplotlib is missing or there is nothing to draw.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.info("matplotlib is not installed: no learning-curve plot")
+        return None
+    series = {
+        key: [(int(row["step"]), float(row[key])) for row in rows if isinstance(row.get(key), int | float)]
+        for key in keys
+    }
+    series = {key: points for key, points in series.items() if points}
+    if not series:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for key, points in series.items():
+        steps, values = zip(*points, strict=True)
+        label = CURVE_LABELS.get(key, key)
+        axes.plot(steps, values, marker="o" if len(points) < 40 else None, markersize=3, label=label)
+    axes.set_xlabel("update")
+    axes.set_ylabel("success rate" if all("success" in key for key in series) else "value")
+    if all("rate" in key for key in series):
+        axes.set_ylim(-0.02, 1.02)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right")
+    if title:
+        axes.set_title(title)
+    figure.tight_layout()
+    out = Path(path)
+    figure.savefig(out, dpi=110)
+    plt.close(figure)
+    return out
