@@ -144,3 +144,16 @@ def test_unknown_model_spec_fails_before_playing(tmp_path):
 
     with pytest.raises(BackendError, match="unknown model spec"):
         run_eval(EvalConfig(games=[GAME], models=["gpt-nonsense"], episodes=2), tmp_path, write_report=False)
+
+
+def test_multi_agent_games_swap_seats_and_report_head_to_head_and_ratings(tmp_path):
+    result = run_eval(EvalConfig(games=["TicTacToe-v0"], models=["random", "oracle"], episodes=30), tmp_path)
+    assert result.ok and result.completed == 60  # both seatings
+    [game] = result.summary["games"]
+    oracle_vs_random = game["head_to_head"]["oracle"]["random"]
+    assert oracle_vs_random["L"] == 0 and oracle_vs_random["W"] > 40
+    ratings = game["ratings"]
+    assert ratings["oracle"]["mu"] > ratings["random"]["mu"] and ratings["oracle"]["sigma"] > 0
+    seats = {tuple(e.policies.values()) for e in read_episodes(tmp_path / "episodes.jsonl")}
+    assert seats == {("random", "oracle"), ("oracle", "random")}
+    assert "W/D/L" in (tmp_path / "report.md").read_text()
