@@ -135,11 +135,32 @@ class ModelCalls:
         cache: Any,
     ) -> torch.Tensor:
         """Run one forward pass with the cache and return the float32 logits of the last position."""
-        kwargs: dict[str, Any] = {self.cache_kwarg: cache, "use_cache": True}
-        if self.logits_kwarg is not None:
-            kwargs[self.logits_kwarg] = 1  # the prefill needs no logits but the last ones
-        output = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
-        return output.logits[:, -1, :].float()
+        width = input_ids.shape[1]
+        logits = self.logits_between(  # the prefill needs no logits but the last ones
+            model,
+            width - 1,
+            width,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **{self.cache_kwarg: cache, "use_cache": True},
+        )
+        return logits[:, -1, :].float()
+
+    def logits_between(self, model: Any, start: int, stop: int, **inputs: Any) -> torch.Tensor:
+        """The logits of input positions ``start`` to ``stop - 1`` only (as few positions as the model allows).
+
+        The positions go to transformers as a tensor, not as a count: a count slices a strided view
+        of the hidden states, and a bfloat16 matmul over a strided view takes a slow CPU path
+        (measured: 15 s instead of 0.02 s for SmolLM2's output layer over 64 rows, one thread).
+        """
+        width = inputs["input_ids"].shape[1]
+        if self.logits_kwarg == "logits_to_keep":  # transformers >= 4.48 takes positions
+            positions = torch.arange(start, stop, device=inputs["input_ids"].device)
+            return model(**inputs, logits_to_keep=positions).logits
+        if self.logits_kwarg is not None:  # older: a count of last positions
+            return model(**inputs, **{self.logits_kwarg: width - start}).logits[:, : stop - start]
+        return model(**inputs).logits[:, start:stop]
 
 
 def uniforms(seeds: np.ndarray, step: int) -> np.ndarray:
@@ -251,6 +272,9 @@ def _prefill(
     left-padded after it: ``[shared prefix][padding][suffix]``, positions running on from the
     prefix. Attention ignores the padding, so this is the same computation as left-padding the
     whole prompts, with far less of it.
+
+    Identical prompts (the episodes of a group standing in the same state, typically) are run
+    once, and their cache, logits and masks copied to every row that asked for them.
     """
     prompts = [row.prompt_ids for row in rows]
     shared = _shared_prefix_length(prompts) if len(rows) > 1 else 0
@@ -258,17 +282,23 @@ def _prefill(
     cache, reserved = calls.new_cache(shared + width + steps)
     if shared < _MIN_SHARED_PREFIX or not reserved:
         shared, width = 0, width + shared
+    row_of_suffix: dict[tuple[int, ...], int] = {}
+    computed_row = [row_of_suffix.setdefault(tuple(prompt[shared:]), len(row_of_suffix)) for prompt in prompts]
+    suffixes = [list(suffix) for suffix in row_of_suffix]  # the distinct ones, in order of first appearance
     if shared:
         prefix = torch.tensor([prompts[0][:shared]], device=device)
         ones = torch.ones_like(prefix)
         calls.last_logits(model, prefix, ones, torch.arange(shared, device=device)[None], cache)
-        repeat_rows(cache, len(rows))
-    suffixes = [prompt[shared:] for prompt in prompts]
+        repeat_rows(cache, len(suffixes))
     padded = [[settings.pad_id] * (width - len(suffix)) + suffix for suffix in suffixes]
     masks = [[1] * shared + [0] * (width - len(suffix)) + [1] * len(suffix) for suffix in suffixes]
     attention = torch.tensor(masks, dtype=torch.long, device=device)
     positions = (attention.cumsum(-1) - 1).clamp_(min=0)[:, shared:]
     logits = calls.last_logits(model, torch.tensor(padded, device=device), attention, positions, cache)
+    if len(suffixes) < len(rows):  # copy each distinct prompt's results to the rows that share it
+        index = torch.tensor(computed_row, device=device)
+        cache.batch_select_indices(index)
+        logits, attention, positions = logits[index], attention[index], positions[index]
     return logits, attention, positions[:, -1:] + 1, cache
 
 
@@ -437,13 +467,20 @@ def sequence_logprobs(
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     if tail == 0:
         return [torch.zeros(0, device=device) for _ in joined]
-    calls = ModelCalls.inspect(model)
-    kwargs: dict[str, Any] = {"use_cache": False}
-    if calls.logits_kwarg is not None:
-        kwargs[calls.logits_kwarg] = tail + 1
-    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, **kwargs).logits
-    # logits[:, j] predicts the token after position j: keep the `tail` predictions before the end
-    logits = logits[:, -(tail + 1) : -1, :].float()
+    # The logits at position j predict the token after j: the `tail` positions before the last one.
+    logits = (
+        ModelCalls.inspect(model)
+        .logits_between(
+            model,
+            width - tail - 1,
+            width - 1,
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=False,
+        )
+        .float()
+    )
     scale = temperature if temperature > 0 else 1.0
     logprobs = torch.log_softmax(logits / scale, dim=-1)
     targets = input_ids[:, -tail:]

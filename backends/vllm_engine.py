@@ -3,10 +3,11 @@
 :class:`VLLMBackend` runs vLLM's offline engine inside the training or evaluation process: one
 ``generate`` call submits the whole batch, each request with its own sampling parameters and
 seed; every completion carries the sampled token ids and their logprobs (training needs them).
-``GenerationRequest.choices`` becomes constrained decoding through vLLM's structured outputs. A
-LoRA adapter can be served (``enable_lora=True``, :meth:`VLLMBackend.set_adapter`) and updated
-weights pushed into the running engine (:meth:`VLLMBackend.load_weights`), which is how a
-trainer keeps its rollout engine on-policy.
+``GenerationRequest.choices`` becomes constrained decoding through vLLM's structured outputs
+(each choice written as the tokenizer encodes it, as the HF backend does). A LoRA adapter can
+be served (``enable_lora=True``, :meth:`VLLMBackend.set_adapter`) and updated weights pushed
+into the running engine (:meth:`VLLMBackend.load_weights`), which is how a trainer keeps its
+rollout engine on-policy.
 
 vLLM is imported only when a backend is built. It is not a dependency of tsmg: install it
 yourself (``pip install vllm`` on a CUDA machine; on a CPU-only machine see
@@ -130,6 +131,7 @@ class VLLMBackend:
         options.update(engine_kwargs)
         self.llm = LLM(**options)
         self._tokenizer = self.llm.get_tokenizer()
+        self._choice_tokens: dict[tuple[str, ...], list[int]] = {}
         self.max_model_len: int = int(self.llm.llm_engine.model_config.max_model_len)
         if adapter is not None:
             self.set_adapter(adapter)
@@ -214,7 +216,30 @@ class VLLMBackend:
             if not request.choices:
                 raise ValueError("choices is empty: nothing could be answered")
             options.update(_choice_constraint(list(request.choices)))
+            allowed = self._choice_token_ids(tuple(request.choices))
+            if allowed is not None:
+                options["allowed_token_ids"] = allowed
         return VSamplingParams(**options)
+
+    def _choice_token_ids(self, choices: tuple[str, ...]) -> list[int] | None:
+        """The tokens of each choice as the tokenizer writes it, and EOS (None without an EOS token).
+
+        Structured outputs alone accept any token sequence that spells a choice ("r", "i", "gh",
+        "t" as well as "right"); with these as ``allowed_token_ids`` besides, a choice is written
+        the one way the tokenizer encodes it and ends with EOS, as :class:`backends.hf.HFBackend`
+        constrains it (and as a trainer recomputes its probability).
+        """
+        cached = self._choice_tokens.get(choices)
+        if cached is None:
+            eos = self._tokenizer.eos_token_id
+            if eos is None:
+                return None
+            encoded = self._tokenizer(list(choices), add_special_tokens=False)["input_ids"]
+            cached = sorted({int(token) for tokens in encoded for token in tokens} | {int(eos)})
+            self._choice_tokens[choices] = cached
+            if len(self._choice_tokens) > 256:  # bounded: choice lists may vary per state
+                self._choice_tokens.pop(next(iter(self._choice_tokens)))
+        return cached
 
     def _completion(self, output: Any, request: GenerationRequest, share: float) -> Completion:
         sample = output.outputs[0]
@@ -248,9 +273,11 @@ class VLLMBackend:
 
         Each call registers the adapter under a new id, so a folder rewritten by the trainer is
         loaded afresh rather than taken from vLLM's adapter cache; the previous one is evicted.
+        The adapter is loaded before this returns (the base model is served if that fails).
 
         Raises:
-            BackendError: When the engine was started without ``enable_lora``.
+            BackendError: When the engine was started without ``enable_lora``, or vLLM cannot load
+                the adapter.
             ModelNotFoundError: When ``path`` does not exist.
         """
         if path is None:
@@ -265,7 +292,14 @@ class VLLMBackend:
 
         self._drop_adapter()
         self._lora_ids += 1
-        self._lora_request = LoRARequest(f"adapter-{self._lora_ids}", self._lora_ids, str(folder))
+        request = LoRARequest(f"adapter-{self._lora_ids}", self._lora_ids, str(folder))
+        # Load it now rather than with the next request: an adapter vLLM cannot serve (rank, target
+        # modules, files) fails here, naming its folder, instead of failing a later batch.
+        try:
+            self.llm.llm_engine.add_lora(request)
+        except Exception as error:
+            raise BackendError(f"vLLM could not load the LoRA adapter at {str(folder)!r}: {error}") from error
+        self._lora_request = request
         self.adapter = str(folder)
 
     def _drop_adapter(self) -> None:

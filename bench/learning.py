@@ -7,7 +7,9 @@ of 64 with one optimizer step each):
 * ``ms-grpo+aaw``: MS-GRPO credit with absolute-advantage-weighted sampling (the product's default);
 * ``ms-grpo+uniform``: the same with uniform sampling (the AAW ablation);
 * ``rloo``: leave-one-out credit, AAW sampling;
-* ``gigpo``: GiGPO credit (episode + anchor-state terms), AAW sampling.
+* ``gigpo``: GiGPO credit (episode + anchor-state terms), AAW sampling;
+* (on request) ``ms-grpo+uniform-nonzero``: uniform among trajectories with A != 0, which tells
+  "weighting by |A|" apart from "leaving out A = 0".
 
 Games: ``standard`` (FrozenLake-v0, one map, 16 steps; held-out success sampled at temperature
 1) and ``random`` (FrozenLake-NoSlip-v0, random maps, 8 steps; greedy on held-out maps).
@@ -48,7 +50,10 @@ VARIANTS: dict[str, dict[str, str]] = {
     "ms-grpo+uniform": {"credit": "ms-grpo", "sampler": "uniform"},
     "rloo": {"credit": "rloo", "sampler": "aaw"},
     "gigpo": {"credit": "gigpo", "sampler": "aaw"},
+    # Not run by default: separates "weighting by |A|" from "leaving out A = 0" (--variants ...).
+    "ms-grpo+uniform-nonzero": {"credit": "ms-grpo", "sampler": "uniform-nonzero"},
 }
+DEFAULT_VARIANTS = ["ms-grpo+aaw", "ms-grpo+uniform", "rloo", "gigpo"]
 GAMES = {"standard": False, "random": True}  # name -> random_maps
 
 
@@ -164,10 +169,57 @@ def fisher_aaw_vs_uniform(summary: dict[str, Any]) -> dict[str, float | None]:
     return tests
 
 
+def episodes_per_update(game: str) -> int:
+    """Episodes one update plays in ``game`` (groups x group size of the demo's set-up)."""
+    from training.demo import demo_config
+
+    rollout = demo_config(random_maps=GAMES[game], out_dir=Path("unused")).rollout
+    return rollout.groups_per_update * rollout.group_size
+
+
+def paired_aaw_vs_uniform(
+    results: list[dict[str, Any]], budget_episodes: dict[str, float]
+) -> dict[str, dict[str, Any]]:
+    """Per game, AAW vs uniform paired by seed (same initial weights): episodes to target, fewer is better.
+
+    A run that missed the target counts as its game's ``budget_episodes`` (censored at the budget). Returns
+    the seeds where AAW needed fewer / more episodes, the median ratio uniform / AAW, and the
+    two-sided Wilcoxon signed-rank p (None without scipy or without differences).
+    """
+    tests: dict[str, dict[str, Any]] = {}
+    for game in dict.fromkeys(result["game"] for result in results):
+        runs = {
+            (result["variant"], result["seed"]): float(result["episodes"] or budget_episodes[game])
+            for result in results
+            if result["game"] == game
+        }
+        seeds = sorted(seed for variant, seed in runs if variant == "ms-grpo+aaw" and ("ms-grpo+uniform", seed) in runs)
+        if not seeds:
+            continue
+        aaw = [runs[("ms-grpo+aaw", seed)] for seed in seeds]
+        uniform = [runs[("ms-grpo+uniform", seed)] for seed in seeds]
+        p_value = None
+        try:
+            from scipy.stats import wilcoxon
+
+            if any(a != u for a, u in zip(aaw, uniform, strict=True)):
+                p_value = float(wilcoxon(aaw, uniform).pvalue)
+        except ImportError:
+            pass
+        tests[game] = {
+            "seeds": len(seeds),
+            "aaw_fewer": sum(a < u for a, u in zip(aaw, uniform, strict=True)),
+            "aaw_more": sum(a > u for a, u in zip(aaw, uniform, strict=True)),
+            "median_ratio_uniform_over_aaw": statistics.median(u / a for a, u in zip(aaw, uniform, strict=True)),
+            "wilcoxon_p": p_value,
+        }
+    return tests
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--games", nargs="+", choices=sorted(GAMES), default=["standard", "random"])
-    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=DEFAULT_VARIANTS)
     parser.add_argument("--seeds", type=int, default=5, help="seeds per (game, variant)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--target", type=float, default=0.9, help="held-out success to reach")
@@ -210,8 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
         for result in pool.map(run_one, jobs):
             results.append(result)
-            where = f"update {result['update']}, {result['episodes']:.0f} episodes, {result['seconds']}s"
-            outcome = where if result["reached"] else f"not reached (best {result['best_eval']})"
+            if result["reached"]:
+                outcome = f"update {result['update']}, {result['episodes']:.0f} episodes, {result['seconds']}s"
+            else:
+                outcome = f"not reached in {result['updates_run']} updates (best {result['best_eval']})"
+            if args.out is not None:  # a crash later on keeps the finished runs
+                with (args.out / "runs.jsonl").open("a", encoding="utf-8") as file:
+                    file.write(json.dumps(result) + "\n")
             print(f"  {result['game']:<8} {result['variant']:<16} seed {result['seed']}: {outcome}", flush=True)
 
     summary = summarise(results, args.seeds)
@@ -228,6 +285,16 @@ def main(argv: list[str] | None = None) -> int:
             )
     for game, p_value in fisher.items():
         print(f"Fisher exact test, reached target, AAW vs uniform on {game}: p = {p_value:.3f}")
+    paired = paired_aaw_vs_uniform(
+        results, budget_episodes={game: args.max_updates * episodes_per_update(game) for game in args.games}
+    )
+    for game, test in paired.items():
+        p_text = "n/a" if test["wilcoxon_p"] is None else f"{test['wilcoxon_p']:.2g}"
+        print(
+            f"paired by seed on {game}: AAW needed fewer episodes in {test['aaw_fewer']}/{test['seeds']} seeds, "
+            f"more in {test['aaw_more']}; median ratio uniform/AAW {test['median_ratio_uniform_over_aaw']:.2f}; "
+            f"Wilcoxon signed-rank p = {p_text}"
+        )
     report = {
         "benchmark": "learning",
         "target": args.target,
@@ -236,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": seeds,
         "summary": summary,
         "fisher_p_aaw_vs_uniform": fisher,
+        "paired_aaw_vs_uniform": paired,
         "runs": results,
         "wall_seconds": round(time.perf_counter() - began, 1),
     }

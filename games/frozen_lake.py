@@ -17,10 +17,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from games import frozen_lake_rules as rules
+from games.move_text import parse_named_move
 from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
-
-_ACTION_BY_TEXT = {name: index for index, name in enumerate(rules.MOVE_NAMES)}
-_STRIP = " \t\r\n.!\"'`*"
 
 
 class FrozenLakeConfig(GameConfig):
@@ -133,11 +131,7 @@ class FrozenLake(RulesGame[FrozenLakeState, int]):
 
     def parse_action(self, agent: AgentID, text: str) -> int | Invalid:
         """Accept one of left/down/right/up (any case, surrounding spaces or punctuation)."""
-        action = _ACTION_BY_TEXT.get(text.strip(_STRIP).lower())
-        if action is None:
-            shown = text if len(text) <= 40 else text[:37] + "..."
-            return Invalid(f"expected one of left, down, right, up; got {shown!r}")
-        return action
+        return parse_named_move(text, rules.MOVE_NAMES)
 
     def action_text(self, agent: AgentID, action: int) -> str:
         """The move's name."""

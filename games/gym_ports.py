@@ -167,7 +167,6 @@ class CliffWalking(GymnasiumGame):
         """Position, goal and cliff in words, then the grid."""
         return _cliff_text(int(observation), self.env_terminated)
 
-
     def success(self) -> bool:
         """Reached the goal: the env terminates only there."""
         return self.env_terminated

@@ -21,10 +21,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from games import snake_rules as rules
+from games.move_text import parse_named_move
 from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
-
-_MOVE_BY_TEXT = {name: move for move, name in enumerate(rules.MOVE_NAMES)}
-_STRIP = " \t\r\n.,;:!?\"'`*_[](){}"
 
 
 class SnakeConfig(GameConfig):
@@ -75,11 +73,7 @@ class _SnakeGame(RulesGame[rules.Board, int]):
 
     def parse_action(self, agent: AgentID, text: str) -> int | Invalid:
         """Accept up/down/left/right in any case, with surrounding spaces, quotes or punctuation."""
-        move = _MOVE_BY_TEXT.get(text.strip(_STRIP).lower())
-        if move is None:
-            shown = text if len(text) <= 40 else text[:37] + "..."
-            return Invalid(f"expected one of up, down, left, right; got {shown!r}")
-        return move
+        return parse_named_move(text, rules.MOVE_NAMES)
 
     def action_text(self, agent: AgentID, action: int) -> str:
         """The move's name."""

@@ -21,12 +21,11 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from games import sokoban_rules as rules
+from games.move_text import parse_named_move
 from games.sokoban_levels import CLASSIC_LEVELS
 from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
 LevelName = Literal["random", "classic", "microban-1", "microban-2", "microban-3", "microban-4", "microban-5"]
-_MOVE_BY_TEXT = {name: move for move, name in enumerate(rules.MOVE_NAMES)}
-_STRIP = " \t\r\n.,;:!?\"'`*_[](){}"
 _PLAN_CACHE_LIMIT = 100_000
 
 
@@ -181,11 +180,7 @@ class Sokoban(RulesGame[rules.SokobanState, int]):
 
     def parse_action(self, agent: AgentID, text: str) -> int | Invalid:
         """Accept up/down/left/right in any case, with surrounding spaces, quotes or punctuation."""
-        move = _MOVE_BY_TEXT.get(text.strip(_STRIP).lower())
-        if move is None:
-            shown = text if len(text) <= 40 else text[:37] + "..."
-            return Invalid(f"expected one of up, down, left, right; got {shown!r}")
-        return move
+        return parse_named_move(text, rules.MOVE_NAMES)
 
     def action_text(self, agent: AgentID, action: int) -> str:
         """The move's name."""

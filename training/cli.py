@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -161,11 +162,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     """``tsmg train``: build the config, train, and say where everything went."""
     import games  # noqa: F401  (registers the catalog)
     from training.config import IncompatibleGameError
+    from training.run_log import quiet_library_progress
     from training.trainer import TrainHooks, TrainingOOMError, train
 
     config = config_from_args(args)
-    hooks = TrainHooks(on_update=None if args.quiet else _progress_line(config.run.updates, time.perf_counter()))
-    print(
+    quiet_library_progress()
+    main_process = int(os.environ.get("RANK", "0")) == 0  # launched on several processes: rank 0 speaks for all
+    echo: Any = print if main_process else _silent
+    show_progress = main_process and not args.quiet
+    hooks = TrainHooks(on_update=_progress_line(config.run.updates, time.perf_counter()) if show_progress else None)
+    echo(
         f"training {config.model.spec} ({config.model.finetune}) on {config.rollout.game_id} with "
         f"{config.credit.name} + {config.sampler.name} + {config.loss.name}, {config.run.updates} updates "
         f"-> {config.run.out_dir}",
@@ -176,18 +182,24 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (IncompatibleGameError, TrainingOOMError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if result.resumed_from is not None:
+        echo(f"resumed from the checkpoint of update {result.resumed_from}")
     evals = result.evals()
     if evals:
         (first_step, first), (last_step, last) = evals[0], evals[-1]
-        print(f"held-out success: {100 * first:.1f}% (update {first_step}) -> {100 * last:.1f}% (update {last_step})")
+        echo(f"held-out success: {100 * first:.1f}% (update {first_step}) -> {100 * last:.1f}% (update {last_step})")
     if result.skipped_updates:
-        print(f"updates skipped for a non-finite loss or gradient: {result.skipped_updates}")
-    print(f"final model: {result.final_model}  (tsmg eval --model hf:{result.final_model} ...)")
+        echo(f"updates skipped for a non-finite loss or gradient: {result.skipped_updates}")
+    echo(f"final model: {result.final_model}  (tsmg eval --model hf:{result.final_model} ...)")
     if result.adapter is not None:
-        print(f"LoRA adapter: {result.adapter}")
+        echo(f"LoRA adapter: {result.adapter}")
     if result.learning_curve is not None:
-        print(f"learning curve: {result.learning_curve}")
+        echo(f"learning curve: {result.learning_curve}")
     return 0
+
+
+def _silent(*args: Any, **kwargs: Any) -> None:
+    """Print nothing (the output of ranks other than 0)."""
 
 
 def cmd_algos(args: argparse.Namespace) -> int:

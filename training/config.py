@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from training.loss_specs import LOSSES, Aggregation, loss_spec
 from training.sampling import SAMPLERS, SampleUnit, sampler
 from training.schedule import Schedule
 from tsmg.core import Game
-from tsmg.lap import LAPConfig
+from tsmg.lap import LAPConfig, checked_regex
 
 
 class _Section(BaseModel):
@@ -69,12 +68,7 @@ class RolloutConfig(_Section):
     @field_validator("observation_lines")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                raise ValueError(f"observation_lines does not compile: {error}") from None
-        return pattern
+        return checked_regex(pattern, "observation_lines")
 
 
 class CreditConfig(_Section):
@@ -203,6 +197,14 @@ class OptimConfig(_Section):
     epochs: int = Field(
         default=1, ge=1, description="Passes over an update's samples (ratios leave 1 after the first)."
     )
+    target_kl: float | None = Field(
+        default=None,
+        gt=0.0,
+        description=(
+            "End an update's optimizer steps once the approximate KL between the sampling policy and the current "
+            "one exceeds this (PPO's early stop; the first step always happens); None: never."
+        ),
+    )
 
 
 class TinyModelOptions(_Section):
@@ -241,6 +243,13 @@ class ModelConfig(_Section):
         default_factory=TinyModelOptions,
         description="Shape of the model built from scratch for spec 'tiny' (see backends.tiny).",
     )
+    vllm_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "Keyword arguments of backends.vllm_engine.VLLMBackend for the rollout engine of spec 'vllm:PATH' "
+            "(e.g. gpu_memory_utilization, max_model_len, enforce_eager); they override the trainer's defaults."
+        ),
+    )
 
     @field_validator("spec")
     @classmethod
@@ -263,6 +272,8 @@ class ModelConfig(_Section):
         )
         if self.finetune == "full" and changed:
             raise ValueError(f"{changed} only apply to finetune='lora' (finetune is 'full')")
+        if self.vllm_options and self.spec.partition(":")[0] != "vllm":
+            raise ValueError(f"vllm_options only apply to spec 'vllm:PATH' (spec is {self.spec!r})")
         return self
 
 

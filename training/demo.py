@@ -1,11 +1,12 @@
 """The embedded demo: MS-GRPO teaches a model built from scratch to play Frozen Lake, on a CPU, in minutes.
 
 :func:`run_demo` builds a 0.15M-parameter Llama-shape model on the spot (no download), measures
-its success on held-out episodes, trains it with MS-GRPO (groups of 8 episodes from one seed,
+its success on test seeds, trains it with MS-GRPO (groups of 8 episodes from one seed,
 group-normalised episode return, absolute-advantage-weighted sampling, token-level clipped
-loss), measures again, and leaves a learning curve. It prints reference figures for scale:
-a random policy, a "right or down at random" heuristic and the game's oracle on the same
-held-out seeds.
+loss), measures again on the same test seeds, and leaves a learning curve. Progress during
+training (and the early stop) uses other, validation seeds, so that no decision looks at the
+test seeds. For scale it prints a random policy, a hole-avoiding "right or down" heuristic and
+the game's oracle on the test seeds.
 
 Two settings:
 
@@ -27,7 +28,8 @@ sampling draws none of it; when that holds for every group, nothing updates the 
 (runs plateaued anywhere between 55 % and 92 % depending on the seed). So each update plays 16
 maps instead of 8 (a signal from one or two maps no longer drives a whole update), and an entropy
 bonus covers every step of the rollout (``loss.entropy_scope: rollout``), not only the sampled
-ones, so it keeps the choices stochastic even on updates without any signal.
+ones, so it keeps the choices stochastic even on updates without any signal. The learning rate
+decays linearly to a tenth over the planned 300 updates, so that the policy settles.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from training.config import TrainConfig
 
 STANDARD_GAME = "FrozenLake-v0"
 RANDOM_MAPS_GAME = "FrozenLake-NoSlip-v0"
+#: Test seeds start here: apart from the training seeds (below 1,000,000) and the validation seeds.
+TEST_SEED_START = 2_000_000
 
 
 @dataclass
@@ -51,14 +55,14 @@ class DemoResult:
 
     Attributes:
         game_id: The game trained on.
-        before: Held-out success of the untrained model.
-        after: Held-out success after training.
+        before: Success of the untrained model on the test seeds.
+        after: Success of the trained model on the test seeds.
         updates: Policy updates done.
         episodes: Training episodes played.
-        seconds: Wall time of the training run (model build and evaluations included).
+        seconds: Wall time from the model build to the last test (evaluations included).
         run_dir: The run folder (metrics.jsonl, checkpoints, final model).
         learning_curve: The PNG (None without matplotlib).
-        baselines: Held-out success of the reference policies on the same seeds.
+        baselines: Success of the reference policies on the test seeds.
     """
 
     game_id: str
@@ -89,7 +93,8 @@ def demo_config(
         out_dir: The run folder.
         seed: Seed of the run (model weights, rollout seeds, sampling).
         max_seconds: Wall-time budget (default: 180 s standard map, 600 s random maps).
-        updates: Most updates (default: 150 standard map, 600 random maps).
+        updates: Most updates (default: 150 standard map, 300 random maps; the random maps' learning
+            rate decays linearly over them).
         eval_episodes: Held-out episodes per evaluation.
         eval_every: Evaluate every this many updates.
     """
@@ -97,8 +102,11 @@ def demo_config(
     # Random maps need exploration kept alive (see the module docstring): more maps per update and
     # an entropy bonus over every step of the rollout. One map is learned before that matters.
     loss: dict[str, Any] = {"name": "ppo-clip"}
+    schedule: dict[str, Any] = {}
     if random_maps:
         loss.update(entropy_coef=0.1, entropy_scope="rollout")
+        # The learning rate decays to a tenth over the planned updates, so that the policy settles.
+        schedule = {"schedule": "linear", "min_lr_ratio": 0.1}
     return TrainConfig.model_validate(
         {
             "rollout": {
@@ -116,11 +124,11 @@ def demo_config(
             "credit": {"name": "ms-grpo"},
             "sampler": {"name": "aaw"},
             "loss": loss,
-            "optim": {"lr": 1e-3, "micro_batch_size": 64, "grad_accumulation": 1},
+            "optim": {"lr": 1e-3, "micro_batch_size": 64, "grad_accumulation": 1, **schedule},
             "run": {
                 "out_dir": str(out_dir),
                 "seed": seed,
-                "updates": updates or (600 if random_maps else 150),
+                "updates": updates or (300 if random_maps else 150),
                 "max_seconds": max_seconds or (600.0 if random_maps else 180.0),
                 "threads": 1,  # a model this small gains nothing from more; one thread never waits on another
                 "eval_every": eval_every,
@@ -166,6 +174,20 @@ def baseline_success(game_id: str, seeds: list[int]) -> dict[str, float]:
     }
 
 
+def success_on_seeds(model_dir: str | Path, config: TrainConfig, seeds: list[int]) -> float:
+    """Success of the model in ``model_dir`` on ``seeds``, played as the demo trains (one episode per seed)."""
+    from backends.hf import HFBackend
+    from training.engines import HFRolloutEngine
+    from training.run_log import episode_metrics
+    from tsmg.rollout import plan_episodes
+
+    backend = HFBackend(model_dir, threads=config.run.threads, max_batch_size=len(seeds))
+    engine = HFRolloutEngine(backend, config.rollout, model_seats=["player"])
+    plans = plan_episodes(config.rollout.game_id, seeds, group_size=1, id_prefix="test")
+    batch = engine.play(plans, seed=config.run.seed + 1, temperature=config.run.eval_temperature)
+    return episode_metrics(batch.episodes, ["player"])["rollout/success_rate"]
+
+
 def run_demo(
     *,
     random_maps: bool = False,
@@ -174,9 +196,14 @@ def run_demo(
     max_seconds: float | None = None,
     updates: int | None = None,
     stop_at: float | None = 0.98,
+    test_episodes: int = 200,
     echo: Callable[[str], None] = print,
 ) -> DemoResult:
-    """Train the demo model and report held-out success before and after.
+    """Train the demo model and report its success on test episodes before and after.
+
+    Two held-out sets keep the figures honest: the periodic evaluation during training (100
+    validation seeds) shows progress and decides the early stop; the before/after figures come
+    from ``test_episodes`` other seeds that no decision ever looked at.
 
     Args:
         random_maps: Random maps (FrozenLake-NoSlip-v0, up to 10 minutes) instead of the
@@ -186,65 +213,72 @@ def run_demo(
         seed: Seed of the run.
         max_seconds: Wall-time budget of the training.
         updates: Most updates.
-        stop_at: End early once a held-out evaluation reaches this success (None: never).
+        stop_at: End early once a validation evaluation reaches this success (None: never).
+        test_episodes: Test episodes of the before/after figures.
         echo: Where progress lines go (the CLI prints them).
 
     Returns:
         The figures, also printed through ``echo``.
     """
     import games  # noqa: F401  (registers the catalog)
-    from training.trainer import TrainHooks, train
+    from training.trainer import TrainHooks, base_model_source, train
 
     folder = Path(out_dir or ("runs/demo-random-maps" if random_maps else "runs/demo-standard"))
     if (folder / "config.yaml").is_file():
         shutil.rmtree(folder)  # a previous demo run: the demo always starts from scratch
     config = demo_config(random_maps=random_maps, out_dir=folder, seed=seed, max_seconds=max_seconds, updates=updates)
     run = config.run
-    seeds = run.resolved_eval_seeds()
-    evaluation = "greedy" if run.eval_temperature == 0 else "sampled at temperature 1"
+    test_seeds = list(range(TEST_SEED_START, TEST_SEED_START + test_episodes))
+    how = "greedy" if run.eval_temperature == 0 else "sampled at temperature 1"
     what = "random 4x4 maps, 8-step limit" if random_maps else "the standard 4x4 map, 16-step limit"
     echo(f"tsmg demo: MS-GRPO trains a model built from scratch on {config.rollout.game_id} ({what})")
     echo(
         "  model: Llama shape, 2 layers, width 64 (0.15M parameters), random weights, no download; "
         "answers constrained to left/down/right/up"
     )
-    echo(f"  held-out evaluation: {len(seeds)} episodes on unseen seeds, {evaluation}")
-    baselines = baseline_success(config.rollout.game_id, seeds)
-    echo("  for scale: " + "  ".join(f"{name} {100 * value:.1f}%" for name, value in baselines.items()))
+    echo(
+        f"  success is measured {how}: during training on {run.eval_episodes} validation seeds, "
+        f"before and after on {len(test_seeds)} test seeds"
+    )
+    baselines = baseline_success(config.rollout.game_id, test_seeds)
+    echo(
+        "  for scale, on the test seeds: "
+        + "  ".join(f"{name} {100 * value:.1f}%" for name, value in baselines.items())
+    )
     began = time.perf_counter()
+    base_model = base_model_source(config, folder)
+    before = success_on_seeds(base_model, config, test_seeds)
+    echo(f"  untrained model on the test seeds: {100 * before:.1f}%")
 
     def on_update(step: int, metrics: dict[str, float]) -> None:
-        held_out = metrics.get("eval/success_rate")
-        if held_out is None:
+        validation = metrics.get("eval/success_rate")
+        if validation is None:
             return
         training = metrics.get("rollout/success_rate", 0.0)
         episodes = int(metrics.get("rollout/episodes_total", 0))
         echo(
             f"  update {step:4d}  episodes {episodes:6d}  training success {100 * training:5.1f}%  "
-            f"held-out success {100 * held_out:5.1f}%  [{time.perf_counter() - began:5.0f} s]"
+            f"validation success {100 * validation:5.1f}%  [{time.perf_counter() - began:5.0f} s]"
         )
 
     def should_stop(step: int, metrics: dict[str, Any]) -> bool:
-        held_out = metrics.get("eval/success_rate")
-        return stop_at is not None and held_out is not None and held_out >= stop_at
+        validation = metrics.get("eval/success_rate")
+        return stop_at is not None and validation is not None and validation >= stop_at
 
     result = train(config, hooks=TrainHooks(on_update=on_update, should_stop=should_stop))
+    assert result.final_model is not None
+    after = success_on_seeds(result.final_model, config, test_seeds)
     seconds = time.perf_counter() - began
-    evals = result.evals()
-    before, after = evals[0][1], evals[-1][1]
     episodes = int(max((row.get("rollout/episodes_total") or 0 for row in result.metrics), default=0))
     echo("")
-    echo(f"held-out success before training: {100 * before:5.1f}%")
+    echo(f"test success before training: {100 * before:5.1f}%")
     echo(
-        f"held-out success after training:  {100 * after:5.1f}%   "
-        f"({result.steps} updates, {episodes} episodes, {seconds:.0f} s)"
+        f"test success after training:  {100 * after:5.1f}%   "
+        f"({result.steps} updates, {episodes} training episodes, {seconds:.0f} s)"
     )
     if result.learning_curve is not None:
         echo(f"learning curve: {result.learning_curve}")
-    echo(
-        f"trained model: {result.final_model}   "
-        f"(tsmg eval --model hf:{result.final_model} --game {config.rollout.game_id} ...)"
-    )
+    echo(f"trained model: {result.final_model}")
     return DemoResult(
         game_id=config.rollout.game_id,
         before=before,
@@ -270,6 +304,9 @@ def add_demo_arguments(parser: Any) -> None:
 
 def cmd_demo(args: Any) -> int:
     """Run the demo from parsed :func:`add_demo_arguments` flags; returns the exit code."""
+    from training.run_log import quiet_library_progress
+
+    quiet_library_progress()
     run_demo(random_maps=args.random_maps, out_dir=args.out, seed=args.seed, max_seconds=args.max_seconds)
     return 0
 

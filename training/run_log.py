@@ -221,3 +221,10 @@ def plot_learning_curve(
     figure.savefig(out, dpi=110)
     plt.close(figure)
     return out
+
+
+def quiet_library_progress() -> None:
+    """Hide the progress bars transformers draws while loading and saving models (runs print their own progress)."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()

@@ -8,10 +8,10 @@
   ``numpy.random.default_rng([run.seed, u])`` and lie below ``run.eval_seed_start`` (held-out
   seeds start there). Sampling seeds differ per update and per episode (group members must
   not share their sampling noise, or they would play the same moves).
-* **Rollout engine.** :class:`HFRolloutEngine` plays with the very model being trained (HF
-  backend, LAP, one batched ``generate`` per round). Any other engine implements
-  :class:`RolloutEngine`; a vLLM engine would push the weights (or the adapter) into the engine
-  in :meth:`RolloutEngine.sync` after each update.
+* **Rollout engine.** :class:`~training.engines.HFRolloutEngine` plays with the very model
+  being trained (HF backend, LAP, one batched ``generate`` per round). ``model.spec: vllm:PATH``
+  plays on :class:`~training.engines.VLLMRolloutEngine`, which pushes the weights (or the LoRA
+  adapter) into the vLLM engine in :meth:`~training.engines.RolloutEngine.sync` after each update.
 * **Multi-agent games.** Self-play (the model plays every seat) or a fixed opponent policy
   (``rollout.opponent``: random, oracle, fixed:TEXT) in the seats the model does not play; only
   ``rollout.train_agents`` are trained (default: every seat the model plays; with an opponent,
@@ -28,11 +28,15 @@
   optional k3 KL to a reference, entropy bonus, one of three aggregations). pi_old is the
   behaviour log-probability the rollout recorded, or a recomputation (``loss.old_logprobs``).
   The reference is the model with its LoRA adapter disabled, or a frozen copy of the initial
-  weights for full fine-tuning.
+  weights for full fine-tuning. The entropy bonus covers the sampled steps, or
+  (``loss.entropy_scope: rollout``) every trained step of the rollout once, as a term of its
+  own, so that it still acts when every group has equal returns and nothing is sampled.
 * **Optimisation:** AdamW; micro-batches of ``optim.micro_batch_size`` samples whose gradients
   accumulate over ``optim.grad_accumulation`` micro-batches (None: the whole update) per
   optimizer step, with the aggregation denominator of that whole step; global grad-norm
-  clipping; ``optim.epochs`` passes; the learning-rate schedule advances once per update.
+  clipping; ``optim.epochs`` passes; optionally PPO's early stop once the approximate KL to
+  the sampling policy passes ``optim.target_kl``; the learning-rate schedule advances once per
+  update.
 * **Bad updates:** a non-finite loss or gradient norm ends the update without an optimizer
   step; it is counted (``loss/skipped_updates``) and training goes on. Out of memory raises
   :class:`TrainingOOMError` naming the batch size and sequence length to lower.
@@ -41,7 +45,12 @@
   ``final/`` (a full model folder with its tokenizer: ``tsmg eval --model hf:RUN/final``;
   LoRA is merged into it and also kept as ``adapter/``) and ``learning_curve.png``.
 
-Simplifications: one process (no DDP/FSDP yet); rollouts and updates alternate (no overlap).
+* **Several processes** (``accelerate launch`` / ``torchrun``): rollouts sharded by group,
+  samples of each optimizer step split across ranks, gradients summed; rank 0 writes the run
+  folder (:mod:`training.distributed`). The update does not depend on the world size.
+
+Simplifications: data parallel only (no FSDP sharding of the weights); rollouts and updates
+alternate (no overlap).
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -71,14 +80,15 @@ from training.checkpoint import (
     save_final_model,
     weights_saver,
 )
-from training.config import RolloutConfig, TrainConfig, validate_against_game
+from training.config import TrainConfig, validate_against_game
+from training.distributed import World, current_world
+from training.engines import RolloutBatch, RolloutEngine, build_engine
 from training.losses import LossSettings, aggregation_denominator, policy_loss
 from training.run_log import CURVE_FILE, RunLog, episode_metrics, plot_learning_curve, read_metrics
 from training.schedule import lr_multiplier
 from tsmg.episode import Episode, read_episodes, write_episodes
-from tsmg.lap import LAP
-from tsmg.policies import Decision, DecisionRequest, Policy, policy_from_spec
-from tsmg.rollout import EpisodePlan, plan_episodes, rollout
+from tsmg.policies import policy_from_spec
+from tsmg.rollout import EpisodePlan, plan_episodes
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +97,6 @@ EPISODES_FILE = "episodes.jsonl"
 BASE_MODEL_DIR = "base_model"
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
 RESUMABLE_CHANGES = frozenset({("run", "updates"), ("run", "max_seconds"), ("run", "threads")})
-
-ChoiceKey = tuple[str, int, str]  # (episode id, round, agent)
 
 
 # ============================================================================ errors, hooks, results
@@ -146,145 +154,12 @@ class TrainResult:
         return [(int(row["step"]), float(row[key])) for row in self.metrics if row.get(key) is not None]
 
 
-# ============================================================================ rollout engines
-@dataclass
-class RolloutBatch:
-    """Episodes of one rollout, and the allowed choices of each constrained decision.
-
-    Attributes:
-        episodes: Episode records in plan order (failed ones carry ``error``).
-        choices: Per (episode id, round, agent), the choice list of a constrained decision.
-        temperature: The sampling temperature the model used.
-    """
-
-    episodes: list[Episode]
-    choices: dict[ChoiceKey, list[str]]
-    temperature: float
-
-
-class RolloutEngine(Protocol):
-    """Plays episodes with the current policy; the trainer calls :meth:`sync` after every update.
-
-    An engine that samples from its own copy of the weights (vLLM) pushes the new weights or
-    adapter there in :meth:`sync`; the HF engine shares the trained model and has nothing to do.
-    """
-
-    def play(self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None) -> RolloutBatch:
-        """Play the planned episodes; ``seed`` sets the sampling streams, ``temperature`` overrides the LAP's."""
-        ...
-
-    def sync(self) -> None:
-        """Make the engine sample from the trainer's current weights."""
-        ...
-
-
-def compact_observation(text: str, pattern: str | None) -> str:
-    r"""The lines of ``text`` that fully match ``pattern`` (all of ``text`` when None or none match).
-
-    Example:
-        >>> compact_observation("Board:\nP_\n_G\nGo.", "[_OPG]+")
-        'P_\n_G'
-    """
-    if pattern is None:
-        return text
-    regex = re.compile(pattern)
-    kept = [line for line in text.splitlines() if regex.fullmatch(line)]
-    return "\n".join(kept) if kept else text
-
-
-class _ModelSeats:
-    """The trained model's LAP as the rollout engine uses it (wraps :class:`~tsmg.lap.LAP`).
-
-    Three things on top of the LAP: the compact observation view; sampling streams made distinct
-    per episode (the LAP derives them from the episode seed, which a group's members share);
-    and a record of the choices offered to each constrained decision (the trainer needs them to
-    recompute the constrained distribution; the episode record does not keep them).
-    """
-
-    def __init__(self, lap: LAP, observation_lines: str | None, plans: Sequence[EpisodePlan]) -> None:
-        self.lap = lap
-        self.name = lap.name
-        self.observation_lines = observation_lines
-        self.constrained = lap.config.action_format.kind == "choice"
-        self.plans = plans
-        self.choices: dict[ChoiceKey, list[str]] = {}
-
-    def _shown(self, request: DecisionRequest) -> DecisionRequest:
-        pattern = self.observation_lines
-        history = [
-            replace(turn, observation=compact_observation(turn.observation, pattern)) for turn in request.history
-        ]
-        # episode_seed=None: the LAP then seeds by the episode's position in the plan (unique).
-        return replace(
-            request, observation=compact_observation(request.observation, pattern), history=history, episode_seed=None
-        )
-
-    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
-        decisions = self.lap.act([self._shown(request) for request in requests])
-        if self.constrained:
-            for request in requests:
-                key = (self.plans[request.episode_index].episode_id, request.round, request.agent)
-                self.choices[key] = list(request.legal_actions or ())
-        return decisions
-
-
-class HFRolloutEngine:
-    """Rollouts with the HF backend being trained: LAP decisions, one batched call per round.
-
-    Args:
-        backend: The :class:`backends.hf.HFBackend` whose model is trained.
-        config: The rollout section (game, LAP, compact view, opponent).
-        model_seats: The seats the model plays.
-        opponent: The policy of the other seats (None: self-play).
-    """
-
-    def __init__(
-        self, backend: Any, config: RolloutConfig, model_seats: Sequence[str], opponent: Policy | None = None
-    ) -> None:
-        self.backend = backend
-        self.config = config
-        self.model_seats = tuple(model_seats)
-        self.opponent = opponent
-
-    def play(self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None) -> RolloutBatch:
-        """Play ``plans``; see :meth:`RolloutEngine.play`."""
-        update: dict[str, Any] = {"seed": seed}
-        if temperature is not None:
-            update["temperature"] = temperature
-        lap_config = self.config.lap.model_copy(update=update)
-        seats = _ModelSeats(LAP(self.backend, lap_config), self.config.observation_lines, plans)
-        policies: Policy | dict[str, Policy] = seats
-        if self.opponent is not None:
-            opponent = self.opponent
-            policies = {agent: seats if agent in self.model_seats else opponent for agent in self._agents()}
-        episodes = rollout(
-            self.config.game_id,
-            policies,
-            plans=plans,
-            game_options=self.config.game_options,
-            max_concurrent=self.config.max_concurrent,
-        )
-        return RolloutBatch(episodes, seats.choices, lap_config.temperature)
-
-    def sync(self) -> None:
-        """Nothing to do: the engine samples from the trained model itself."""
-
-    def _agents(self) -> tuple[str, ...]:
-        from tsmg import make
-
-        game = make(self.config.game_id, **self.config.game_options)
-        try:
-            return tuple(game.agents)
-        finally:
-            game.close()
-
-
 # ============================================================================ model set-up
 def load_backend(config: TrainConfig, run_dir: Path, *, weights: Path | None = None) -> Any:
     """The HF backend of the model to train (built, loaded, or restored from a checkpoint's ``model/``).
 
     ``tiny`` builds a model from scratch into ``run_dir/base_model`` (once; a resumed run reuses
-    it). ``vllm:PATH`` is refused: its rollout engine is an extension point (:class:`RolloutEngine`).
+    it). ``vllm:PATH`` trains the HF copy of PATH (rollouts run on vLLM).
     """
     from backends.hf import HFBackend
 
@@ -310,11 +185,8 @@ def base_model_source(config: TrainConfig, run_dir: Path) -> str:
         return str(embedded_model_dir())
     if kind == "hf" and target:
         return target
-    if kind == "vllm":
-        raise NotImplementedError(
-            f"{spec!r}: rollouts through vLLM are not implemented yet (implement training.trainer.RolloutEngine "
-            "with a sync() that pushes the updated weights or adapter); train with hf:PATH meanwhile"
-        )
+    if kind == "vllm" and target:  # trained in HF from the same folder; rollouts run on the vLLM engine
+        return target
     raise ValueError(f"cannot train model spec {spec!r}: use 'tiny', 'smollm2' or 'hf:PATH_OR_ID'")
 
 
@@ -421,28 +293,54 @@ def policy_forward(
     temperature: float,
     choice_masks: ChoiceMasks | None = None,
     entropy_grad: bool = False,
+    share_prefix: bool = True,
 ) -> ForwardOutput:
     """Log-probabilities (and entropies) of the samples' completion tokens under ``model``.
 
     The distribution is ``log_softmax(logits / T)`` (T = 0 counts as 1), restricted to the
     allowed tokens where a sample is a constrained choice: what the backend sampled from.
     Gradients flow when enabled by the caller; the entropy carries them only with ``entropy_grad``.
+    With ``share_prefix`` a prompt prefix common to every sample is computed once (same result,
+    less work: with a chat model's system prompt and game rules, most of each prompt).
     """
     from backends.hf_generation import ModelCalls
 
     device = next(model.parameters()).device
-    joined = [sample.prompt_ids + sample.completion_ids for sample in samples]
-    width = max(len(ids) for ids in joined)
+    calls = ModelCalls.inspect(model)
     tail = max(len(sample.completion_ids) for sample in samples)
+    shared = _shared_prompt_prefix(samples) if share_prefix else 0
+    inputs: dict[str, Any] = {"use_cache": False}
+    if shared:
+        # The prompt prefix every sample shares (system text, rules) runs once, with gradients;
+        # its keys and values are repeated for every row, and the rows run on from there.
+        prefix = torch.tensor([samples[0].prompt_ids[:shared]], device=device)
+        cache = model(
+            input_ids=prefix,
+            attention_mask=torch.ones_like(prefix),
+            position_ids=torch.arange(shared, device=device)[None],
+            use_cache=True,
+            **({"logits_to_keep": 1} if calls.logits_kwarg == "logits_to_keep" else {}),
+        ).past_key_values
+        cache.batch_repeat_interleave(len(samples))
+        inputs = {"use_cache": True, calls.cache_kwarg: cache}
+    joined = [(sample.prompt_ids + sample.completion_ids)[shared:] for sample in samples]
+    width = max(len(ids) for ids in joined)
     input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in joined], device=device)
-    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in joined], device=device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    kwargs: dict[str, Any] = {"use_cache": False}
-    logits_kwarg = ModelCalls.inspect(model).logits_kwarg
-    if logits_kwarg is not None:
-        kwargs[logits_kwarg] = tail + 1
-    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, **kwargs).logits
-    logits = logits[:, -(tail + 1) : -1, :].float() / (temperature if temperature > 0 else 1.0)
+    attention = torch.tensor(
+        [[1] * shared + [0] * (width - len(ids)) + [1] * len(ids) for ids in joined], device=device
+    )
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+    # The logits at position j predict the token after j: the `tail` positions before the last one.
+    logits = calls.logits_between(
+        model,
+        width - tail - 1,
+        width - 1,
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        **inputs,
+    )
+    logits = logits.float() / (temperature if temperature > 0 else 1.0)
     lengths = torch.tensor([len(sample.completion_ids) for sample in samples], device=device)
     mask = torch.arange(tail, device=device)[None, :] >= (tail - lengths)[:, None]
     allowed = _allowed_tokens(samples, choice_masks, tail, logits.shape[-1], device)
@@ -455,6 +353,25 @@ def policy_forward(
         finite = logprobs_all.masked_fill(~torch.isfinite(logprobs_all), 0.0)  # -inf * 0 would be NaN
         entropy = -(logprobs_all.exp() * finite).sum(-1)
     return ForwardOutput(picked, entropy, mask)
+
+
+#: A common prompt prefix shorter than this is not worth a forward pass of its own.
+MIN_SHARED_PREFIX = 16
+
+
+def _shared_prompt_prefix(samples: Sequence[TrainSample]) -> int:
+    """Tokens at the start of every prompt that all samples share (0 when fewer than :data:`MIN_SHARED_PREFIX`).
+
+    Each prompt keeps at least one token of its own, so every row still has input after the prefix.
+    """
+    if len(samples) < 2:
+        return 0
+    first = samples[0].prompt_ids
+    limit = min(len(sample.prompt_ids) for sample in samples) - 1
+    length = 0
+    while length < limit and all(sample.prompt_ids[length] == first[length] for sample in samples):
+        length += 1
+    return length if length >= MIN_SHARED_PREFIX else 0
 
 
 def _allowed_tokens(
@@ -497,11 +414,9 @@ def _is_oom(error: BaseException) -> bool:
 
 # ============================================================================ run folder
 def _check_run_folder(config: TrainConfig, run_dir: Path, resume: bool) -> None:
-    """Write ``config.yaml``; refuse to mix runs (a fresh run in a used folder, or a changed config)."""
+    """Refuse to mix runs: a fresh run in a used folder, or a resumed run whose config changed."""
     stored = run_dir / CONFIG_FILE
     if not stored.exists():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        config.to_yaml(stored)
         return
     if not resume:
         raise FileExistsError(f"{run_dir} already holds a training run: pass --resume, or choose another --out")
@@ -515,7 +430,6 @@ def _check_run_folder(config: TrainConfig, run_dir: Path, resume: bool) -> None:
     ]
     if changed:
         raise ValueError(f"{run_dir} holds a run with another configuration (changed: {', '.join(changed)})")
-    config.to_yaml(stored)
 
 
 def _truncate_episodes(path: Path, last_step: int) -> None:
@@ -533,6 +447,31 @@ def _update_seeds(config: TrainConfig, step: int) -> tuple[list[int], int]:
     rng = np.random.default_rng([config.run.seed, step])
     seeds = rng.choice(config.run.eval_seed_start, size=config.rollout.groups_per_update, replace=False)
     return [int(seed) for seed in seeds], int(rng.integers(2**31))
+
+
+def _play_sharded(
+    engine: RolloutEngine,
+    plans: Sequence[EpisodePlan],
+    group_size: int,
+    world: World,
+    *,
+    seed: int,
+    temperature: float | None = None,
+) -> RolloutBatch:
+    """Play ``plans`` with each rank taking a contiguous share of whole groups; every rank gets the whole batch."""
+    if world.size == 1:
+        return engine.play(plans, seed=seed, temperature=temperature)
+    first, last = world.shard_bounds(len(plans) // group_size)
+    shard = plans[first * group_size : last * group_size]
+    mine = engine.play(shard, seed=seed, temperature=temperature, first_index=first * group_size)
+    parts = world.gather(mine)
+    choices = {key: value for part in parts for key, value in part.choices.items()}
+    return RolloutBatch(
+        episodes=[episode for part in parts for episode in part.episodes],
+        choices=choices,
+        temperature=mine.temperature,
+        exact_logprobs=all(part.exact_logprobs for part in parts),
+    )
 
 
 # ============================================================================ pieces of an update
@@ -562,7 +501,7 @@ def _training_samples(
         TrainSample(
             prompt_ids=cache[key],
             completion_ids=list(record.token_ids or ()),
-            behaviour_logprobs=list(record.logprobs) if record.logprobs is not None else None,
+            behaviour_logprobs=list(record.logprobs) if record.logprobs is not None and batch.exact_logprobs else None,
             advantage=item.advantage,
             choices=batch.choices.get((item.episode_id, record.round, record.agent)),
         )
@@ -586,6 +525,16 @@ def _no_grad_logprobs(
     return values
 
 
+def _sharded_no_grad_logprobs(
+    model: Any, samples: Sequence[TrainSample], micro_batch: int, forward: Callable[..., ForwardOutput], world: World
+) -> list[list[float]]:
+    """:func:`_no_grad_logprobs` of every sample, each rank computing a contiguous share."""
+    if world.size == 1:
+        return _no_grad_logprobs(model, samples, micro_batch, forward)
+    mine = _no_grad_logprobs(model, world.shard(samples), micro_batch, forward)
+    return [values for part in world.gather(mine) for values in part]
+
+
 def _update(
     step: int,
     samples: Sequence[TrainSample],
@@ -602,12 +551,17 @@ def _update(
     choice_masks: ChoiceMasks,
     rng: np.random.Generator,
     hooks: TrainHooks,
+    world: World,
 ) -> dict[str, float]:
     """Optimizer steps over ``samples``; returns loss/optim metrics and ``loss/skipped`` (0 or 1).
 
     ``rollout_samples`` (every trained step of the rollout, once) carry the entropy bonus when its
     scope is the rollout: each optimizer step then also subtracts ``entropy_coef`` x the token-mean
     entropy of its share of them, which keeps acting when no group has a signal (no ``samples``).
+
+    Every rank holds the same ``samples`` and plans the same optimizer steps; each backpropagates
+    its share of a step's samples (with the step's global denominator) and the gradients are
+    summed over ranks before the step, so the update does not depend on the world size.
     """
     optim = config.optim
     if not samples and not rollout_samples:  # every advantage was 0 and nothing else to do
@@ -634,29 +588,32 @@ def _update(
         values is None or len(values) != len(sample.completion_ids)
         for values, sample in zip(recorded, samples, strict=True)
     ):
-        old = _no_grad_logprobs(model, samples, optim.micro_batch_size, forward)
+        old = _sharded_no_grad_logprobs(model, samples, optim.micro_batch_size, forward, world)
     else:
         old = [list(values or ()) for values in recorded]
     ref: list[list[float]] | None = None
     if settings.kl_beta > 0 and samples:
         if lora:
             with backend.adapter_enabled(False):
-                ref = _no_grad_logprobs(model, samples, optim.micro_batch_size, forward)
+                ref = _sharded_no_grad_logprobs(model, samples, optim.micro_batch_size, forward, world)
         else:
-            ref = _no_grad_logprobs(reference, samples, optim.micro_batch_size, forward)
+            ref = _sharded_no_grad_logprobs(reference, samples, optim.micro_batch_size, forward, world)
 
     sums: dict[str, float] = {}
     weighted: dict[str, list[tuple[float, float]]] = {}
     grad_norms: list[float] = []
     optimizer_steps = 0
+    stopped_early = 0.0
     model.train()
-    for policy_batches, entropy_batches in _optimizer_steps(len(samples), len(rollout_samples), optim, rng):
+    for step_batches, step_entropy_batches in _optimizer_steps(len(samples), len(rollout_samples), optim, rng):
         optimizer.zero_grad(set_to_none=True)
         losses: list[tuple[torch.Tensor, dict[str, float], float]] = []
-        if policy_batches:
-            masks = [_completion_mask([len(samples[i].completion_ids) for i in indices]) for indices in policy_batches]
+        if step_batches:  # the step's global denominator, whichever rank computes which sample
+            masks = [_completion_mask([len(samples[i].completion_ids) for i in indices]) for indices in step_batches]
             denominator = aggregation_denominator(masks, settings.aggregation, settings.constant_normalizer)
-        for indices in policy_batches:
+        entropy_tokens = sum(len(rollout_samples[int(i)].completion_ids) for b in step_entropy_batches for i in b)
+        finite = True
+        for indices in _my_share(step_batches, optim.micro_batch_size, world):
             chunk = [samples[int(i)] for i in indices]
             output = forward(model, chunk, entropy_grad=settings.entropy_coef != 0)
             tail = output.mask.shape[1]
@@ -671,25 +628,34 @@ def _update(
                 denominator=denominator,
             )
             losses.append((result.loss, result.metrics, float(output.mask.sum())))
-            if not _backward(step, losses[-1][0], hooks):
-                optimizer.zero_grad(set_to_none=True)
-                return {"loss/skipped": 1.0, "optim/steps": float(optimizer_steps)}
-        entropy_tokens = sum(len(rollout_samples[int(i)].completion_ids) for batch in entropy_batches for i in batch)
-        for indices in entropy_batches:
+            finite = _backward(step, losses[-1][0], hooks)
+            if not finite:
+                break
+        if optim.target_kl is not None and optimizer_steps and step_batches:
+            local = [(values["loss/approx_kl"], tokens) for _, values, tokens in losses]
+            drift = _weighted_mean([pair for pairs in world.gather(local) for pair in pairs])
+            if drift > optim.target_kl:  # moved far enough from the sampling policy: stop here
+                stopped_early = 1.0
+                break
+        for indices in _my_share(step_entropy_batches, optim.micro_batch_size, world) if finite else ():
             output = forward(model, [rollout_samples[int(i)] for i in indices], entropy_grad=True)
             entropy_sum = torch.where(output.mask, output.entropy, torch.zeros_like(output.entropy)).sum()
             tokens = float(output.mask.sum())
             metrics = {"loss/rollout_entropy": float(entropy_sum.detach()) / max(tokens, 1.0)}
             losses.append((-entropy_coef * entropy_sum / max(entropy_tokens, 1), metrics, tokens))
-            if not _backward(step, losses[-1][0], hooks):
-                optimizer.zero_grad(set_to_none=True)
-                return {"loss/skipped": 1.0, "optim/steps": float(optimizer_steps)}
+            finite = _backward(step, losses[-1][0], hooks)
+            if not finite:
+                break
+        if not world.all_true(finite):  # a non-finite loss on any rank skips the update on every rank
+            optimizer.zero_grad(set_to_none=True)
+            return {"loss/skipped": 1.0, "optim/steps": float(optimizer_steps)}
         for _, values, tokens in losses:
             for key, value in values.items():
                 if key in ("loss/policy", "loss/total", "loss/tokens"):
                     sums[key] = sums.get(key, 0.0) + value
                 else:
                     weighted.setdefault(key, []).append((value, tokens))
+        world.sum_gradients(parameters)
         norm = torch.nn.utils.clip_grad_norm_(parameters, optim.grad_clip or math.inf)
         if not bool(torch.isfinite(norm)):
             logger.warning("update %d: non-finite gradient norm; the update is skipped", step)
@@ -699,13 +665,43 @@ def _update(
         optimizer_steps += 1
         grad_norms.append(float(norm))
     optimizer.zero_grad(set_to_none=True)
+    sums, weighted, mismatches = _merge_loss_metrics(world.gather((sums, weighted, choice_masks.mismatches)))
     metrics = {key: value / optimizer_steps for key, value in sums.items() if key != "loss/tokens"}
     metrics["loss/tokens"] = sums.get("loss/tokens", 0.0)
     metrics.update({key: _weighted_mean(pairs) for key, pairs in weighted.items()})
-    metrics.update({"loss/skipped": 0.0, "optim/steps": float(optimizer_steps)})
+    metrics.update({"loss/skipped": 0.0, "optim/steps": float(optimizer_steps), "optim/stopped_early": stopped_early})
     metrics["optim/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
-    metrics["loss/choice_mismatches"] = float(choice_masks.mismatches)
+    metrics["loss/choice_mismatches"] = float(mismatches)
     return metrics
+
+
+def _my_share(batches: Batches, micro_batch_size: int, world: World) -> Batches:
+    """This rank's share of one optimizer step's micro-batches, re-cut into micro-batches.
+
+    Example:
+        >>> _my_share([np.arange(4), np.arange(4, 6)], 4, World(rank=1, size=2))
+        [array([3, 4, 5])]
+    """
+    if world.size == 1 or not batches:
+        return batches
+    mine = np.concatenate(batches)[slice(*world.shard_bounds(sum(len(batch) for batch in batches)))]
+    return [mine[first : first + micro_batch_size] for first in range(0, len(mine), micro_batch_size)]
+
+
+LossSums = dict[str, float]
+WeightedValues = dict[str, list[tuple[float, float]]]
+
+
+def _merge_loss_metrics(parts: Sequence[tuple[LossSums, WeightedValues, int]]) -> tuple[LossSums, WeightedValues, int]:
+    """The loss sums, token-weighted values and choice mismatches of every rank, merged."""
+    sums: LossSums = {}
+    weighted: WeightedValues = {}
+    for part_sums, part_weighted, _ in parts:
+        for key, value in part_sums.items():
+            sums[key] = sums.get(key, 0.0) + value
+        for key, pairs in part_weighted.items():
+            weighted.setdefault(key, []).extend(pairs)
+    return sums, weighted, sum(part[2] for part in parts)
 
 
 Batches = list[np.ndarray]
@@ -812,7 +808,14 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         model_seats = list(config.rollout.train_agents or agents[:1])
         train_seats = model_seats
     settings = LossSettings(**config.loss_options())
-    _check_run_folder(config, run_dir, resume)
+    world = current_world()
+    _check_run_folder(config, run_dir, resume)  # every rank checks the folder before rank 0 writes to it
+    world.barrier()
+    if world.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config.to_yaml(run_dir / CONFIG_FILE)
+        base_model_source(config, run_dir)  # a model built from scratch: once, before the other ranks load it
+    world.barrier()
     found = latest_checkpoint(run_dir / "checkpoints") if resume else None
     checkpoint = load_checkpoint(found) if found is not None else None
     start_step = checkpoint.step if checkpoint is not None else 0
@@ -832,6 +835,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         )
         reference.eval().requires_grad_(False)
     parameters = [parameter for parameter in backend.model.parameters() if parameter.requires_grad]
+    world.sync_parameters(parameters)  # every rank starts from rank 0's weights (as DDP does)
     optimizer = torch.optim.AdamW(parameters, lr=optim.lr, weight_decay=optim.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer,
@@ -845,11 +849,13 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             scheduler.load_state_dict(checkpoint.scheduler)
         state.update(checkpoint.state)
         restore_rng_state(checkpoint.rng)
-    if resume:
+    if resume and world.is_main:
         _truncate_episodes(run_dir / EPISODES_FILE, start_step if checkpoint else -1)
     elapsed_before = float(state["elapsed_s"])
     opponent = policy_from_spec(config.rollout.opponent, seed=run.seed) if config.rollout.opponent else None
-    engine: RolloutEngine = HFRolloutEngine(backend, config.rollout, model_seats, opponent)
+    engine: RolloutEngine = build_engine(config, backend, run_dir, model_seats, opponent)
+    if checkpoint is not None:
+        engine.sync()  # an engine with its own copy of the weights starts from the base ones
     choice_masks = ChoiceMasks(backend.tokenizer, backend.eos_ids)
     prompt_cache: dict[tuple[tuple[str, str], ...], list[int]] = {}
     eval_plans = plan_episodes(config.rollout.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
@@ -860,29 +866,34 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
     def evaluate() -> dict[str, float]:
         began = time.perf_counter()
-        batch = engine.play(eval_plans, seed=run.seed, temperature=run.eval_temperature)
+        batch = _play_sharded(engine, eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature)
         metrics = episode_metrics(batch.episodes, train_seats, prefix="eval/")
         metrics["time/eval_s"] = time.perf_counter() - began
         return metrics
 
     def checkpoint_now(step: int) -> Path:
         state["elapsed_s"] = elapsed()
-        return save_checkpoint(
-            run_dir / "checkpoints",
-            step,
-            save_weights=save_weights,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            state=state,
-            keep_last=run.keep_last,
-        )
+        folder = run_dir / "checkpoints" / f"step-{step}"
+        if world.is_main:
+            folder = save_checkpoint(
+                run_dir / "checkpoints",
+                step,
+                save_weights=save_weights,
+                optimizer=optimizer,
+                scheduler=scheduler,
+                state=state,
+                keep_last=run.keep_last,
+            )
+        world.barrier()  # no rank runs ahead of a checkpoint it could be resumed from
+        return folder
 
-    # Resuming cuts metrics (and episodes) back to the checkpoint, or to nothing without one.
-    log = RunLog(
-        run_dir, resume_step=(start_step if checkpoint else -1) if resume else None, tensorboard=run.tensorboard
-    )
+    # Rank 0 writes the metrics. Resuming cuts them (and episodes) back to the checkpoint, or to nothing.
+    resume_step = (start_step if checkpoint else -1) if resume else None
+    log = RunLog(run_dir, resume_step=resume_step, tensorboard=run.tensorboard) if world.is_main else None
     if run.eval_every and run.eval_at_start and start_step == 0:
-        log.write(0, evaluate())
+        initial_metrics = evaluate()
+        if log is not None:
+            log.write(0, initial_metrics)
 
     # --- 3. the loop: rollout -> credit -> sample -> update ------------------------------------
     step, stop_reason, last_checkpoint = start_step, "updates", None
@@ -895,14 +906,14 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             began = time.perf_counter()
             seeds, sampling_seed = _update_seeds(config, step)
             plans = plan_episodes(config.rollout.game_id, seeds, config.rollout.group_size, id_prefix=f"u{step}")
-            batch = engine.play(plans, seed=sampling_seed)
+            batch = _play_sharded(engine, plans, config.rollout.group_size, world, seed=sampling_seed)
             _raise_on_rollout_oom(batch, config)
             episodes = [episode for episode in batch.episodes if episode.error is None]
             state["episodes_total"] = int(state["episodes_total"]) + len(batch.episodes)
             metrics.update(episode_metrics(batch.episodes, train_seats))
             metrics["rollout/episodes_total"] = float(state["episodes_total"])
             metrics["time/rollout_s"] = time.perf_counter() - began
-            if run.episodes_every and step % run.episodes_every == 0:
+            if run.episodes_every and step % run.episodes_every == 0 and world.is_main:
                 write_episodes(run_dir / EPISODES_FILE, batch.episodes)
 
             # Credit: per-step advantages of the trained seats.
@@ -955,6 +966,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                     choice_masks=choice_masks,
                     rng=rng,
                     hooks=hooks,
+                    world=world,
                 )
             except RuntimeError as error:
                 if _is_oom(error):
@@ -971,18 +983,19 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             metrics["time/update_s"] = time.perf_counter() - began
 
             # Evaluation on held-out seeds: every eval_every updates, and after the last one.
-            if run.max_seconds is not None and elapsed() >= run.max_seconds:
+            if world.broadcast(run.max_seconds is not None and elapsed() >= run.max_seconds):  # rank 0's clock
                 stop_reason = "max_seconds"
             last = stop_reason != "updates" or step == run.updates
             evaluated = bool(run.eval_every) and (step % run.eval_every == 0 or last)
             if evaluated:
                 metrics.update(evaluate())
             metrics["time/elapsed_s"] = elapsed()
-            if not last and hooks.should_stop is not None and hooks.should_stop(step, metrics):
+            if not last and world.broadcast(hooks.should_stop is not None and hooks.should_stop(step, metrics)):
                 stop_reason, last = "hook", True
                 if run.eval_every and not evaluated:
                     metrics.update(evaluate())
-            log.write(step, metrics)
+            if log is not None:
+                log.write(step, metrics)
             if hooks.on_update is not None:
                 hooks.on_update(step, metrics)
             if last or (run.checkpoint_every and step % run.checkpoint_every == 0):
@@ -990,14 +1003,23 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             if last:
                 break
     finally:
-        log.close()
+        if log is not None:
+            log.close()
+        close_engine = getattr(engine, "close", None)
+        if close_engine is not None:  # a vLLM engine holds processes and GPU memory
+            close_engine()
 
     # --- 4. the end: final model and learning curve ---------------------------------------------
     if last_checkpoint is None:  # resumed a finished run: nothing was trained, save again
         last_checkpoint = checkpoint_now(step)
-    final_model, adapter = save_final_model(backend, lora, run_dir)
-    rows = read_metrics(log.path)
-    curve = plot_learning_curve(rows, run_dir / CURVE_FILE, title=f"{config.credit.name} on {config.rollout.game_id}")
+    final_model = adapter = curve = None
+    rows: list[dict[str, Any]] = []
+    if log is not None:  # rank 0
+        final_model, adapter = save_final_model(backend, lora, run_dir)
+        rows = read_metrics(log.path)
+        title = f"{config.credit.name} on {config.rollout.game_id}"
+        curve = plot_learning_curve(rows, run_dir / CURVE_FILE, title=title)
+    world.barrier()
     return TrainResult(
         run_dir=run_dir,
         steps=step,

@@ -27,6 +27,21 @@ DEFAULT_SYSTEM = (
 )
 
 
+def checked_regex(pattern: str | None, field: str) -> str | None:
+    """``pattern`` as given if it compiles (or is None); otherwise a ValueError naming ``field`` (for validators).
+
+    Example:
+        >>> checked_regex("[_OPG]+", "observation_lines")
+        '[_OPG]+'
+    """
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ValueError(f"{field} does not compile: {error}") from None
+    return pattern
+
+
 class PromptTemplate(BaseModel):
     """How prompts are laid out.
 
@@ -70,12 +85,7 @@ class ActionFormat(BaseModel):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as error:
-                raise ValueError(f"pattern does not compile: {error}") from None
-        return pattern
+        return checked_regex(pattern, "pattern")
 
     def instructions_for(self, legal_actions: Sequence[str] | None) -> str:
         """The format instructions shown to the model."""
@@ -84,8 +94,7 @@ class ActionFormat(BaseModel):
         options = f" Valid actions: {', '.join(legal_actions)}." if legal_actions else ""
         if self.kind == "tag":
             return (
-                f"Write your move inside <{self.tag}></{self.tag}> tags, "
-                f"e.g. <{self.tag}>MOVE</{self.tag}>.{options}"
+                f"Write your move inside <{self.tag}></{self.tag}> tags, e.g. <{self.tag}>MOVE</{self.tag}>.{options}"
             )
         if self.kind == "choice":
             return f"Answer with your move only.{options}"

@@ -1,6 +1,7 @@
 """The Hugging Face backend on real (tiny) models: sampling, logprobs, constraints, errors, LoRA, rollouts."""
 
 import math
+from dataclasses import replace
 from importlib import metadata
 
 import pytest
@@ -57,6 +58,19 @@ def test_a_request_samples_the_same_tokens_alone_and_inside_any_batch(tiny_backe
         assert alone.logprobs == pytest.approx(batched[index].logprobs, abs=1e-4)
     # different seeds do sample differently
     assert len({tuple(c.token_ids) for c in batched[:6]}) > 1
+
+
+def test_identical_prompts_in_a_batch_sample_as_they_would_alone(tiny_backend):
+    # A group's episodes often stand in the same state: the backend prefills such prompts once.
+    sampling = SamplingParams(temperature=1.0, max_tokens=10)
+    distinct = frozen_lake_requests(3)
+    requests = [replace(distinct[index % 3], seed=7 * index) for index in range(9)]
+    batched = tiny_backend.generate(requests, sampling)
+    for request, completion in zip(requests, batched, strict=True):
+        [alone] = tiny_backend.generate([request], sampling)
+        assert alone.token_ids == completion.token_ids
+        assert alone.logprobs == pytest.approx(completion.logprobs, abs=1e-4)
+    assert len({tuple(c.token_ids) for c in batched[::3]}) > 1  # same prompt, other seeds: other samples
 
 
 def test_batch_seed_combines_with_request_seeds(tiny_backend):

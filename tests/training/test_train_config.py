@@ -112,6 +112,10 @@ def test_model_spec_and_lora_fields():
     with pytest.raises(ValidationError, match="lora_r"):
         build(model={"finetune": "full", "lora_r": 16})
     assert build(model={"lora_target_modules": ["q_proj", "v_proj"]}).model.lora_target_modules == ["q_proj", "v_proj"]
+    with pytest.raises(ValidationError, match="vllm_options only apply to spec 'vllm:PATH'"):
+        build(model={"spec": "tiny", "vllm_options": {"gpu_memory_utilization": 0.5}})
+    options = {"gpu_memory_utilization": 0.5}
+    assert build(model={"spec": "vllm:/models/q", "vllm_options": options}).model.vllm_options == options
 
 
 def test_loss_options_resolve_the_loss_defaults():

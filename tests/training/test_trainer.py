@@ -12,10 +12,12 @@ import pytest
 import torch
 
 import tsmg
+from training.checkpoint import latest_checkpoint
 from training.cli import add_commands, config_from_args
 from training.config import IncompatibleGameError, TrainConfig
 from training.run_log import METRICS_FILE, read_metrics
 from training.trainer import TrainHooks, TrainingOOMError, base_model_source, train
+from tsmg.episode import read_episodes
 
 REPO = Path(__file__).resolve().parents[2]
 # A 2x2 lake: random play reaches the goal about half the time, so every update carries signal.
@@ -77,22 +79,18 @@ def test_training_beats_the_untrained_policy_on_held_out_episodes(tiny_model, tm
 
 
 def test_kill_9_then_resume_continues_exactly(tiny_model, tmp_path):
-    updates = 6
-    reference = train(make_config(tmp_path / "reference", tiny_model, run={"updates": updates}))
-
-    # The same run in a subprocess (allowed to run long), killed hard once a checkpoint exists.
+    # A run in a subprocess (through the CLI), killed hard once a checkpoint exists and a later step is logged.
     out = tmp_path / "killed"
-    config = make_config(out, tiny_model, run={"updates": updates, "checkpoint_every": 2, "keep_last": 2})
-    long_run = config.model_copy(update={"run": config.run.model_copy(update={"updates": 1000})})
-    config_file = tmp_path / "long.yaml"
-    long_run.to_yaml(config_file)
+    config = make_config(out, tiny_model, run={"updates": 1000, "checkpoint_every": 2, "keep_last": 2})
+    config_file = tmp_path / "config.yaml"
+    config.to_yaml(config_file)
     command = [sys.executable, "-m", "training.cli", "train", "--config", str(config_file), "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline and process.poll() is None:
             steps = [row["step"] for row in read_metrics(out / METRICS_FILE)]
-            if (out / "checkpoints" / "step-2" / "state.json").is_file() and steps and steps[-1] >= 3:
+            if latest_checkpoint(out / "checkpoints") is not None and steps and steps[-1] >= 3:
                 break
             time.sleep(0.02)
         assert process.poll() is None, process.stderr.read().decode()
@@ -100,28 +98,35 @@ def test_kill_9_then_resume_continues_exactly(tiny_model, tmp_path):
     finally:
         process.kill()
         process.wait()
-    assert [row["step"] for row in read_metrics(out / METRICS_FILE)][-1] >= 3
 
-    resumed = train(config, resume=True)
-    assert resumed.resumed_from is not None and 2 <= resumed.resumed_from < updates
-    steps = [row["step"] for row in read_metrics(out / METRICS_FILE)]
-    assert steps == list(range(1, updates + 1))  # no gap, no duplicate
-    assert comparable(resumed.metrics) == comparable(reference.metrics)  # as if never interrupted
+    # Resume to three updates past the last complete checkpoint, wherever the kill landed.
+    saved = int(latest_checkpoint(out / "checkpoints").name.split("-")[1])
+    updates = saved + 3
+    longer = {"run": config.run.model_copy(update={"updates": updates})}
+    resumed = train(config.model_copy(update=longer), resume=True)
+    assert resumed.resumed_from == saved
+    assert [row["step"] for row in read_metrics(out / METRICS_FILE)] == list(range(1, updates + 1))
     assert not [path for path in (out / "checkpoints").iterdir() if not path.name.startswith("step-")]
     assert len(list((out / "checkpoints").iterdir())) <= 2
+
+    # The same run, never interrupted, writes the same metrics (timings aside).
+    reference = train(make_config(tmp_path / "reference", tiny_model, run={"updates": updates}))
+    assert comparable(resumed.metrics) == comparable(reference.metrics)
 
 
 def test_nan_loss_skips_the_update_and_training_goes_on(tiny_model, tmp_path):
     def poison(step, loss):
         return loss * float("nan") if step == 2 else loss
 
-    config = make_config(tmp_path / "run", tiny_model, run={"updates": 4, "checkpoint_every": 1, "keep_last": 2})
-    result = train(config, hooks=TrainHooks(transform_loss=poison))
+    run = {"updates": 4, "checkpoint_every": 1, "keep_last": 2, "episodes_every": 2}
+    result = train(make_config(tmp_path / "run", tiny_model, run=run), hooks=TrainHooks(transform_loss=poison))
     rows = {row["step"]: row for row in result.metrics}
     assert rows[2]["loss/skipped"] == 1.0 and rows[2]["optim/steps"] == 0.0
     assert rows[3]["loss/skipped"] == 0.0 and rows[3]["optim/steps"] > 0
     assert rows[4]["loss/skipped_updates"] == 1.0 and result.skipped_updates == 1
     assert [path.name for path in sorted((tmp_path / "run" / "checkpoints").iterdir())] == ["step-3", "step-4"]
+    episodes = list(read_episodes(tmp_path / "run" / "episodes.jsonl"))  # updates 2 and 4, 16 episodes each
+    assert len(episodes) == 32 and {episode.episode_id.split("/")[0] for episode in episodes} == {"u2", "u4"}
 
 
 def test_lora_with_kl_entropy_and_step_sampling(tiny_model, tmp_path):
@@ -173,6 +178,14 @@ def test_rollout_entropy_bonus_acts_when_no_group_has_signal(tiny_model, tmp_pat
         assert row["credit/zero_signal_fraction"] == 1.0 and row["sampler/samples"] == 0
         assert row["optim/steps"] == optimizer_steps
     assert 0.0 < row["loss/rollout_entropy"] <= math.log(4) + 1e-6
+
+
+def test_target_kl_ends_an_update_after_its_first_step(tiny_model, tmp_path):
+    config = make_config(
+        tmp_path / "run", tiny_model, optim={"micro_batch_size": 4, "target_kl": 1e-12}, run={"updates": 2}
+    )
+    rows = [row for row in train(config).metrics if row.get("sampler/samples", 0) > 8]
+    assert rows and all(row["optim/steps"] == 1 and row["optim/stopped_early"] == 1 for row in rows)
 
 
 def test_fixed_opponent_trains_only_the_model_seat(tiny_model, tmp_path):

@@ -51,6 +51,7 @@ __all__ = [
     "to_pettingzoo_parallel",
 ]
 
+
 class TextObservation(str):
     """Observation text that also carries the NumPy dtype of :class:`gymnasium.spaces.Text`.
 
@@ -374,9 +375,7 @@ class PettingZooGame(Game):
         self._limit_reached = max_steps is not None and self._rounds >= max_steps
         self._render_all()
         terminated = {agent: self._forced_end or self._terminated[agent] for agent in self._agents}
-        truncated = {
-            agent: not terminated[agent] and (self._truncated[agent] or self.done) for agent in self._agents
-        }
+        truncated = {agent: not terminated[agent] and (self._truncated[agent] or self.done) for agent in self._agents}
         return StepResult(dict(self._texts), rewards, terminated, truncated, infos)
 
     def observe(self, agent: AgentID) -> str:

@@ -1,0 +1,27 @@
+"""The HF rollout engine: a share of a rollout samples as it does within the whole rollout."""
+
+from test_trainer import make_config
+
+from backends.hf import HFBackend
+from backends.tiny import build_tiny_model
+from training.engines import HFRolloutEngine
+from tsmg.rollout import plan_episodes
+
+
+def moves(batch):
+    return [[(step.round, step.completion, step.token_ids) for step in episode.steps] for episode in batch.episodes]
+
+
+def test_a_share_of_a_rollout_samples_as_it_does_in_the_whole_rollout(tmp_path):
+    # What a data-parallel rank does: play a contiguous share of the plans, saying where it starts.
+    model = build_tiny_model(tmp_path / "model")
+    config = make_config(tmp_path / "run", model, rollout={"lap": {"temperature": 1.0}})
+    engine = HFRolloutEngine(HFBackend(model, threads=1), config.rollout, ["player"])
+    plans = plan_episodes("FrozenLake-v0", [11, 12], group_size=4, id_prefix="u1")
+    whole = engine.play(plans, seed=7)
+    first, second = engine.play(plans[:4], seed=7), engine.play(plans[4:], seed=7, first_index=4)
+    assert moves(whole) == moves(first) + moves(second)
+    assert whole.choices == {**first.choices, **second.choices}
+    # Without first_index the second share would replay the first share's sampling streams.
+    unplaced = engine.play(plans[4:], seed=7)
+    assert moves(unplaced) != moves(second)

@@ -1,0 +1,327 @@
+"""Rollout engines: how the trainer plays an update's episodes with the policy being trained.
+
+:class:`RolloutEngine` is the contract: :meth:`~RolloutEngine.play` a list of planned episodes,
+and :meth:`~RolloutEngine.sync` after each update so that the next rollout samples from the new
+weights. :class:`HFRolloutEngine` plays with the trained HF model itself (nothing to sync);
+:class:`VLLMRolloutEngine` plays on a vLLM engine started from the same folder (``model.spec:
+vllm:PATH``) and pushes the new weights, or the LoRA adapter, into it after every update
+(:mod:`training.vllm_sync`). Every engine drives the model through its LAP and records the
+choices each constrained decision offered (:class:`RolloutBatch`), which the trainer needs to
+recompute the constrained distribution.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from training.config import RolloutConfig, TrainConfig
+from training.vllm_sync import (
+    AdapterFolders,
+    EngineSyncError,
+    adapter_root,
+    checkpoint_state_dict,
+    engine_options,
+    require_vllm,
+)
+from tsmg.episode import Episode
+from tsmg.lap import LAP
+from tsmg.policies import Decision, DecisionRequest, Policy
+from tsmg.rollout import EpisodePlan, rollout
+
+logger = logging.getLogger(__name__)
+
+ChoiceKey = tuple[str, int, str]  # (episode id, round, agent)
+
+
+@dataclass
+class RolloutBatch:
+    """Episodes of one rollout, and the allowed choices of each constrained decision.
+
+    Attributes:
+        episodes: Episode records in plan order (failed ones carry ``error``).
+        choices: Per (episode id, round, agent), the choice list of a constrained decision.
+        temperature: The sampling temperature the model used.
+        exact_logprobs: Whether the recorded log-probabilities are those the trainer's model gives
+            (False for an engine with its own numerics or unconstrained logprobs: the trainer then
+            recomputes pi_old under its weights).
+    """
+
+    episodes: list[Episode]
+    choices: dict[ChoiceKey, list[str]]
+    temperature: float
+    exact_logprobs: bool = True
+
+
+class RolloutEngine(Protocol):
+    """Plays episodes with the current policy; the trainer calls :meth:`sync` after every update.
+
+    An engine that samples from its own copy of the weights (vLLM) pushes the new weights or
+    adapter there in :meth:`sync`; the HF engine shares the trained model and has nothing to do.
+    """
+
+    def play(
+        self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None, first_index: int = 0
+    ) -> RolloutBatch:
+        """Play the planned episodes; ``seed`` sets the sampling streams, ``temperature`` overrides the LAP's.
+
+        ``first_index`` is the position of ``plans[0]`` in the whole rollout: an episode's sampling
+        stream follows its position, so a process that plays a share of a rollout passes where its
+        share starts, and every episode samples as it would in one process.
+        """
+        ...
+
+    def sync(self) -> None:
+        """Make the engine sample from the trainer's current weights."""
+        ...
+
+
+def compact_observation(text: str, pattern: str | None) -> str:
+    r"""The lines of ``text`` that fully match ``pattern`` (all of ``text`` when None or none match).
+
+    Example:
+        >>> compact_observation("Board:\nP_\n_G\nGo.", "[_OPG]+")
+        'P_\n_G'
+    """
+    if pattern is None:
+        return text
+    regex = re.compile(pattern)
+    kept = [line for line in text.splitlines() if regex.fullmatch(line)]
+    return "\n".join(kept) if kept else text
+
+
+class _ModelSeats:
+    """The trained model's LAP as the rollout engine uses it (wraps :class:`~tsmg.lap.LAP`).
+
+    Three things on top of the LAP: the compact observation view; sampling streams made distinct
+    per episode (the LAP derives them from the episode seed, which a group's members share);
+    and a record of the choices offered to each constrained decision (the trainer needs them to
+    recompute the constrained distribution; the episode record does not keep them).
+    """
+
+    def __init__(
+        self, lap: LAP, observation_lines: str | None, plans: Sequence[EpisodePlan], first_index: int = 0
+    ) -> None:
+        self.lap = lap
+        self.first_index = first_index
+        self.name = lap.name
+        self.observation_lines = observation_lines
+        self.constrained = lap.config.action_format.kind == "choice"
+        self.plans = plans
+        self.choices: dict[ChoiceKey, list[str]] = {}
+
+    def _shown(self, request: DecisionRequest) -> DecisionRequest:
+        pattern = self.observation_lines
+        history = [
+            replace(turn, observation=compact_observation(turn.observation, pattern)) for turn in request.history
+        ]
+        # episode_seed=None: the LAP then seeds by the episode's position in the whole rollout (unique).
+        return replace(
+            request,
+            observation=compact_observation(request.observation, pattern),
+            history=history,
+            episode_seed=None,
+            episode_index=self.first_index + request.episode_index,
+        )
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        decisions = self.lap.act([self._shown(request) for request in requests])
+        if self.constrained:
+            for request in requests:
+                key = (self.plans[request.episode_index].episode_id, request.round, request.agent)
+                self.choices[key] = list(request.legal_actions or ())
+        return decisions
+
+
+class _LAPRolloutEngine:
+    """What every engine shares: the model's seats through its LAP, an opponent policy in the others.
+
+    Args:
+        backend: The language model that plays (any :class:`~tsmg.lm.LanguageModel`).
+        config: The rollout section (game, LAP, compact view, opponent).
+        model_seats: The seats the model plays.
+        opponent: The policy of the other seats (None: self-play).
+    """
+
+    #: Whether the log-probabilities ``backend`` records are the trainer's (see :class:`RolloutBatch`).
+    exact_logprobs: ClassVar[bool] = True
+
+    def __init__(
+        self, backend: Any, config: RolloutConfig, model_seats: Sequence[str], opponent: Policy | None = None
+    ) -> None:
+        self.backend = backend
+        self.config = config
+        self.model_seats = tuple(model_seats)
+        self.opponent = opponent
+
+    def play(
+        self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None, first_index: int = 0
+    ) -> RolloutBatch:
+        """Play ``plans``; see :meth:`RolloutEngine.play`."""
+        update: dict[str, Any] = {"seed": seed}
+        if temperature is not None:
+            update["temperature"] = temperature
+        lap_config = self.config.lap.model_copy(update=update)
+        seats = _ModelSeats(LAP(self.backend, lap_config), self.config.observation_lines, plans, first_index)
+        policies: Policy | dict[str, Policy] = seats
+        if self.opponent is not None:
+            opponent = self.opponent
+            policies = {agent: seats if agent in self.model_seats else opponent for agent in self._agents()}
+        episodes = rollout(
+            self.config.game_id,
+            policies,
+            plans=plans,
+            game_options=self.config.game_options,
+            max_concurrent=self.config.max_concurrent,
+        )
+        return RolloutBatch(episodes, seats.choices, lap_config.temperature, exact_logprobs=self.exact_logprobs)
+
+    def _agents(self) -> tuple[str, ...]:
+        from tsmg import make
+
+        game = make(self.config.game_id, **self.config.game_options)
+        try:
+            return tuple(game.agents)
+        finally:
+            game.close()
+
+
+class HFRolloutEngine(_LAPRolloutEngine):
+    """Rollouts with the HF backend being trained: LAP decisions, one batched call per round.
+
+    Args:
+        backend: The :class:`backends.hf.HFBackend` whose model is trained.
+        config: The rollout section (game, LAP, compact view, opponent).
+        model_seats: The seats the model plays.
+        opponent: The policy of the other seats (None: self-play).
+    """
+
+    def sync(self) -> None:
+        """Nothing to do: the engine samples from the trained model itself."""
+
+
+class VLLMRolloutEngine(_LAPRolloutEngine):
+    """Rollouts on a vLLM engine that follows the HF model being trained.
+
+    The engine holds its own copy of the weights; :meth:`sync` pushes the trained ones (full
+    fine-tuning) or the trained LoRA adapter into it. Its log-probabilities are not the trainer's
+    (vLLM reports its raw next-token distribution, not the constrained one, and has its own kernels), so
+    batches say ``exact_logprobs=False`` and the trainer recomputes pi_old under its weights.
+
+    Args:
+        trained: The :class:`backends.hf.HFBackend` being trained (a PEFT adapter when ``lora``).
+        engine: A :class:`backends.vllm_engine.VLLMBackend` started from the trained model's
+            initial weights (with ``enable_lora`` when ``lora``).
+        config: The rollout section (game, LAP, compact view, opponent).
+        model_seats: The seats the model plays.
+        opponent: The policy of the other seats (None: self-play).
+        lora: Push the adapter (True) or every weight (False).
+        adapter_dir: Where the adapters go (``step-N`` folders; the latest is kept). Required with ``lora``.
+
+    Attributes:
+        syncs: Pushes done so far (a LoRA engine pushes its starting adapter when built).
+    """
+
+    exact_logprobs: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        trained: Any,
+        engine: Any,
+        config: RolloutConfig,
+        model_seats: Sequence[str],
+        opponent: Policy | None = None,
+        *,
+        lora: bool,
+        adapter_dir: Path | None = None,
+    ) -> None:
+        super().__init__(engine, config, model_seats, opponent)
+        self.trained = trained
+        self.lora = lora
+        self.syncs = 0
+        self.adapters: AdapterFolders | None = None
+        if lora:
+            if adapter_dir is None:
+                raise ValueError("a LoRA run's vLLM engine needs adapter_dir, the folder its adapters are saved to")
+            self.adapters = AdapterFolders(adapter_dir)
+            # The starting adapter at once: vLLM checks it (rank, target modules) before any rollout.
+            self.sync()
+
+    def sync(self) -> None:
+        """Push the trained weights (or adapter) into the engine.
+
+        Raises:
+            EngineSyncError: The push failed; the engine would go on sampling from older weights.
+        """
+        try:
+            if self.adapters is not None:
+                folder = self.adapters.save(self.trained)
+                self.backend.set_adapter(folder)
+                self.adapters.prune()
+            else:
+                self.backend.load_weights(checkpoint_state_dict(self.trained.model))
+        except Exception as error:
+            what = "LoRA adapter" if self.lora else "weights"
+            raise EngineSyncError(
+                f"could not push the trained {what} into the vLLM rollout engine ({type(error).__name__}: {error}); "
+                "stopping rather than sampling rollouts from stale weights"
+            ) from error
+        self.syncs += 1
+        logger.debug("vLLM rollout engine synced (%d)", self.syncs)
+
+    def close(self) -> None:
+        """Shut the vLLM engine down (the rollout engine is unusable afterwards)."""
+        self.backend.close()
+
+
+def build_engine(
+    config: TrainConfig,
+    backend: Any,
+    run_dir: Path,
+    model_seats: Sequence[str],
+    opponent: Policy | None,
+    *,
+    vllm_options: Mapping[str, Any] | None = None,
+) -> RolloutEngine:
+    """The rollout engine ``config.model.spec`` asks for: ``vllm:PATH`` plays on a vLLM engine, the rest on ``backend``.
+
+    Args:
+        config: The run's configuration.
+        backend: The HF backend being trained.
+        run_dir: The run folder (a LoRA run's vLLM engine keeps its adapters in ``vllm_adapter/``).
+        model_seats: The seats the model plays.
+        opponent: The policy of the other seats (None: self-play).
+        vllm_options: Options of :class:`backends.vllm_engine.VLLMBackend` over the defaults of
+            :func:`training.vllm_sync.engine_options` (e.g. ``gpu_memory_utilization``,
+            ``max_model_len``, ``enforce_eager``), over the config's ``model.vllm_options``.
+
+    Raises:
+        ImportError: ``vllm:PATH`` where vLLM is not installed (the message says how to get it).
+    """
+    kind, _, path = config.model.spec.partition(":")
+    if kind != "vllm":
+        return HFRolloutEngine(backend, config.rollout, model_seats, opponent)
+    require_vllm()
+    from backends.vllm_engine import VLLMBackend
+
+    overrides = {**config.model.vllm_options, **(vllm_options or {})}
+    options = engine_options(config, backend, overrides)
+    lora = config.model.finetune == "lora"
+    engine = VLLMBackend(path, **options)
+    try:
+        return VLLMRolloutEngine(
+            backend,
+            engine,
+            config.rollout,
+            model_seats,
+            opponent,
+            lora=lora,
+            adapter_dir=adapter_root(run_dir) if lora else None,
+        )
+    except Exception:
+        engine.close()  # its processes would outlive the failed start
+        raise
