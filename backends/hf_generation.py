@@ -458,31 +458,54 @@ def sequence_logprobs(
         raise ValueError("one completion per prompt")
     if not prompt_ids:
         return []
-    device = next(model.parameters()).device
     joined = [list(prompt) + list(completion) for prompt, completion in zip(prompt_ids, completion_ids, strict=True)]
-    width = max(len(ids) for ids in joined)
     tail = max(len(completion) for completion in completion_ids)
-    input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in joined], device=device)
-    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in joined], device=device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
     if tail == 0:
-        return [torch.zeros(0, device=device) for _ in joined]
-    # The logits at position j predict the token after j: the `tail` positions before the last one.
-    logits = (
-        ModelCalls.inspect(model)
-        .logits_between(
-            model,
-            width - tail - 1,
-            width - 1,
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            use_cache=False,
-        )
-        .float()
-    )
+        return [torch.zeros(0, device=next(model.parameters()).device) for _ in joined]
+    logits, input_ids = tail_logits(model, ModelCalls.inspect(model), joined, tail, pad_id)
+    logits = logits.float()
     scale = temperature if temperature > 0 else 1.0
     logprobs = torch.log_softmax(logits / scale, dim=-1)
     targets = input_ids[:, -tail:]
     picked = logprobs.gather(-1, targets[:, :, None]).squeeze(-1)
     return [picked[row, tail - len(completion) :] for row, completion in enumerate(completion_ids)]
+
+
+def tail_logits(
+    model: Any,
+    calls: ModelCalls,
+    rows: Sequence[Sequence[int]],
+    tail: int,
+    pad_id: int,
+    *,
+    shared: int = 0,
+    cache: Any = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits predicting the last ``tail`` tokens of each row, and the left-padded input ids.
+
+    Rows are left-padded to one width. With ``cache`` holding ``shared`` positions already run
+    (a prefix common to every row, repeated per row), the rows are what follows that prefix and
+    their positions run on from it.
+
+    Returns:
+        ``(logits, input_ids)``: logits of shape ``(rows, tail, vocab)``, where ``logits[:, j]``
+        predicts ``input_ids[:, j - tail]``.
+    """
+    device = next(model.parameters()).device
+    width = max(len(ids) for ids in rows)
+    input_ids = torch.tensor([[pad_id] * (width - len(ids)) + list(ids) for ids in rows], device=device)
+    masks = [[1] * shared + [0] * (width - len(ids)) + [1] * len(ids) for ids in rows]
+    attention = torch.tensor(masks, device=device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+    inputs: dict[str, Any] = {"use_cache": False} if cache is None else {"use_cache": True, calls.cache_kwarg: cache}
+    # The logits at position j predict the token after j: the `tail` positions before the last one.
+    logits = calls.logits_between(
+        model,
+        width - tail - 1,
+        width - 1,
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        **inputs,
+    )
+    return logits, input_ids

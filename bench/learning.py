@@ -27,6 +27,10 @@ Quick look (a few minutes on 2 cores)::
 
     python bench/learning.py --games standard --seeds 5 --max-updates 40
 
+Report kept runs again without training (e.g. episodes to 80 %; runs stopped at the original target)::
+
+    python bench/learning.py --games random --seeds 5 --target 0.8 --summarise RUNS_DIR
+
 Larger::
 
     python bench/learning.py --seeds 10 --max-updates 300 --max-seconds 300 --jobs 2
@@ -69,6 +73,16 @@ def build_models(seeds: list[int], folder: Path) -> dict[int, str]:
     return models
 
 
+def first_reaching(rows: list[dict[str, Any]], target: float) -> dict[str, Any] | None:
+    """The first metrics row (after update 0) whose held-out evaluation reached ``target`` (the last one included).
+
+    Example:
+        >>> first_reaching([{"step": 5, "eval/success_rate": 0.8}, {"step": 10, "eval/success_rate": 0.9}], 0.9)
+        {'step': 10, 'eval/success_rate': 0.9}
+    """
+    return next((row for row in rows if row["step"] > 0 and (row.get("eval/success_rate") or 0.0) >= target), None)
+
+
 def run_one(job: dict[str, Any]) -> dict[str, Any]:
     """Train one (game, variant, seed) until the target or the budget; returns what happened."""
     import games  # noqa: F401  (registers the catalog)
@@ -91,33 +105,30 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     base["sampler"]["name"] = variant["sampler"]
     base["run"]["tensorboard"] = False
     config = TrainConfig.model_validate(base)
-    reached: dict[str, float] = {}
-    zero_signal: list[float] = []
-
-    def record(step: int, metrics: dict[str, float]) -> None:
-        zero_signal.append(metrics.get("credit/zero_signal_fraction", 0.0))
 
     def should_stop(step: int, metrics: dict[str, Any]) -> bool:
         success = metrics.get("eval/success_rate")
-        if success is not None and success >= job["target"] and not reached:
-            reached.update(
-                update=step, episodes=metrics["rollout/episodes_total"], seconds=metrics.get("time/elapsed_s", 0.0)
-            )
-        return bool(reached)
+        return success is not None and success >= job["target"]
 
-    began = time.perf_counter()
-    result = train(config, hooks=TrainHooks(on_update=record, should_stop=should_stop))
-    evals = result.evals()
+    result = train(config, hooks=TrainHooks(should_stop=should_stop))
+    return outcome(job, result.metrics, job["target"])
+
+
+def outcome(job: dict[str, Any], rows: list[dict[str, Any]], target: float) -> dict[str, Any]:
+    """What one run did, from its metrics rows: when it reached ``target``, its best and last evaluations."""
+    reached = first_reaching(rows, target)
+    evals = [row["eval/success_rate"] for row in rows if row.get("eval/success_rate") is not None]
+    zero_signal = [row["credit/zero_signal_fraction"] for row in rows if "credit/zero_signal_fraction" in row]
     return {
         **{key: job[key] for key in ("game", "variant", "seed")},
-        "reached": bool(reached),
-        "update": reached.get("update"),
-        "episodes": reached.get("episodes"),
-        "seconds": round(reached["seconds"], 1) if reached else None,
-        "updates_run": result.steps,
-        "run_seconds": round(time.perf_counter() - began, 1),
-        "best_eval": max((value for _, value in evals), default=None),
-        "final_eval": evals[-1][1] if evals else None,
+        "reached": reached is not None,
+        "update": None if reached is None else int(reached["step"]),
+        "episodes": None if reached is None else reached["rollout/episodes_total"],
+        "seconds": None if reached is None else round(reached.get("time/elapsed_s", 0.0), 1),
+        "updates_run": max((int(row["step"]) for row in rows), default=0),
+        "run_seconds": round(max((row.get("time/elapsed_s", 0.0) for row in rows), default=0.0), 1),
+        "best_eval": max(evals, default=None),
+        "final_eval": evals[-1] if evals else None,
         "mean_zero_signal_fraction": round(statistics.fmean(zero_signal), 3) if zero_signal else None,
     }
 
@@ -229,11 +240,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-episodes", type=int, default=50)
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one CPU thread each)")
     parser.add_argument("--out", type=Path, help="keep the run folders here (default: a temporary folder)")
+    parser.add_argument(
+        "--summarise",
+        type=Path,
+        metavar="DIR",
+        help="train nothing: read the runs an earlier --out DIR kept (same games, variants, seeds) and report them "
+        "again, e.g. for a lower --target (runs stopped once they reached the original one)",
+    )
     args = parser.parse_args(argv)
 
     began = time.perf_counter()
-    folder = args.out or Path(tempfile.mkdtemp(prefix="tsmg-learning-"))
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    if args.summarise is not None:
+        from training.run_log import METRICS_FILE, read_metrics
+
+        results = [
+            outcome(
+                {"game": game, "variant": variant, "seed": seed},
+                read_metrics(args.summarise / game / variant / f"seed-{seed}" / METRICS_FILE),
+                args.target,
+            )
+            for game in args.games
+            for seed in seeds
+            for variant in args.variants
+        ]
+        return report(args, seeds, results, began)
+    folder = args.out or Path(tempfile.mkdtemp(prefix="tsmg-learning-"))
     models = build_models(seeds, folder / "models")
     jobs = [
         {
@@ -263,14 +295,18 @@ def main(argv: list[str] | None = None) -> int:
         for result in pool.map(run_one, jobs):
             results.append(result)
             if result["reached"]:
-                outcome = f"update {result['update']}, {result['episodes']:.0f} episodes, {result['seconds']}s"
+                what = f"update {result['update']}, {result['episodes']:.0f} episodes, {result['seconds']}s"
             else:
-                outcome = f"not reached in {result['updates_run']} updates (best {result['best_eval']})"
+                what = f"not reached in {result['updates_run']} updates (best {result['best_eval']})"
             if args.out is not None:  # a crash later on keeps the finished runs
                 with (args.out / "runs.jsonl").open("a", encoding="utf-8") as file:
                     file.write(json.dumps(result) + "\n")
-            print(f"  {result['game']:<8} {result['variant']:<16} seed {result['seed']}: {outcome}", flush=True)
+            print(f"  {result['game']:<8} {result['variant']:<16} seed {result['seed']}: {what}", flush=True)
+    return report(args, seeds, results, began)
 
+
+def report(args: argparse.Namespace, seeds: list[int], results: list[dict[str, Any]], began: float) -> int:
+    """Print the table, the tests and the closing JSON line of ``results``."""
     summary = summarise(results, args.seeds)
     fisher = fisher_aaw_vs_uniform(summary)
     print()
@@ -295,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             f"more in {test['aaw_more']}; median ratio uniform/AAW {test['median_ratio_uniform_over_aaw']:.2f}; "
             f"Wilcoxon signed-rank p = {p_text}"
         )
-    report = {
+    figures = {
         "benchmark": "learning",
         "target": args.target,
         "budget": {"max_updates": args.max_updates, "max_seconds": args.max_seconds, "jobs": args.jobs},
@@ -307,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": results,
         "wall_seconds": round(time.perf_counter() - began, 1),
     }
-    print(json.dumps(report))
+    print(json.dumps(figures))
     return 0
 
 

@@ -303,43 +303,28 @@ def policy_forward(
     With ``share_prefix`` a prompt prefix common to every sample is computed once (same result,
     less work: with a chat model's system prompt and game rules, most of each prompt).
     """
-    from backends.hf_generation import ModelCalls
+    from backends.hf_generation import ModelCalls, tail_logits
 
     device = next(model.parameters()).device
     calls = ModelCalls.inspect(model)
     tail = max(len(sample.completion_ids) for sample in samples)
     shared = _shared_prompt_prefix(samples) if share_prefix else 0
-    inputs: dict[str, Any] = {"use_cache": False}
+    cache = None
     if shared:
         # The prompt prefix every sample shares (system text, rules) runs once, with gradients;
         # its keys and values are repeated for every row, and the rows run on from there.
         prefix = torch.tensor([samples[0].prompt_ids[:shared]], device=device)
-        cache = model(
+        output = model(
             input_ids=prefix,
             attention_mask=torch.ones_like(prefix),
             position_ids=torch.arange(shared, device=device)[None],
             use_cache=True,
             **({"logits_to_keep": 1} if calls.logits_kwarg == "logits_to_keep" else {}),
-        ).past_key_values
+        )
+        cache = output.cache if calls.cache_kwarg == "cache" else output.past_key_values
         cache.batch_repeat_interleave(len(samples))
-        inputs = {"use_cache": True, calls.cache_kwarg: cache}
-    joined = [(sample.prompt_ids + sample.completion_ids)[shared:] for sample in samples]
-    width = max(len(ids) for ids in joined)
-    input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in joined], device=device)
-    attention = torch.tensor(
-        [[1] * shared + [0] * (width - len(ids)) + [1] * len(ids) for ids in joined], device=device
-    )
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-    # The logits at position j predict the token after j: the `tail` positions before the last one.
-    logits = calls.logits_between(
-        model,
-        width - tail - 1,
-        width - 1,
-        input_ids=input_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        **inputs,
-    )
+    rows = [(sample.prompt_ids + sample.completion_ids)[shared:] for sample in samples]
+    logits, input_ids = tail_logits(model, calls, rows, tail, pad_id, shared=shared, cache=cache)
     logits = logits.float() / (temperature if temperature > 0 else 1.0)
     lengths = torch.tensor([len(sample.completion_ids) for sample in samples], device=device)
     mask = torch.arange(tail, device=device)[None, :] >= (tail - lengths)[:, None]
