@@ -277,7 +277,7 @@ def _prefill(
     once, and their cache, logits and masks copied to every row that asked for them.
     """
     prompts = [row.prompt_ids for row in rows]
-    shared = _shared_prefix_length(prompts) if len(rows) > 1 else 0
+    shared = shared_prefix_length(prompts) if len(rows) > 1 else 0
     width = max(len(prompt) for prompt in prompts) - shared
     cache, reserved = calls.new_cache(shared + width + steps)
     if shared < _MIN_SHARED_PREFIX or not reserved:
@@ -302,8 +302,13 @@ def _prefill(
     return logits, attention, positions[:, -1:] + 1, cache
 
 
-def _shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
-    """Length of the token prefix all prompts share, leaving every prompt at least one token of its own."""
+def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the token prefix all prompts share, leaving every prompt at least one token of its own.
+
+    Example:
+        >>> shared_prefix_length([[1, 2, 3, 4], [1, 2, 5]]), shared_prefix_length([[1, 2], [1, 2]])
+        (2, 1)
+    """
     first = prompts[0]
     limit = min(len(prompt) for prompt in prompts) - 1
     length = 0

@@ -345,17 +345,12 @@ MIN_SHARED_PREFIX = 16
 
 
 def _shared_prompt_prefix(samples: Sequence[TrainSample]) -> int:
-    """Tokens at the start of every prompt that all samples share (0 when fewer than :data:`MIN_SHARED_PREFIX`).
+    """Prompt tokens every sample shares (0 for one sample, or when fewer than :data:`MIN_SHARED_PREFIX`)."""
+    from backends.hf_generation import shared_prefix_length
 
-    Each prompt keeps at least one token of its own, so every row still has input after the prefix.
-    """
     if len(samples) < 2:
         return 0
-    first = samples[0].prompt_ids
-    limit = min(len(sample.prompt_ids) for sample in samples) - 1
-    length = 0
-    while length < limit and all(sample.prompt_ids[length] == first[length] for sample in samples):
-        length += 1
+    length = shared_prefix_length([sample.prompt_ids for sample in samples])
     return length if length >= MIN_SHARED_PREFIX else 0
 
 
