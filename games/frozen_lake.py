@@ -17,8 +17,10 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from games import frozen_lake_rules as rules
-from games.move_text import parse_named_move
+from tsmg.answers import MoveNames
 from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
+
+_MOVES = MoveNames.indexed(rules.MOVE_NAMES)
 
 
 class FrozenLakeConfig(GameConfig):
@@ -129,9 +131,9 @@ class FrozenLake(RulesGame[FrozenLakeState, int]):
         grid = "\n".join(rows)
         return f"{header}You are at ({col}, {size - 1 - row}).{_goal_and_holes(state.desc)}\n{grid}\n{footer}"
 
-    def parse_action(self, agent: AgentID, text: str) -> int | Invalid:
-        """Accept one of left/down/right/up (any case, surrounding spaces or punctuation)."""
-        return parse_named_move(text, rules.MOVE_NAMES)
+    def parse_action(self, agent: AgentID, text: str, state: FrozenLakeState | None) -> int | Invalid:
+        """A move's name (any case, surrounding punctuation aside); every move is legal while the game lasts."""
+        return _MOVES.read(text)
 
     def action_text(self, agent: AgentID, action: int) -> str:
         """The move's name."""

@@ -8,8 +8,8 @@ at the target: the step cap of the registered variants truncates it.
 
 All four moves are always legal actions, as in the original game's controls. A move that does
 not change the board just uses the turn (no new tile, no reward); the observation names such
-moves so a player can avoid them. Answers are ``up``, ``down``, ``left`` or ``right`` (also
-``u``/``d``/``l``/``r``, any case, surrounding punctuation).
+moves so a player can avoid them. Answers are ``up``, ``down``, ``left`` or ``right`` (any case,
+surrounding punctuation aside).
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from games import game2048_rules as rules
-from games.opponents import CheckedRulesGame, normalize_answer, quote
-from tsmg.core import AgentID, GameConfig, Invalid
+from tsmg.answers import MoveNames
+from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
-_MOVE_BY_TEXT = {name: index for index, name in enumerate(rules.MOVE_NAMES)} | {
-    name[0]: index for index, name in enumerate(rules.MOVE_NAMES)
-}
+_MOVES = MoveNames.indexed(rules.MOVE_NAMES)
 
 
 class Game2048Config(GameConfig):
@@ -51,7 +49,7 @@ class Game2048State:
     score: int = 0
 
 
-class Game2048(CheckedRulesGame[Game2048State, int]):
+class Game2048(RulesGame[Game2048State, int]):
     """Slide tiles on a 4x4 board, merging equal ones; reward = merged value.
 
     Example:
@@ -131,12 +129,11 @@ class Game2048(CheckedRulesGame[Game2048State, int]):
             lines.append("Answer up, down, left or right.")
         return "\n".join(lines)
 
-    def parse_in_state(self, agent: AgentID, text: str, state: Game2048State | None) -> int | Invalid:
-        """up, down, left or right (or u/d/l/r); all four are legal while the game lasts."""
-        words = normalize_answer(text)
-        direction = None if words is None else _MOVE_BY_TEXT.get(words)
-        if direction is None:
-            return Invalid(f"expected one of up, down, left, right; got {quote(text)}")
+    def parse_action(self, agent: AgentID, text: str, state: Game2048State | None) -> int | Invalid:
+        """up, down, left or right; all four are legal while the game lasts."""
+        direction = _MOVES.read(text)
+        if isinstance(direction, Invalid):
+            return direction
         if state is not None and self.is_terminal(state):
             return Invalid("the game is over")
         return direction

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any
 
 import pettingzoo
@@ -20,9 +20,13 @@ from gymnasium.envs.toy_text.taxi import MAP as TAXI_MAP
 from gymnasium.envs.toy_text.taxi import TaxiEnv
 from pydantic import Field
 
-from tsmg.adapters.gymnasium import GymnasiumGame, build_config
-from tsmg.adapters.pettingzoo import PettingZooAECGame
+from games import tictactoe_rules as ttt
+from games.tictactoe import read_cell
+from tsmg.adapters.common import build_config
+from tsmg.adapters.gymnasium import GymnasiumGame
+from tsmg.adapters.pettingzoo import PettingZooGame
 from tsmg.core import AgentID, GameConfig, Invalid
+from tsmg.registry import DEFAULT_MAX_STEPS
 
 Transitions = Mapping[int, Mapping[int, list[tuple[float, int, float, bool]]]]
 
@@ -71,9 +75,13 @@ def shortest_path_policy(transitions: Transitions, avoid_reward: float | None = 
     return policy
 
 
+def _step_limit(game: GymnasiumGame) -> int:
+    """The game's step limit (the registry's default where a game was built without one)."""
+    return game.config.max_steps or DEFAULT_MAX_STEPS
+
+
 # ------------------------------------------------------------------------------ Taxi
 TAXI_ACTIONS = ("south", "north", "east", "west", "pickup", "dropoff")
-_TAXI_ALIASES = {"down": 0, "up": 1, "right": 2, "left": 3, "pick up": 4, "drop off": 5}
 _STANDS = ("R", "G", "Y", "B")  # stand names in the env's location order
 _STAND_CELLS = ((0, 0), (0, 4), (4, 0), (4, 3))  # (row, column) of each stand
 
@@ -87,7 +95,8 @@ class Taxi(GymnasiumGame):
     """Gymnasium's Taxi: pick the passenger up at one stand and drop them off at another.
 
     Each move costs 1, delivering earns 20, a wrong pickup or dropoff costs 10. The oracle is
-    the shortest delivery (breadth-first search over the env's transition table).
+    the shortest delivery (breadth-first search over the env's transition table). A forfeit
+    scores the worst return the step limit allows: a wrong dropoff on every step.
     """
 
     def __init__(self, config: GameConfig | None = None, **options: Any) -> None:
@@ -95,7 +104,6 @@ class Taxi(GymnasiumGame):
         super().__init__(
             TaxiEnv(),
             action_names=TAXI_ACTIONS,
-            action_aliases=_TAXI_ALIASES,
             has_random_start=True,
             config=config,
             **options,
@@ -129,6 +137,10 @@ class Taxi(GymnasiumGame):
             lines.append(f"Actions: {', '.join(TAXI_ACTIONS)} (south is down the map).")
         return "\n".join(lines)
 
+    def forfeit_reward(self) -> float:
+        """A wrong pickup or dropoff (-10) on every step of the limit."""
+        return -10.0 * _step_limit(self)
+
     def success(self) -> bool:
         """Delivered: the env terminates only on a successful dropoff."""
         return self.env_terminated
@@ -156,7 +168,8 @@ class CliffWalking(GymnasiumGame):
     """Gymnasium's Cliff Walking: walk along a cliff to the goal; each step costs 1.
 
     Stepping onto the cliff costs 100 and sends the player back to the start. The oracle walks
-    the shortest path that never touches the cliff (13 steps from the start).
+    the shortest path that never touches the cliff (13 steps from the start). A forfeit scores
+    the worst return the step limit allows: a fall on every step.
     """
 
     def __init__(self, config: GameConfig | None = None, **options: Any) -> None:
@@ -166,6 +179,10 @@ class CliffWalking(GymnasiumGame):
     def render_observation(self, observation: Any) -> str:
         """Position, goal and cliff in words, then the grid."""
         return _cliff_text(int(observation), self.env_terminated)
+
+    def forfeit_reward(self) -> float:
+        """A fall off the cliff (-100) on every step of the limit."""
+        return -100.0 * _step_limit(self)
 
     def success(self) -> bool:
         """Reached the goal: the env terminates only there."""
@@ -204,7 +221,7 @@ def _cliff_text(observation: int, reached_goal: bool) -> str:
 
 # ------------------------------------------------------------------------------ Blackjack
 BLACKJACK_ACTIONS = ("stick", "hit")
-_BLACKJACK_ALIASES = {"stand": 0, "stay": 0}
+_BLACKJACK_ALIASES = {"stand": "stick"}  # announced in the prompt
 
 
 class BlackjackConfig(GameConfig):
@@ -278,7 +295,7 @@ class Blackjack(GymnasiumGame):
         else:
             lines.append(
                 "Get closer to 21 than the dealer without going over; the dealer draws until 17 or more. "
-                "Actions: stick (stop and let the dealer play), hit (take another card)."
+                "Actions: stick (or stand: stop and let the dealer play), hit (take another card)."
             )
         return "\n".join(lines)
 
@@ -293,9 +310,6 @@ class Blackjack(GymnasiumGame):
 
 
 # ------------------------------------------------------------------------------ Tic-Tac-Toe
-_LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
-
-
 def _cell_to_action(cell: int) -> int:
     # Cells are numbered 1-9 row by row; PettingZoo numbers its actions column by column.
     row, col = divmod(cell - 1, 3)
@@ -307,30 +321,12 @@ def _action_to_cell(action: int) -> int:
     return 3 * row + col + 1
 
 
-@cache
-def _minimax(board: tuple[int, ...], mover: int) -> tuple[int, int]:
-    """(value for ``mover``, best cell index 0-8 row by row) with perfect play; cells hold 0, 1 or 2."""
-    best_value, best_cell = -2, -1
-    for cell in range(9):
-        if board[cell]:
-            continue
-        after = board[:cell] + (mover,) + board[cell + 1 :]
-        if any(all(after[i] == mover for i in line) for line in _LINES):
-            value = 1
-        elif all(after):
-            value = 0
-        else:
-            value = -_minimax(after, 3 - mover)[0]
-        if value > best_value:
-            best_value, best_cell = value, cell
-    return best_value, best_cell
-
-
-class TicTacToePZ(PettingZooAECGame):
+class TicTacToePZ(PettingZooGame):
     """PettingZoo's ``tictactoe_v3`` with a text board; cells are numbered 1-9 row by row.
 
-    ``player_1`` plays X and moves first. A win scores +1 (the loser -1). The oracle is perfect
-    play (minimax); success means winning.
+    ``player_1`` plays X and moves first. A win scores +1 (the loser -1). The rules behind the
+    oracle (perfect play) and the success test are :mod:`games.tictactoe_rules`, shared with
+    :class:`games.tictactoe.TicTacToe`; so is the reading of answers (a cell number).
     """
 
     def __init__(self, config: GameConfig | None = None, **options: Any) -> None:
@@ -349,7 +345,7 @@ class TicTacToePZ(PettingZooAECGame):
         mark = "X" if agent == self.agents[0] else "O"
         lines = [f"Tic-Tac-Toe. You are {agent} and play {mark}.", "", rows, ""]
         legal = [] if self.done else self.legal_actions(agent)
-        winner = _winner(board)
+        winner = ttt.winner(board)
         if winner:
             lines.append("Game over: you won." if winner == _mark_of(self, agent) else "Game over: you lost.")
         elif self.done:
@@ -362,10 +358,8 @@ class TicTacToePZ(PettingZooAECGame):
 
     def parse_text(self, agent: AgentID, text: str) -> int | Invalid:
         """A cell number from 1 to 9 (free cells only, checked against the env's action mask)."""
-        cleaned = text.strip(" \t\r\n.!\"'`*").lower().removeprefix("cell").strip()
-        if cleaned.isdigit() and 1 <= int(cleaned) <= 9:
-            return _cell_to_action(int(cleaned))
-        return Invalid(f"answer with a cell number from 1 to 9; got {text[:40]!r}")
+        cell = read_cell(text)
+        return cell if isinstance(cell, Invalid) else _cell_to_action(cell + 1)
 
     def action_to_text(self, agent: AgentID, action: Any) -> str:
         """The cell number."""
@@ -378,11 +372,11 @@ class TicTacToePZ(PettingZooAECGame):
 
     def success(self, agent: AgentID) -> bool:
         """Won the game (three in a row)."""
-        return _winner(self.board(agent)) == _mark_of(self, agent)
+        return ttt.winner(self.board(agent)) == _mark_of(self, agent)
 
     def oracle(self, agent: AgentID) -> int:
         """Perfect play."""
-        return _cell_to_action(_minimax(self.board(agent), _mark_of(self, agent))[1] + 1)
+        return _cell_to_action(ttt.best_move(self.board(agent)) + 1)
 
     def _board(self, agent: AgentID, observation: Any) -> tuple[int, ...]:
         planes = observation["observation"]  # indexed [column, row, (own marks, other marks)]
@@ -405,12 +399,3 @@ def _make_tictactoe() -> Any:
 
 def _mark_of(game: TicTacToePZ, agent: AgentID) -> int:
     return 1 if agent == game.agents[0] else 2
-
-
-def _winner(board: tuple[int, ...]) -> int:
-    """1 (X) or 2 (O) if that mark holds a line, else 0."""
-    for line in _LINES:
-        first = board[line[0]]
-        if first and all(board[i] == first for i in line):
-            return first
-    return 0

@@ -4,8 +4,8 @@ Rules are in :mod:`games.kuhn_poker_rules`. The deal is the chance step, drawn f
 episode's generator in ``initial_state``; each player's observation shows only its own card
 (the other card appears only at a showdown). Rewards are the net chips won when the hand ends.
 
-Answers are ``check``, ``bet``, ``call`` or ``fold`` (any case, surrounding punctuation);
-``raise`` means bet, and ``pass`` means check with no bet pending and fold facing one.
+Answers are ``check``, ``bet``, ``call`` or ``fold`` (any case, surrounding punctuation
+aside); the observation lists the ones legal now.
 
 The oracle plays the Nash equilibrium with parameter ``oracle_alpha``. Its random choices are
 made with a generator seeded from ``deal_seed``, a number drawn with the deal and kept in the
@@ -23,10 +23,11 @@ import numpy as np
 from pydantic import Field
 
 from games import kuhn_poker_rules as rules
-from games.opponents import CheckedRulesGame, OpponentConfig, VsFixedOpponent, normalize_answer, quote
-from tsmg.core import AgentID, GameConfig, Invalid
+from games.opponents import OpponentConfig, VsFixedOpponent
+from tsmg.answers import MoveNames
+from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
-_ACTION_BY_TEXT = {name: index for index, name in enumerate(rules.ACTION_NAMES)} | {"raise": rules.BET}
+_ACTIONS = MoveNames.indexed(rules.ACTION_NAMES)
 _DONE_TEXT = {"k": "checked", "b": "bet 1 chip", "c": "called", "f": "folded"}
 
 
@@ -47,7 +48,7 @@ class KuhnPokerState:
     deal_seed: int = 0
 
 
-class KuhnPoker(CheckedRulesGame[KuhnPokerState, int]):
+class KuhnPoker(RulesGame[KuhnPokerState, int]):
     """Kuhn poker for two players; an action is 0..3 (check, bet, call, fold).
 
     Example:
@@ -165,15 +166,11 @@ class KuhnPoker(CheckedRulesGame[KuhnPokerState, int]):
             lines.append(f"It is the turn of {other}; wait for your turn.")
         return "\n".join(lines)
 
-    def parse_in_state(self, agent: AgentID, text: str, state: KuhnPokerState | None) -> int | Invalid:
-        """check/bet/call/fold (or raise, pass) that is legal for ``agent`` in ``state``."""
-        words = normalize_answer(text)
-        if words == "pass":
-            pending = state is not None and rules.facing_bet(state.history)
-            return rules.FOLD if pending else rules.CHECK
-        action = None if words is None else _ACTION_BY_TEXT.get(words)
-        if action is None:
-            return Invalid(f"expected one of check, bet, call, fold; got {quote(text)}")
+    def parse_action(self, agent: AgentID, text: str, state: KuhnPokerState | None) -> int | Invalid:
+        """check, bet, call or fold, legal for ``agent`` in ``state``."""
+        action = _ACTIONS.read(text)
+        if isinstance(action, Invalid):
+            return action
         if state is not None:
             if rules.is_terminal(state.history):
                 return Invalid("the hand is over")

@@ -5,10 +5,10 @@ then, avoiding the cell and, when there is room, its neighbours). Revealing ever
 cell wins (+1); revealing a mine loses (-1) and ends the episode; other moves score 0.
 
 Coordinates are ``(x, y)``: x is the column counted from 0 at the left, y the row counted from
-0 at the top; the grid is printed with both axes labelled. Answers are ``reveal x y``
-(canonical); ``x y``, ``(x, y)``, ``reveal (x, y)``, ``open x y`` and ``r x y`` are accepted too.
-With ``allow_flags`` the answer ``flag x y`` (or ``f x y``) puts a flag on a hidden cell or
-takes it off again: a note for the player, using a turn. Revealing a flagged cell is allowed.
+0 at the top; the grid is printed with both axes labelled. Answers are ``reveal x y`` (any
+case, surrounding punctuation aside: the answer rule of :mod:`tsmg.answers`). With
+``allow_flags`` the answer ``flag x y`` puts a flag on a hidden cell or takes it off again: a
+note for the player, using a turn. Revealing a flagged cell is allowed.
 """
 
 from __future__ import annotations
@@ -22,15 +22,10 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from games import minesweeper_rules as rules
-from games.opponents import CheckedRulesGame, normalize_answer, quote
-from tsmg.core import AgentID, GameConfig, Invalid
+from tsmg.answers import normalize_answer, quote
+from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
-_ANSWER = re.compile(
-    r"(?:(reveal|open|click|dig|r|flag|unflag|mark|f)\s*)?\(?\s*(?:x\s*=?\s*)?([0-9]{1,3})\s*(?:,\s*|\s+)"
-    r"(?:y\s*=?\s*)?([0-9]{1,3})\s*\)?",
-    re.ASCII,
-)
-_FLAG_WORDS = frozenset({"flag", "unflag", "mark", "f"})
+_ANSWER = re.compile(r"(reveal|flag) (0|[1-9][0-9]{0,2}) (0|[1-9][0-9]{0,2})", re.ASCII)
 Move = tuple[str, int]  # ("reveal" or "flag", cell index y * width + x)
 
 
@@ -72,7 +67,7 @@ class MinesweeperState:
         return self.width * self.height
 
 
-class Minesweeper(CheckedRulesGame[MinesweeperState, Move]):
+class Minesweeper(RulesGame[MinesweeperState, Move]):
     """Find the mine-free cells of a grid from the numbers revealed cells show.
 
     Example:
@@ -171,8 +166,8 @@ class Minesweeper(CheckedRulesGame[MinesweeperState, Move]):
             lines.append(answer + ".")
         return "\n".join(lines)
 
-    def parse_in_state(self, agent: AgentID, text: str, state: MinesweeperState | None) -> Move | Invalid:
-        """``reveal x y`` (or a variant; ``flag x y`` with flags allowed) naming a hidden cell."""
+    def parse_action(self, agent: AgentID, text: str, state: MinesweeperState | None) -> Move | Invalid:
+        """``reveal x y`` (``flag x y`` with flags allowed) naming a hidden cell."""
         config = self.config
         words = normalize_answer(text)
         match = None if words is None else _ANSWER.fullmatch(words)
@@ -181,7 +176,7 @@ class Minesweeper(CheckedRulesGame[MinesweeperState, Move]):
             return Invalid(
                 f"expected {expected} (x = column from 0 at the left, y = row from 0 at the top); got {quote(text)}"
             )
-        kind = "flag" if match.group(1) in _FLAG_WORDS else "reveal"
+        kind = match.group(1)
         x, y = int(match.group(2)), int(match.group(3))
         if kind == "flag" and not config.allow_flags:
             return Invalid("flags are not used in this game; answer reveal x y")

@@ -1,19 +1,12 @@
-"""Shared pieces of the classic games: answers checked against the state in play, and fixed opponents.
+"""Fixed opponents: a two-player game turned into a single-agent one against the game's own oracle.
 
-Two things every classic game here needs and :class:`tsmg.core.RulesGame` does not provide:
-
-* :class:`CheckedRulesGame`: ``RulesGame.parse_action`` sees no state, yet a well-formed but
-  illegal answer (an occupied cell, a full column) must become :class:`~tsmg.core.Invalid` with
-  a reason. Games implement ``parse_in_state(agent, text, state)``; ``parse_action`` calls it
-  with the state in play (or ``None`` before the first ``reset``), so it never raises.
-* :class:`VsFixedOpponent`: turns a two-player game into a single-agent one in which the other
-  seat is played by the game's own oracle (optionally epsilon-random). Every draw, the seat
-  included, comes from the ``rng`` the rules are given, so a seed fixes the whole episode.
+:class:`VsFixedOpponent` seats the learning agent in one seat and lets the game's oracle
+(optionally epsilon-random) play the other. Every draw, the seat included, comes from the
+``rng`` the rules are given, so a seed fixes the whole episode.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
@@ -25,52 +18,6 @@ from tsmg.core import AgentID, GameConfig, GameError, Invalid, RulesGame
 
 StateT = TypeVar("StateT")
 ActionT = TypeVar("ActionT")
-
-#: Longer answers are rejected outright (the policy extracts the action before parsing).
-MAX_ANSWER_CHARS = 200
-_EDGE = " \t\r\n\f\v.,;:!?\"'`*()[]{}<>"
-
-
-def normalize_answer(text: str) -> str | None:
-    """Lower-case ``text``, trim surrounding whitespace and punctuation, collapse inner spaces.
-
-    Returns:
-        The normalized text, or None when ``text`` is longer than :data:`MAX_ANSWER_CHARS`.
-
-    Example:
-        >>> normalize_answer("  **Top  Left**. ")
-        'top left'
-    """
-    if len(text) > MAX_ANSWER_CHARS:
-        return None
-    return " ".join(text.strip(_EDGE).lower().split())
-
-
-def quote(text: str, limit: int = 40) -> str:
-    """``repr`` of ``text`` shortened to about ``limit`` characters, for Invalid reasons."""
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
-
-
-class CheckedRulesGame(RulesGame[StateT, ActionT]):
-    """A :class:`RulesGame` whose parser also rejects moves that are illegal in the state in play."""
-
-    @abstractmethod
-    def parse_in_state(self, agent: AgentID, text: str, state: StateT | None) -> ActionT | Invalid:
-        """Parse ``text``; when ``state`` is given, return :class:`Invalid` for illegal moves too.
-
-        Must never raise, whatever the text.
-        """
-
-    def parse_action(self, agent: AgentID, text: str) -> ActionT | Invalid:
-        """Parse ``text`` against the current state (only its form before any ``reset``)."""
-        return self.parse_in_state(agent, text, self.current_state())
-
-    def current_state(self) -> StateT | None:
-        """The state in play, or None when no episode was started."""
-        try:
-            return self.state
-        except GameError:
-            return None
 
 
 class OpponentConfig(GameConfig):
@@ -93,7 +40,7 @@ class VsState(Generic[StateT]):
     learner: AgentID
 
 
-class VsFixedOpponent(CheckedRulesGame[VsState[StateT], ActionT]):
+class VsFixedOpponent(RulesGame[VsState[StateT], ActionT]):
     """A single-agent view of a two-player game whose other seat plays the game's oracle.
 
     Subclasses set :attr:`Inner` (the two-player game class), :attr:`OPPONENT` (how the
@@ -102,7 +49,7 @@ class VsFixedOpponent(CheckedRulesGame[VsState[StateT], ActionT]):
     first) and right after each of the learner's moves, so the learner is always to act.
     """
 
-    Inner: ClassVar[type[CheckedRulesGame[Any, Any]]]
+    Inner: ClassVar[type[RulesGame[Any, Any]]]
     OPPONENT: ClassVar[str] = "a fixed opponent"
     Config: ClassVar[type[GameConfig]] = OpponentConfig
     config: OpponentConfig
@@ -112,7 +59,7 @@ class VsFixedOpponent(CheckedRulesGame[VsState[StateT], ActionT]):
         """Build the wrapper and the inner two-player game from the shared options."""
         super().__init__(config, **options)
         own = set(self.Inner.Config.model_fields) - set(GameConfig.model_fields)
-        self.inner: CheckedRulesGame[StateT, ActionT] = self.Inner(**{name: getattr(self.config, name) for name in own})
+        self.inner: RulesGame[StateT, ActionT] = self.Inner(**{name: getattr(self.config, name) for name in own})
 
     # ----------------------------------------------------------------------------- rules
     def initial_state(self, rng: np.random.Generator, options: Mapping[str, Any]) -> VsState[StateT]:
@@ -156,6 +103,11 @@ class VsFixedOpponent(CheckedRulesGame[VsState[StateT], ActionT]):
         """Success of the learner's seat in the inner game."""
         return self.inner.success(state.inner, state.learner)
 
+    def forfeit(self, state: VsState[StateT], agent: AgentID) -> Mapping[AgentID, float]:
+        """What the inner game gives the learner's seat for a forfeit."""
+        inner = self.inner.forfeit(state.inner, state.learner)
+        return {self.AGENTS[0]: float(inner.get(state.learner, 0.0))}
+
     def key(self, state: VsState[StateT], agent: AgentID) -> Hashable:
         """The learner's seat and the inner key as the learner sees it."""
         return (state.learner, self.inner.key(state.inner, state.learner))
@@ -173,15 +125,15 @@ class VsFixedOpponent(CheckedRulesGame[VsState[StateT], ActionT]):
         header = f"You play against {self.OPPONENT} ({', '.join(others)}).\n"
         return header + self.inner.render(state.inner, state.learner)
 
-    def parse_in_state(self, agent: AgentID, text: str, state: VsState[StateT] | None) -> ActionT | Invalid:
+    def parse_action(self, agent: AgentID, text: str, state: VsState[StateT] | None) -> ActionT | Invalid:
         """Parse as the learner's seat of the inner game."""
         if state is None:
-            return self.inner.parse_in_state(self.inner.agents[0], text, None)
-        return self.inner.parse_in_state(state.learner, text, state.inner)
+            return self.inner.parse_action(self.inner.agents[0], text, None)
+        return self.inner.parse_action(state.learner, text, state.inner)
 
     def action_text(self, agent: AgentID, action: ActionT) -> str:
         """The inner game's text of the move."""
-        state = self.current_state()
+        state = self.current_state
         return self.inner.action_text(self.inner.agents[0] if state is None else state.learner, action)
 
     # --------------------------------------------------------------------------- helpers

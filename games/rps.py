@@ -3,11 +3,11 @@
 Rules are in :mod:`games.rps_rules`. Both players answer every round at the same time; a round
 won scores +1, lost -1, tied 0, for ``rounds`` rounds (5 by default). Each observation shows the
 full history of both players' moves and the score. Answers are ``rock``, ``paper`` or
-``scissors`` (also ``r``/``p``/``s``, ``scissor``, any case and surrounding punctuation).
+``scissors`` (any case, surrounding punctuation aside).
 
-A player whose answer is invalid under ``on_invalid="penalize"`` forfeits the round: it is
-recorded as no move, which loses to any move. (If neither answers validly the round is not
-played, as :class:`~tsmg.core.RulesGame` skips transitions without valid moves.)
+A player whose answer is invalid under ``on_invalid="penalize"`` loses the round: it is
+recorded as no move, which loses to any move (two missing moves tie). Invalid answers
+``forfeit_after`` times in a row forfeit the game.
 
 The oracle is the counter-strategy of :func:`games.rps_rules.counter_move` (beat the opponent's
 most frequent move); it is deterministic, hence exploitable: a baseline, not an equilibrium.
@@ -17,24 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
 from games import rps_rules as rules
-from games.opponents import CheckedRulesGame, OpponentConfig, VsFixedOpponent, normalize_answer, quote
-from tsmg.core import AgentID, GameConfig, Invalid
+from games.opponents import OpponentConfig, VsFixedOpponent
+from tsmg.answers import MoveNames
+from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
-_MOVE_BY_TEXT = {
-    "rock": rules.ROCK,
-    "r": rules.ROCK,
-    "paper": rules.PAPER,
-    "p": rules.PAPER,
-    "scissors": rules.SCISSORS,
-    "scissor": rules.SCISSORS,
-    "s": rules.SCISSORS,
-}
+_MOVES = MoveNames.indexed(rules.MOVE_NAMES)
 _OUTCOME_TEXT = {1: "you won the round", -1: "you lost the round", 0: "tie"}
 
 
@@ -51,7 +44,7 @@ class RockPaperScissorsState:
     history: tuple[rules.Round, ...] = ()
 
 
-class RockPaperScissors(CheckedRulesGame[RockPaperScissorsState, int]):
+class RockPaperScissors(RulesGame[RockPaperScissorsState, int]):
     """Iterated rock-paper-scissors for two players moving simultaneously.
 
     Example:
@@ -63,7 +56,7 @@ class RockPaperScissors(CheckedRulesGame[RockPaperScissorsState, int]):
         'scissors'
     """
 
-    turn_based: ClassVar[bool] = False
+    turn_based = False
     Config = RockPaperScissorsConfig
     config: RockPaperScissorsConfig
     AGENTS = ("player_0", "player_1")
@@ -133,12 +126,11 @@ class RockPaperScissors(CheckedRulesGame[RockPaperScissorsState, int]):
             lines.append(f"Round {len(state.history) + 1} of {total}: answer rock, paper or scissors.")
         return "\n".join(lines)
 
-    def parse_in_state(self, agent: AgentID, text: str, state: RockPaperScissorsState | None) -> int | Invalid:
-        """Rock, paper or scissors (or r/p/s); any state while the game lasts."""
-        words = normalize_answer(text)
-        move = None if words is None else _MOVE_BY_TEXT.get(words)
-        if move is None:
-            return Invalid(f"expected one of rock, paper, scissors; got {quote(text)}")
+    def parse_action(self, agent: AgentID, text: str, state: RockPaperScissorsState | None) -> int | Invalid:
+        """Rock, paper or scissors; any of them while the game lasts."""
+        move = _MOVES.read(text)
+        if isinstance(move, Invalid):
+            return move
         if state is not None and self.is_terminal(state):
             return Invalid("the game is over")
         return move

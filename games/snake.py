@@ -21,8 +21,10 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from games import snake_rules as rules
-from games.move_text import parse_named_move
+from tsmg.answers import MoveNames
 from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
+
+_MOVES = MoveNames.indexed(rules.MOVE_NAMES)
 
 
 class SnakeConfig(GameConfig):
@@ -71,9 +73,9 @@ class _SnakeGame(RulesGame[rules.Board, int]):
         """Snakes and apples are placed at random from the seed."""
         return True
 
-    def parse_action(self, agent: AgentID, text: str) -> int | Invalid:
-        """Accept up/down/left/right in any case, with surrounding spaces, quotes or punctuation."""
-        return parse_named_move(text, rules.MOVE_NAMES)
+    def parse_action(self, agent: AgentID, text: str, state: rules.Board | None) -> int | Invalid:
+        """A move's name (any case, surrounding punctuation aside); every move is legal while the game lasts."""
+        return _MOVES.read(text)
 
     def action_text(self, agent: AgentID, action: int) -> str:
         """The move's name."""

@@ -21,9 +21,11 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from games import sokoban_rules as rules
-from games.move_text import parse_named_move
 from games.sokoban_levels import CLASSIC_LEVELS
+from tsmg.answers import MoveNames
 from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
+
+_MOVES = MoveNames.indexed(rules.MOVE_NAMES)
 
 LevelName = Literal["random", "classic", "microban-1", "microban-2", "microban-3", "microban-4", "microban-5"]
 _PLAN_CACHE_LIMIT = 100_000
@@ -178,9 +180,9 @@ class Sokoban(RulesGame[rules.SokobanState, int]):
         where = f"You are at {_xy(level, state.player)}. Boxes at {boxes}. {goals_text}"
         return f"{header}\n{where}\n{grid}\n{_footer(self.config.solved_reward, self.config.step_penalty)}"
 
-    def parse_action(self, agent: AgentID, text: str) -> int | Invalid:
-        """Accept up/down/left/right in any case, with surrounding spaces, quotes or punctuation."""
-        return parse_named_move(text, rules.MOVE_NAMES)
+    def parse_action(self, agent: AgentID, text: str, state: rules.SokobanState | None) -> int | Invalid:
+        """A move's name (any case, surrounding punctuation aside); every move is legal while the game lasts."""
+        return _MOVES.read(text)
 
     def action_text(self, agent: AgentID, action: int) -> str:
         """The move's name."""

@@ -3,12 +3,10 @@
 Rules are in :mod:`games.tictactoe_rules`. ``player_0`` plays X and moves first, ``player_1``
 plays O. A win scores +1 for the winner and -1 for the loser, a draw 0.
 
-Answers name a cell. The canonical form is the cell number ``1``..``9``, row by row from the
-top-left (the board shows the numbers of the empty cells). Also accepted, in any case and with
-surrounding spaces or punctuation: ``cell 5`` / ``square 5`` / ``#5``; ``row column`` pairs of
-1..3 such as ``2 3``, ``(2, 3)`` or ``row 2 column 3``; and the names ``top-left``, ``top``,
-``top-right``, ``left``, ``center`` (``centre``, ``middle``), ``right``, ``bottom-left``,
-``bottom``, ``bottom-right`` (``top middle``, ``middle left``, ... too).
+Answers name a cell by its number ``1``..``9``, row by row from the top-left (the board shows
+the numbers of the empty cells), surrounding spaces or punctuation aside: the answer rule of
+:mod:`tsmg.answers`. Names such as ``center`` or ``top left`` are not answers, since the prompt
+does not announce them.
 """
 
 from __future__ import annotations
@@ -21,31 +19,12 @@ from typing import Any
 import numpy as np
 
 from games import tictactoe_rules as rules
-from games.opponents import CheckedRulesGame, OpponentConfig, VsFixedOpponent, normalize_answer, quote
-from tsmg.core import AgentID, GameConfig, Invalid
+from games.opponents import OpponentConfig, VsFixedOpponent
+from tsmg.answers import normalize_answer, quote
+from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
 _EXPECTED = "expected the number 1-9 of an empty cell (1 = top-left, 9 = bottom-right, row by row)"
-_NUMBER = re.compile(r"(?:cell|square|position|pos|move)?\s*#?\s*([1-9])", re.ASCII)
-_ROW_COLUMN = re.compile(r"(?:row\s*)?([1-3])\s*(?:,\s*|\s+)(?:col(?:umn)?\s*)?([1-3])", re.ASCII)
-_ROWS = {"top": 0, "upper": 0, "middle": 1, "center": 1, "bottom": 2, "lower": 2}
-_COLUMNS = {"left": 0, "middle": 1, "center": 1, "right": 2}
-
-
-def _named_cell(words: str) -> int | None:
-    """Cell index of names like 'top left', 'center', 'right', 'bottom middle'."""
-    parts = words.replace("-", " ").replace("_", " ").replace("centre", "center").split()
-    if len(parts) == 1:
-        word = parts[0]
-        if word in ("center", "middle"):
-            return 4
-        if word in ("top", "upper", "bottom", "lower"):
-            return 3 * _ROWS[word] + 1
-        if word in ("left", "right"):
-            return 3 + _COLUMNS[word]
-        return None
-    if len(parts) == 2 and parts[0] in _ROWS and parts[1] in _COLUMNS:
-        return 3 * _ROWS[parts[0]] + _COLUMNS[parts[1]]
-    return None
+_CELL = re.compile(r"[1-9]", re.ASCII)
 
 
 class TicTacToeConfig(GameConfig):
@@ -60,13 +39,13 @@ class TicTacToeState:
     last: int | None = None
 
 
-class TicTacToe(CheckedRulesGame[TicTacToeState, int]):
+class TicTacToe(RulesGame[TicTacToeState, int]):
     """Tic-tac-toe for two players; an action is a cell index 0..8 (text ``1``..``9``).
 
     Example:
         >>> game = TicTacToe()
         >>> _ = game.reset(seed=0)
-        >>> game.step({"player_0": "center"}).infos["player_0"]
+        >>> game.step({"player_0": "5"}).infos["player_0"]
         {'valid': True, 'reason': None, 'action': '5'}
         >>> game.parse("player_1", "5")
         Invalid(reason='cell 5 is already taken by X; empty cells: 1, 2, 3, 4, 6, 7, 8, 9')
@@ -150,12 +129,11 @@ class TicTacToe(CheckedRulesGame[TicTacToeState, int]):
             lines.append(f"It is the turn of {other}; wait for your turn.")
         return "\n".join(lines)
 
-    def parse_in_state(self, agent: AgentID, text: str, state: TicTacToeState | None) -> int | Invalid:
-        """A cell number 1-9 (or a documented variant) that is empty in ``state``."""
-        words = normalize_answer(text)
-        cell = None if words is None else _cell_of(words)
-        if cell is None:
-            return Invalid(f"{_EXPECTED}; got {quote(text)}")
+    def parse_action(self, agent: AgentID, text: str, state: TicTacToeState | None) -> int | Invalid:
+        """A cell number 1-9 that is empty in ``state``."""
+        cell = read_cell(text)
+        if isinstance(cell, Invalid):
+            return cell
         if state is not None:
             if rules.is_over(state.board):
                 return Invalid("the game is over")
@@ -172,12 +150,17 @@ class TicTacToe(CheckedRulesGame[TicTacToeState, int]):
         return str(action + 1)
 
 
-def _cell_of(words: str) -> int | None:
-    if match := _NUMBER.fullmatch(words):
-        return int(match.group(1)) - 1
-    if match := _ROW_COLUMN.fullmatch(words):
-        return 3 * (int(match.group(1)) - 1) + int(match.group(2)) - 1
-    return _named_cell(words)
+def read_cell(text: str) -> int | Invalid:
+    """The cell (index 0-8) an answer names by its number 1-9, or :class:`Invalid`.
+
+    Example:
+        >>> read_cell(" 5. "), read_cell("center").reason
+        (4, "expected the number 1-9 of an empty cell (1 = top-left, 9 = bottom-right, row by row); got 'center'")
+    """
+    words = normalize_answer(text)
+    if words is None or not _CELL.fullmatch(words):
+        return Invalid(f"{_EXPECTED}; got {quote(text)}")
+    return int(words) - 1
 
 
 def _grid(board: rules.Board) -> str:

@@ -21,8 +21,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from games import wordle_rules as rules
-from games.opponents import CheckedRulesGame, normalize_answer, quote
-from tsmg.core import AgentID, GameConfig, Invalid
+from tsmg.answers import normalize_answer, quote
+from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
 _SOLVED = "G" * rules.WORD_LENGTH
 
@@ -60,7 +60,7 @@ class WordleState:
         return bool(self.guesses) and self.guesses[-1][1] == _SOLVED
 
 
-class Wordle(CheckedRulesGame[WordleState, str]):
+class Wordle(RulesGame[WordleState, str]):
     """Guess the secret 5-letter word; G/Y/_ feedback per letter.
 
     Example:
@@ -146,7 +146,7 @@ class Wordle(CheckedRulesGame[WordleState, str]):
             lines.append(f"Guesses left: {limit - len(state.guesses)}. Answer with one 5-letter word.")
         return "\n".join(lines)
 
-    def parse_in_state(self, agent: AgentID, text: str, state: WordleState | None) -> str | Invalid:
+    def parse_action(self, agent: AgentID, text: str, state: WordleState | None) -> str | Invalid:
         """A 5-letter word from the list (any case); checked in O(1) against a set."""
         word = normalize_answer(text)
         if word is None or len(word) != rules.WORD_LENGTH or not (word.isascii() and word.isalpha()):

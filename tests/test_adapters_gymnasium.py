@@ -129,7 +129,9 @@ def test_invalid_answer_modes():
 
     ended = lake(on_invalid="terminate", invalid_penalty=2.0)
     result = ended.step({"player": "fly"})
-    assert result.terminated["player"] and not result.truncated["player"] and result.rewards["player"] == -2.0
+    # The penalty plus the forfeit reward (-1 by default): a forfeit is a loss.
+    assert result.terminated["player"] and not result.truncated["player"] and result.rewards["player"] == -3.0
+    assert result.infos["player"]["forfeit"] is True
     assert ended.done and ended.active_agents == () and ended.is_success("player") is False
     with pytest.raises(GameError, match="over"):
         ended.step({"player": "down"})
@@ -202,7 +204,7 @@ def test_action_mask_narrows_legal_actions_and_can_be_enforced():
     strict = GymnasiumGame(_MaskedEnv(), enforce_action_mask=True)
     strict.reset(seed=0)
     info = strict.step({"player": "3"}).infos["player"]
-    assert info["valid"] is False and "allowed: 0, 2" in info["reason"]
+    assert info["valid"] is False and "legal: 0, 2" in info["reason"]
     result = strict.step({"player": "2"})
     assert result.terminated["player"] and result.rewards["player"] == 2.0
 
@@ -289,7 +291,7 @@ def test_exported_env_replays_the_games_episodes():
 
 
 def test_sampled_text_actions_never_crash_the_exported_env():
-    env = to_gymnasium(tsmg.make("FrozenLake-v0", on_invalid="default_action", max_steps=5))
+    env = to_gymnasium(tsmg.make("FrozenLake-v0", on_invalid="default_action", forfeit_after=None, max_steps=5))
     env.action_space.seed(0)
     observation, _ = env.reset(seed=0)
     endings = 0

@@ -24,7 +24,7 @@ class LossyParser(FrozenLake):
 
 
 class CrashingParser(FrozenLake):
-    def parse_action(self, agent, text):
+    def parse_action(self, agent, text, state):
         return {"left": 0}[text]
 
 

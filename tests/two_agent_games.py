@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from tsmg.answers import MoveNames
 from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
 
 PLAYERS = ("player_0", "player_1")
+_COIN = MoveNames({"heads": "heads", "tails": "tails"})
 
 
 class StonesConfig(GameConfig):
@@ -83,12 +85,11 @@ class Stones(RulesGame[StonesState, int]):
             f"Answer with how many stones to take, from 1 to {most}."
         )
 
-    def parse_action(self, agent: AgentID, text: str) -> int | Invalid:
-        cleaned = text.strip(" \t\r\n.!")
-        most = min(self.config.max_take, self.state.pile)
-        if cleaned.isdigit() and 1 <= int(cleaned) <= most:
-            return int(cleaned)
-        return Invalid(f"take a number of stones from 1 to {most}; got {text[:40]!r}")
+    def parse_action(self, agent: AgentID, text: str, state: StonesState | None) -> int | Invalid:
+        most = self.config.max_take if state is None else min(self.config.max_take, state.pile)
+        return MoveNames({str(take): take for take in range(1, most + 1)}).read(
+            text, f"take a number of stones from 1 to {most}"
+        )
 
     def action_text(self, agent: AgentID, action: int) -> str:
         return str(action)
@@ -139,11 +140,8 @@ class MatchingPennies(RulesGame[PenniesState, str]):
             text += f" Last round: {PLAYERS[0]} showed {state.last[0]}, {PLAYERS[1]} showed {state.last[1]}."
         return text + "\nAnswer heads or tails."
 
-    def parse_action(self, agent: AgentID, text: str) -> str | Invalid:
-        cleaned = text.strip(" \t\r\n.!").lower()
-        if cleaned in ("heads", "tails"):
-            return cleaned
-        return Invalid(f"answer heads or tails; got {text[:40]!r}")
+    def parse_action(self, agent: AgentID, text: str, state: PenniesState | None) -> str | Invalid:
+        return _COIN.read(text, "answer heads or tails")
 
     def action_text(self, agent: AgentID, action: str) -> str:
         return action

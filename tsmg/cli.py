@@ -1,50 +1,132 @@
 """The ``tsmg`` command line: list, check, play and roll out games.
 
 Listings take ``--json`` (a JSON document on stdout, nothing else) so other tools can read them.
+Bad input of any kind (an unknown game or model, a missing API key, a bad option) ends the
+command with one line on stderr and a non-zero exit code, never a traceback; ``TSMG_DEBUG=1``
+shows the traceback of an unexpected error. ``--import MODULE`` (anywhere on the line, or
+``TSMG_IMPORT=MODULE``) imports a module that registers games before the command runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-import yaml
+from pydantic import ValidationError
 
 import tsmg
+from tsmg.assignments import parse_assignments
 from tsmg.checker import GameCheckError, check_game
 from tsmg.core import Game, GameError, Invalid
 from tsmg.episode import write_episodes
 from tsmg.policies import DecisionRequest, Policy, policy_from_spec
-from tsmg.registry import GameOptionsError, UnknownGameError
+from tsmg.registry import UnknownGameError, import_game_modules
 from tsmg.rollout import plan_episodes, rollout
 from tsmg.summary import summarize
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code."""
-    parser = _build_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "handler"):
-        parser.print_help()
-        return 2
+    """Run the CLI; returns the exit code (0 success, 1 a failed run, 2 bad input, 130 interrupted)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
+        arguments, modules = _take_imports(arguments)
+        import_game_modules(modules)
+        parser = _build_parser()
+        args = parser.parse_args(arguments)
+        if not hasattr(args, "handler"):
+            parser.print_help()
+            return 2
         return int(args.handler(args))
-    except (UnknownGameError, GameOptionsError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except Exception as error:
+        return report_error(error)
+
+
+def report_error(error: BaseException) -> int:
+    """Print ``error`` as one line on stderr; the exit code (2 for bad input, 1 for anything else).
+
+    Errors that say what the user got wrong (an unknown game, a bad option, a missing key) are
+    printed as they are; anything else is named as an unexpected error, with its traceback only
+    under ``TSMG_DEBUG=1``.
+    """
+    if os.environ.get("TSMG_DEBUG"):
+        traceback.print_exception(error)
+    if isinstance(error, UsageError | ValidationError) or _is_user_error(error):
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return 2
+    hint = "" if os.environ.get("TSMG_DEBUG") else " (set TSMG_DEBUG=1 to see the traceback)"
+    print(f"error: unexpected {type(error).__name__}: {one_line(error)}{hint}", file=sys.stderr)
+    return 1
+
+
+class UsageError(Exception):
+    """A command line argparse cannot read (unknown option, missing argument, bad value)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises :class:`UsageError` instead of printing usage lines and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the problem as one sentence that points at ``--help``."""
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+def one_line(error: BaseException) -> str:
+    """The message of ``error`` on one line (pydantic errors as ``field: problem`` pairs)."""
+    if isinstance(error, ValidationError):
+        problems = [f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()]
+        text = f"invalid {error.title}: " + "; ".join(problems)
+    else:
+        text = str(error) or type(error).__name__
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _is_user_error(error: BaseException) -> bool:
+    # Errors whose message tells the user what to fix. BackendError is checked by name so that the
+    # CLI never imports the backends package (its heavy libraries load only when a model is used).
+    user_errors = (ValueError, UnknownGameError, GameError, ImportError, FileNotFoundError, PermissionError)
+    if isinstance(error, user_errors):
+        return True
+    return any(cls.__name__ == "BackendError" and cls.__module__ == "backends.base" for cls in type(error).__mro__)
+
+
+def _take_imports(arguments: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``--import MODULE`` / ``--import=MODULE`` (allowed anywhere) from the other arguments."""
+    rest: list[str] = []
+    modules: list[str] = []
+    words = iter(arguments)
+    for word in words:
+        if word == "--import":
+            module = next(words, None)
+            if module is None or module.startswith("-"):
+                raise UsageError("--import needs a module name or a .py file (e.g. --import my_games)")
+            modules.append(module)
+        elif word.startswith("--import="):
+            modules.append(word.removeprefix("--import="))
+        else:
+            rest.append(word)
+    return rest, modules
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tsmg", description="Text-mediated games for language models.")
+    parser = _Parser(
+        prog="tsmg",
+        description="Text-mediated games for language models.",
+        epilog="Games registered in your own module: add --import MODULE (any command) or set TSMG_IMPORT=MODULE.",
+    )
     parser.add_argument("--version", action="version", version=f"tsmg {tsmg.__version__}")
-    commands = parser.add_subparsers(title="commands")
+    parser.add_argument(
+        "--import", metavar="MODULE", dest="imports", action="append", help="import a module that registers games"
+    )
+    commands = parser.add_subparsers(title="commands", parser_class=_Parser)
 
     games = commands.add_parser("games", help="list the registered games")
     games.add_argument("--json", action="store_true", help="print a JSON list")
@@ -106,16 +188,6 @@ def _add_option_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, separator, value = pair.partition("=")
-        if not separator or not key:
-            raise ValueError(f"game options are KEY=VALUE, got {pair!r}")
-        options[key.strip()] = yaml.safe_load(value)
-    return options
-
-
 def game_listing() -> list[dict[str, Any]]:
     """One dict per registered game: id, num_agents, turn_based, description, defaults."""
     items = []
@@ -167,13 +239,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
-    game = tsmg.make(args.game, **_parse_options(args.option))
+    game = tsmg.make(args.game, **parse_assignments(args.option, "-o/--option"))
     if args.agent and args.agent not in game.agents:
         raise ValueError(f"{args.game} has no agent {args.agent!r}; agents: {', '.join(game.agents)}")
     # Without --model a person plays (every seat, or --agent against --opponent); with --model the
     # model plays every seat the person does not take, so `--model M` alone is watching it play.
     human_seats = {args.agent} if args.agent else (set() if args.model else set(game.agents))
-    other = _model_policy(args) if args.model else policy_from_spec(args.opponent, seed=args.seed)
+    other = _model_policy(args) if args.model else policy_from_spec(args.opponent, seed=args.seed, scripted_only=True)
     game.reset(seed=args.seed)
     who = f"{args.model} plays" if args.model and not human_seats else "Type your answer; Ctrl-D quits"
     print(f"{game.game_id} (seed {args.seed}). {who}.\n")
@@ -214,13 +286,12 @@ def _cmd_play(args: argparse.Namespace) -> int:
 
 
 def _model_policy(args: argparse.Namespace) -> Policy:
-    from backends import load_model
-    from tsmg.lap import LAP, ActionFormat, LAPConfig
+    from tsmg.lap import ActionFormat, LAPConfig
 
     config = LAPConfig(
         action_format=ActionFormat(kind=args.action_format), temperature=args.temperature, max_tokens=args.max_tokens
     )
-    return LAP(load_model(args.model), config, name=args.model)
+    return policy_from_spec(args.model, seed=args.seed, lap=config)
 
 
 def game_round(game: Game) -> int:
@@ -241,13 +312,13 @@ def _ask_human(game: Game, agent: str) -> str | None:
 
 
 def _run_policy(game_id: str, policy_spec: str, episodes: int, seed: int, options: dict[str, Any]) -> list[Any]:
-    policy = policy_from_spec(policy_spec, seed=seed)
+    policy = policy_from_spec(policy_spec, seed=seed, scripted_only=True)
     plans = plan_episodes(game_id, list(range(seed, seed + episodes)))
     return rollout(game_id, policy, plans=plans, game_options=options)
 
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
-    options = _parse_options(args.option)
+    options = parse_assignments(args.option, "-o/--option")
     episodes = _run_policy(args.game, args.policy, args.episodes, args.seed, options)
     summary = summarize(episodes)
     if args.out:

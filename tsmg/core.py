@@ -1,16 +1,20 @@
-"""The Text-Mediated Stochastic Game (TSMG) interface.
+"""The Text-Mediated Stochastic Game (TSMG) interface and the referee every game shares.
+
+(Past 600 lines, half docstrings: the interface, its referee and RulesGame read as one, as Gymnasium's core.py.)
 
 A TSMG is a stochastic game (agents, states, chance, transitions, per-agent rewards) in which
-every agent observes text and acts in text. Two layers live here:
+every agent observes text and acts in text. Three layers live here:
 
 * :class:`Game` is the public, environment-style interface every game offers: ``reset``,
-  ``step`` with raw text per agent, ``observe``, ``legal_actions``, ``parse``. Adapters around
-  Gymnasium and PettingZoo environments implement it directly.
-* :class:`RulesGame` implements :class:`Game` from *pure rules* over an explicit state
-  (``initial_state``, ``transition``, ``is_terminal``, ...) plus a *text layer*
-  (``render``, ``parse_action``, ``action_text``). Catalog games subclass it; the base class does
-  the bookkeeping that every game would otherwise repeat: seeding, step limits (truncation),
-  invalid-answer handling and per-agent ``info``.
+  ``step`` with raw text per agent, ``observe``, ``legal_actions``, ``parse``.
+* :class:`RefereedGame` is the referee: the one implementation of ``step`` that reads every
+  answer (never raising), applies the invalid-answer rule (``on_invalid``, ``invalid_penalty``,
+  forfeits), counts rounds against the step limit, keeps the returns and fills ``info``. Games
+  feed it moves through a few hooks; :class:`RulesGame` and the Gymnasium and PettingZoo
+  adapters (:mod:`tsmg.adapters`) are its subclasses.
+* :class:`RulesGame` builds a game from *pure rules* over an explicit state (``initial_state``,
+  ``transition``, ``is_terminal``, ...) plus a *text layer* (``render``, ``parse_action``,
+  ``action_text``). Catalog games subclass it.
 
 Every random draw comes from the game's own :class:`numpy.random.Generator`, created by
 ``reset(seed=...)``, so the same seed and the same actions always give the same episode.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
@@ -29,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 AgentID = str
 StateT = TypeVar("StateT")
 ActionT = TypeVar("ActionT")
+MoveT = TypeVar("MoveT")
 
 InvalidMode = Literal["default_action", "penalize", "terminate"]
 
@@ -88,12 +93,21 @@ class GameConfig(BaseModel):
     on_invalid: InvalidMode = Field(
         default="penalize",
         description=(
-            "What an invalid answer does: 'default_action' plays the game's default action, "
-            "'penalize' uses up the turn without effect, 'terminate' ends the episode. All three "
-            "subtract invalid_penalty from the answering agent's reward."
+            "What an invalid answer does: 'penalize' uses up the turn without effect (in a turn-based "
+            "game the same seat answers again), 'default_action' plays the game's default action, "
+            "'terminate' makes the seat forfeit at once. All three subtract invalid_penalty from the "
+            "answering agent's reward."
         ),
     )
     invalid_penalty: float = Field(default=0.0, ge=0.0, description="Reward subtracted per invalid answer.")
+    forfeit_after: int | None = Field(
+        default=3,
+        ge=1,
+        description=(
+            "A seat that answers invalidly this many times in a row forfeits: the episode ends "
+            "(terminated) and the seat scores the game's forfeit reward and no success. None: never."
+        ),
+    )
 
 
 def check_answers(active: Sequence[AgentID], actions: Mapping[AgentID, object]) -> None:
@@ -120,8 +134,8 @@ class Game(ABC):
 
     #: Identifier the game was made under (set by :func:`tsmg.make`).
     game_id: str = "unregistered"
-    #: Whether at most one agent acts per step.
-    turn_based: ClassVar[bool] = True
+    #: Whether at most one agent acts per step (a class attribute; the PettingZoo adapter sets it per env).
+    turn_based: bool = True
 
     @property
     @abstractmethod
@@ -186,6 +200,15 @@ class Game(ABC):
         """Canonical texts of the actions ``agent`` may play now, or None if not enumerable."""
         return None
 
+    def answer_aliases(self, agent: AgentID) -> Mapping[str, str]:
+        """Other names for moves that the game announces in ``agent``'s prompt: alias → canonical text.
+
+        Under the answer rule (:mod:`tsmg.answers`) an answer is a move only when it names the
+        move or one of these aliases; the checker verifies that each one appears in the
+        observation. The default is none.
+        """
+        return {}
+
     def state_key(self, agent: AgentID) -> Hashable:
         """A hashable key identifying what ``agent`` observes now (groups identical states).
 
@@ -220,33 +243,274 @@ class Game(ABC):
         """Release resources held by the game (none by default)."""
 
 
+
 @dataclass(slots=True)
-class _Episode(Generic[StateT]):
-    """Mutable bookkeeping of the episode in progress (kept apart from the pure state)."""
+class _Tally:
+    """The referee's record of the episode in progress (kept apart from the world's state)."""
 
-    state: StateT
+    returns: dict[AgentID, float]
+    invalid_streak: dict[AgentID, int]
+    terminated: dict[AgentID, bool]
+    truncated: dict[AgentID, bool]
     rounds: int = 0
-    terminated: bool = False
-    truncated: bool = False
-    forced_end: bool = False  # ended by on_invalid="terminate"
-    returns: dict[AgentID, float] = field(default_factory=dict)
+    over: bool = False
+    forfeited: tuple[AgentID, ...] = ()
 
 
-class RulesGame(Game, Generic[StateT, ActionT]):
+class RefereedGame(Game, Generic[MoveT]):
+    """A :class:`Game` whose answers go through the shared referee.
+
+    The referee implements ``reset``, ``step``, ``parse`` and the episode bookkeeping once for
+    every game: it reads each active agent's answer into a move (never raising), applies the
+    invalid-answer rule, asks the world to play the round, then counts the round against
+    ``max_steps`` and adds the rewards to the returns. The rule for an invalid answer:
+
+    * ``on_invalid="penalize"``: the turn is used up without effect (the world plays the round
+      without that agent's move; in a turn-based game that means the same seat answers again);
+    * ``"default_action"``: the world plays the game's default move for that agent;
+    * ``"terminate"``: the agent forfeits at once;
+
+    each subtracts ``invalid_penalty``. Whatever the mode, an agent whose answers are invalid
+    ``forfeit_after`` times in a row forfeits: the episode terminates for everyone, the
+    forfeiting agent gets the game's forfeit reward (:meth:`_forfeit_rewards`; by default -1, a
+    loss) and no success. So a seat that cannot answer never holds the others up for long, and
+    a policy that always answers invalidly cannot score above one that plays.
+
+    Subclasses own the world (pure rules, or a wrapped env) and implement the hooks
+    ``_start``, ``_to_move``, ``_read``, ``_advance``, ``_world_endings``, ``_legal_moves`` and
+    ``_move_text``; ``_fallback_move``, ``_forfeit_rewards``, ``_success``, ``_oracle_move`` and
+    ``_refresh`` have defaults.
+    """
+
+    Config: ClassVar[type[GameConfig]] = GameConfig
+    config: GameConfig
+    #: What a forfeiting agent scores by default: a loss, as PettingZoo scores an illegal move.
+    FORFEIT_REWARD: ClassVar[float] = -1.0
+    _tally: _Tally | None = None
+
+    # ------------------------------------------------------------------ the world's hooks
+    @abstractmethod
+    def _start(self, seed: int | None, options: Mapping[str, Any]) -> dict[AgentID, dict[str, Any]]:
+        """Start the world's episode; the info dict of every agent."""
+
+    @abstractmethod
+    def _to_move(self) -> tuple[AgentID, ...]:
+        """The agents the world waits for (asked only while the episode runs)."""
+
+    @abstractmethod
+    def _read(self, agent: AgentID, text: str) -> MoveT | Invalid:
+        """Parse ``text`` into a move legal now, or :class:`Invalid` (exceptions become invalid answers)."""
+
+    @abstractmethod
+    def _advance(self, moves: dict[AgentID, MoveT], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
+        """Play one round with the valid moves (possibly none); the world's rewards.
+
+        May add world details to ``infos`` (the env's own info, say).
+        """
+
+    @abstractmethod
+    def _world_endings(self) -> tuple[Mapping[AgentID, bool], Mapping[AgentID, bool]]:
+        """Which agents the world itself has terminated and truncated (step limits aside)."""
+
+    @abstractmethod
+    def _legal_moves(self, agent: AgentID) -> Sequence[MoveT] | None:
+        """The moves ``agent`` may play now (None if not enumerable)."""
+
+    @abstractmethod
+    def _move_text(self, agent: AgentID, move: MoveT) -> str:
+        """The canonical text of ``move``; :meth:`_read` maps it back to the move."""
+
+    def _fallback_move(self, agent: AgentID) -> MoveT:
+        """The move played for an invalid answer under ``on_invalid="default_action"``: the first legal one."""
+        moves = self._legal_moves(agent)
+        if not moves:
+            raise GameError(
+                f"{type(self).__name__} cannot enumerate the moves of {agent}; give it a default move "
+                "or use on_invalid='penalize'"
+            )
+        return moves[0]
+
+    def _forfeit_rewards(self, agent: AgentID) -> Mapping[AgentID, float]:
+        """Rewards of the round in which ``agent`` forfeits (by default it scores :attr:`FORFEIT_REWARD`)."""
+        return {agent: self.FORFEIT_REWARD}
+
+    def _success(self, agent: AgentID) -> bool | None:
+        """Whether ``agent`` succeeded, judged by the world (None where undefined)."""
+        return None
+
+    def _oracle_move(self, agent: AgentID) -> MoveT | None:
+        """A strong move for ``agent`` now (None without oracle)."""
+        return None
+
+    def _refresh(self) -> None:  # noqa: B027 - optional hook, deliberately empty
+        """Called after every reset and step, once the referee's bookkeeping is current (re-render caches)."""
+
+    # ------------------------------------------------------------------ the referee
+    @property
+    def done(self) -> bool:
+        """Whether the current episode has ended."""
+        return self._tally is not None and self._tally.over
+
+    @property
+    def active_agents(self) -> tuple[AgentID, ...]:
+        """Agents that must answer in the next step (none once the episode is over)."""
+        tally = self._require_tally()
+        return () if tally.over else self._to_move()
+
+    @property
+    def rounds(self) -> int:
+        """Rounds played in the current episode (0 before the first reset)."""
+        return 0 if self._tally is None else self._tally.rounds
+
+    @property
+    def forfeited(self) -> tuple[AgentID, ...]:
+        """The agents that forfeited the current episode (by invalid answers)."""
+        return () if self._tally is None else self._tally.forfeited
+
+    def episode_returns(self) -> dict[AgentID, float]:
+        """Cumulative reward of each agent in the current episode."""
+        return dict(self._require_tally().returns)
+
+    def reset(
+        self, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[dict[AgentID, str], dict[AgentID, dict[str, Any]]]:
+        """Start a new episode; see :meth:`Game.reset`."""
+        agents = self.agents
+        self._tally = None  # the world starts without a stale record in view
+        infos = self._start(seed, options or {})
+        self._tally = _Tally(
+            returns=dict.fromkeys(agents, 0.0),
+            invalid_streak=dict.fromkeys(agents, 0),
+            terminated=dict.fromkeys(agents, False),
+            truncated=dict.fromkeys(agents, False),
+        )
+        self._judge_endings(self._tally)
+        self._refresh()
+        return {agent: self.observe(agent) for agent in agents}, {agent: infos.get(agent, {}) for agent in agents}
+
+    def step(self, actions: Mapping[AgentID, str | Invalid]) -> StepResult:
+        """Apply the active agents' answers; see :meth:`Game.step`."""
+        tally = self._require_tally()
+        if tally.over:
+            raise GameError("the episode is over; call reset() before step()")
+        active = self._to_move()
+        check_answers(active, actions)
+        config = self.config
+        agents = self.agents
+        rewards = dict.fromkeys(agents, 0.0)
+        infos: dict[AgentID, dict[str, Any]] = {agent: {} for agent in agents}
+        moves: dict[AgentID, MoveT] = {}
+        forfeits: list[AgentID] = []
+        for agent in active:
+            answer = actions[agent]
+            move = answer if isinstance(answer, Invalid) else self.parse(agent, answer)
+            if not isinstance(move, Invalid):
+                tally.invalid_streak[agent] = 0
+                moves[agent] = move
+                infos[agent] = {"valid": True, "reason": None, "action": self._move_text(agent, move)}
+                continue
+            tally.invalid_streak[agent] += 1
+            rewards[agent] -= config.invalid_penalty
+            infos[agent] = {"valid": False, "reason": move.reason, "action": None}
+            limit = config.forfeit_after
+            if config.on_invalid == "terminate" or (limit is not None and tally.invalid_streak[agent] >= limit):
+                forfeits.append(agent)
+                infos[agent]["forfeit"] = True
+            elif config.on_invalid == "default_action":
+                moves[agent] = self._fallback_move(agent)
+                infos[agent]["action"] = self._move_text(agent, moves[agent])
+        if forfeits:
+            tally.forfeited = tuple(forfeits)
+            for agent in forfeits:
+                for other, reward in self._forfeit_rewards(agent).items():
+                    rewards[other] += float(reward)
+        else:
+            for agent, reward in self._advance(moves, infos).items():
+                if agent in rewards:
+                    rewards[agent] += float(reward)
+        tally.rounds += 1
+        for agent, reward in rewards.items():
+            tally.returns[agent] += reward
+        self._judge_endings(tally)
+        self._refresh()
+        observations = {agent: self.observe(agent) for agent in agents}
+        return StepResult(observations, rewards, dict(tally.terminated), dict(tally.truncated), infos)
+
+    def parse(self, agent: AgentID, text: str) -> MoveT | Invalid:
+        """Parse ``text`` into a move or :class:`Invalid`; never raises, whatever the text."""
+        if agent not in self.agents:
+            return Invalid(f"unknown agent {agent!r}; agents are {list(self.agents)}")
+        if not isinstance(text, str):
+            return Invalid(f"expected text, got {type(text).__name__}")
+        try:
+            return self._read(agent, text)
+        except Exception as error:  # a parser bug must not crash a rollout
+            return Invalid(f"parser error: {error!r}")
+
+    def legal_actions(self, agent: AgentID) -> list[str] | None:
+        """Canonical texts of ``agent``'s legal moves now (empty when it is not its turn)."""
+        if agent not in self.active_agents:
+            return []
+        moves = self._legal_moves(agent)
+        return None if moves is None else [self._move_text(agent, move) for move in moves]
+
+    def is_success(self, agent: AgentID) -> bool | None:
+        """The world's verdict; False for an agent that forfeited."""
+        if self._tally is None:
+            return None
+        return False if agent in self._tally.forfeited else self._success(agent)
+
+    def oracle_action(self, agent: AgentID) -> str | None:
+        """The oracle's move text for ``agent`` now (None when it is not its turn, or without oracle)."""
+        if agent not in self.active_agents:
+            return None
+        move = self._oracle_move(agent)
+        return None if move is None else self._move_text(agent, move)
+
+    def __repr__(self) -> str:
+        """Show the id and the options that differ from the defaults."""
+        options = self.config.model_dump(exclude_defaults=True)
+        return f"{type(self).__name__}({self.game_id!r}, {options})"
+
+    def _judge_endings(self, tally: _Tally) -> None:
+        world_terminated, world_truncated = self._world_endings()
+        max_steps = self.config.max_steps
+        limit_reached = max_steps is not None and tally.rounds >= max_steps
+        forfeited = bool(tally.forfeited)
+        agents = self.agents
+        terminated = {agent: forfeited or bool(world_terminated.get(agent, False)) for agent in agents}
+        finished = all(terminated[agent] or world_truncated.get(agent, False) for agent in agents)
+        tally.over = forfeited or limit_reached or finished
+        tally.terminated = terminated
+        tally.truncated = {
+            agent: not terminated[agent] and (bool(world_truncated.get(agent, False)) or tally.over)
+            for agent in agents
+        }
+
+    def _require_tally(self) -> _Tally:
+        if self._tally is None:
+            raise GameError("no episode in progress; call reset() first")
+        return self._tally
+
+
+class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
     """A :class:`Game` built from pure rules over an explicit state plus a text layer.
 
     Subclasses implement the rules (``initial_state``, ``transition``, ``is_terminal``,
     ``current_agents``, ``legal_moves``) and the text layer (``render``, ``parse_action``,
     ``action_text``). The rules must draw randomness only from the ``rng`` they are given.
+    :class:`RefereedGame` does the bookkeeping: seeding, step limits, invalid answers, ``info``.
 
-    ``transition`` receives the actions of the agents that answered validly; under
-    ``on_invalid="penalize"`` an agent that answered invalidly is simply absent from the
-    mapping (its turn is used up without effect). In a turn-based game with no valid answer the
-    transition is skipped and the state stays the same; a simultaneous game (``turn_based =
-    False``) still transitions, with the mapping possibly empty, so it must handle absent agents.
+    ``parse_action(agent, text, state)`` sees the state in play, so a well-formed answer that
+    names an illegal move (an occupied cell, a full column) becomes :class:`Invalid` with a
+    reason there and never reaches ``transition``. ``transition`` receives the moves of the
+    agents that answered validly; under ``on_invalid="penalize"`` an agent that answered
+    invalidly is absent from the mapping. In a turn-based game with no valid answer the
+    transition is skipped and the state stays the same (the same seat answers again); a
+    simultaneous game (``turn_based = False``) still transitions, with the mapping possibly
+    empty, so it must handle absent agents.
     """
 
-    Config: ClassVar[type[GameConfig]] = GameConfig
     #: The agents of the game; override, or override :attr:`agents`.
     AGENTS: ClassVar[tuple[AgentID, ...]] = ("player",)
 
@@ -262,7 +526,7 @@ class RulesGame(Game, Generic[StateT, ActionT]):
         self.config = config
         self._rng: np.random.Generator | None = None
         self._seed: int | None = None
-        self._episode: _Episode[StateT] | None = None
+        self._state: StateT | None = None
 
     # ----------------------------------------------------------------------------- rules
     @abstractmethod
@@ -300,6 +564,15 @@ class RulesGame(Game, Generic[StateT, ActionT]):
             )
         return moves[0]
 
+    def forfeit(self, state: StateT, agent: AgentID) -> Mapping[AgentID, float]:
+        """Rewards of the round in which ``agent`` forfeits by invalid answers (see :class:`RefereedGame`).
+
+        A forfeit should score as the game's worst outcome for that seat, so that answering
+        nonsense never beats playing. The default, -1 to the forfeiting agent, is a loss in a
+        game scored +1/-1; games on another scale override it (Snake: a death).
+        """
+        return {agent: self.FORFEIT_REWARD}
+
     def success(self, state: StateT, agent: AgentID) -> bool | None:
         """Whether ``agent`` succeeded in the final ``state`` (None where undefined)."""
         return None
@@ -318,8 +591,14 @@ class RulesGame(Game, Generic[StateT, ActionT]):
         """What ``agent`` observes in ``state``, as text."""
 
     @abstractmethod
-    def parse_action(self, agent: AgentID, text: str) -> ActionT | Invalid:
-        """Parse an answer into an action or :class:`Invalid`; must never raise."""
+    def parse_action(self, agent: AgentID, text: str, state: StateT | None) -> ActionT | Invalid:
+        """Parse an answer into an action legal in ``state``, or :class:`Invalid` with the reason.
+
+        ``state`` is the state in play (None before the first ``reset``: then check the form
+        only). Follow the answer rule of :mod:`tsmg.answers`: accept a move's own name (any case,
+        surrounding punctuation aside) or an alias the prompt announces, nothing else. Must
+        never raise.
+        """
 
     @abstractmethod
     def action_text(self, agent: AgentID, action: ActionT) -> str:
@@ -334,7 +613,14 @@ class RulesGame(Game, Generic[StateT, ActionT]):
     @property
     def state(self) -> StateT:
         """The current state (read-only by convention; rules return new states)."""
-        return self._require_episode().state
+        if self._state is None:
+            raise GameError("no episode in progress; call reset() first")
+        return self._state
+
+    @property
+    def current_state(self) -> StateT | None:
+        """The state in play, or None before the first ``reset``."""
+        return self._state
 
     @property
     def seed(self) -> int | None:
@@ -348,140 +634,54 @@ class RulesGame(Game, Generic[StateT, ActionT]):
             self._rng = np.random.default_rng()
         return self._rng
 
-    @property
-    def rounds(self) -> int:
-        """Rounds played in the current episode."""
-        return self._require_episode().rounds
-
-    @property
-    def done(self) -> bool:
-        """Whether the current episode has ended."""
-        episode = self._episode
-        return episode is not None and (episode.terminated or episode.truncated)
-
-    @property
-    def active_agents(self) -> tuple[AgentID, ...]:
-        """Agents that must answer in the next step."""
-        episode = self._require_episode()
-        if episode.terminated or episode.truncated:
-            return ()
-        return self.current_agents(episode.state)
-
-    def reset(
-        self, seed: int | None = None, options: Mapping[str, Any] | None = None
-    ) -> tuple[dict[AgentID, str], dict[AgentID, dict[str, Any]]]:
-        """Start a new episode; see :meth:`Game.reset`."""
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
-        self._seed = seed
-        state = self.initial_state(self.np_random, options or {})
-        self._episode = _Episode(state=state, returns=dict.fromkeys(self.agents, 0.0))
-        observations = {agent: self.render(state, agent) for agent in self.agents}
-        return observations, {agent: {} for agent in self.agents}
-
-    def step(self, actions: Mapping[AgentID, str | Invalid]) -> StepResult:
-        """Apply the active agents' answers; see :meth:`Game.step`."""
-        episode = self._require_episode()
-        if episode.terminated or episode.truncated:
-            raise GameError("the episode is over; call reset() before step()")
-        state = episode.state
-        active = self.current_agents(state)
-        check_answers(active, actions)
-        config = self.config
-        moves: dict[AgentID, ActionT] = {}
-        infos: dict[AgentID, dict[str, Any]] = {agent: {} for agent in self.agents}
-        penalties: dict[AgentID, float] = {}
-        force_end = False
-        for agent in active:
-            answer = actions[agent]
-            parsed = answer if isinstance(answer, Invalid) else self.parse(agent, answer)
-            if isinstance(parsed, Invalid):
-                penalties[agent] = config.invalid_penalty
-                info: dict[str, Any] = {"valid": False, "reason": parsed.reason}
-                if config.on_invalid == "default_action":
-                    move = self.default_move(state, agent)
-                    moves[agent] = move
-                    info["action"] = self.action_text(agent, move)
-                else:
-                    info["action"] = None
-                    force_end = force_end or config.on_invalid == "terminate"
-                infos[agent] = info
-            else:
-                moves[agent] = parsed
-                infos[agent] = {"valid": True, "reason": None, "action": self.action_text(agent, parsed)}
-
-        rewards = dict.fromkeys(self.agents, 0.0)
-        # A simultaneous game still advances when nobody answered validly (the world moves on:
-        # e.g. snakes keep going); a turn-based game just loses the turn.
-        if (moves or not self.turn_based) and not force_end:
-            state, round_rewards = self.transition(state, moves, self.np_random)
-            for agent, reward in round_rewards.items():
-                rewards[agent] += float(reward)
-        for agent, penalty in penalties.items():
-            rewards[agent] -= penalty
-        episode.state = state
-        episode.rounds += 1
-        for agent, reward in rewards.items():
-            episode.returns[agent] += reward
-        episode.terminated = force_end or self.is_terminal(state)
-        episode.forced_end = force_end
-        max_steps = config.max_steps
-        episode.truncated = not episode.terminated and max_steps is not None and episode.rounds >= max_steps
-        observations = {agent: self.render(state, agent) for agent in self.agents}
-        terminated = dict.fromkeys(self.agents, episode.terminated)
-        truncated = dict.fromkeys(self.agents, episode.truncated)
-        return StepResult(observations, rewards, terminated, truncated, infos)
-
     def observe(self, agent: AgentID) -> str:
         """The current observation text of ``agent``."""
-        return self.render(self._require_episode().state, agent)
-
-    def parse(self, agent: AgentID, text: str) -> ActionT | Invalid:
-        """Parse ``text`` into an action or :class:`Invalid`; never raises."""
-        if not isinstance(text, str):
-            return Invalid(f"expected text, got {type(text).__name__}")
-        try:
-            return self.parse_action(agent, text)
-        except Exception as error:  # a parser bug must not crash a rollout
-            return Invalid(f"parser error: {error!r}")
-
-    def legal_actions(self, agent: AgentID) -> list[str] | None:
-        """Canonical texts of the legal actions of ``agent`` now (empty if not its turn)."""
-        episode = self._require_episode()
-        if agent not in self.active_agents:
-            return []
-        moves = self.legal_moves(episode.state, agent)
-        if moves is None:
-            return None
-        return [self.action_text(agent, move) for move in moves]
+        return self.render(self.state, agent)
 
     def state_key(self, agent: AgentID) -> Hashable:
         """Key of the current state as ``agent`` sees it."""
-        return self.key(self._require_episode().state, agent)
+        return self.key(self.state, agent)
 
-    def is_success(self, agent: AgentID) -> bool | None:
-        """Whether ``agent`` succeeded (evaluated on the current state)."""
-        episode = self._require_episode()
-        if episode.forced_end:
-            return False
-        return self.success(episode.state, agent)
+    # ------------------------------------------------------------------ referee hooks
+    def _start(self, seed: int | None, options: Mapping[str, Any]) -> dict[AgentID, dict[str, Any]]:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._seed = seed
+        self._state = self.initial_state(self.np_random, options)
+        return {}
 
-    def oracle_action(self, agent: AgentID) -> str | None:
-        """The oracle's action text for ``agent`` now, or None without oracle."""
-        move = self.oracle(self._require_episode().state, agent)
-        return None if move is None else self.action_text(agent, move)
+    def _to_move(self) -> tuple[AgentID, ...]:
+        return self.current_agents(self.state)
 
-    def episode_returns(self) -> dict[AgentID, float]:
-        """Cumulative reward of each agent in the current episode."""
-        return dict(self._require_episode().returns)
+    def _read(self, agent: AgentID, text: str) -> ActionT | Invalid:
+        return self.parse_action(agent, text, self._state)
 
-    # ------------------------------------------------------------------------- helpers
-    def _require_episode(self) -> _Episode[StateT]:
-        if self._episode is None:
-            raise GameError("no episode in progress; call reset() first")
-        return self._episode
+    def _advance(self, moves: dict[AgentID, ActionT], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
+        # A simultaneous game still advances when nobody answered validly (the world moves on:
+        # e.g. snakes keep going); a turn-based game just loses the turn.
+        if not moves and self.turn_based:
+            return {}
+        self._state, rewards = self.transition(self.state, moves, self.np_random)
+        return rewards
 
-    def __repr__(self) -> str:
-        """Show the id and the options that differ from the defaults."""
-        options = self.config.model_dump(exclude_defaults=True)
-        return f"{type(self).__name__}({self.game_id!r}, {options})"
+    def _world_endings(self) -> tuple[Mapping[AgentID, bool], Mapping[AgentID, bool]]:
+        over = self.is_terminal(self.state)
+        return dict.fromkeys(self.agents, over), {}
+
+    def _legal_moves(self, agent: AgentID) -> Sequence[ActionT] | None:
+        return self.legal_moves(self.state, agent)
+
+    def _move_text(self, agent: AgentID, move: ActionT) -> str:
+        return self.action_text(agent, move)
+
+    def _fallback_move(self, agent: AgentID) -> ActionT:
+        return self.default_move(self.state, agent)
+
+    def _forfeit_rewards(self, agent: AgentID) -> Mapping[AgentID, float]:
+        return self.forfeit(self.state, agent)
+
+    def _success(self, agent: AgentID) -> bool | None:
+        return self.success(self.state, agent)
+
+    def _oracle_move(self, agent: AgentID) -> ActionT | None:
+        return self.oracle(self.state, agent)

@@ -8,13 +8,17 @@ agent), so their choices do not depend on how episodes happen to be batched.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from tsmg.core import AgentID, Game, Invalid
+from tsmg.model_spec import ModelSpecError, parse_model_spec
+
+if TYPE_CHECKING:
+    from tsmg.lap import LAPConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,16 +178,39 @@ class CallablePolicy:
         return [Decision(action=self.function(request)) for request in requests]
 
 
-def policy_from_spec(spec: str, seed: int = 0) -> Policy:
-    """Build a scripted policy from a short spec: ``random``, ``oracle`` or ``fixed:TEXT``.
+def policy_from_spec(
+    spec: str,
+    seed: int = 0,
+    *,
+    lap: LAPConfig | None = None,
+    model_options: Mapping[str, Any] | None = None,
+    scripted_only: bool = False,
+) -> Policy:
+    """The policy a model spec names (:mod:`tsmg.model_spec`): a script, or a LAP over a backend.
+
+    Args:
+        spec: ``random``, ``oracle``, ``fixed:TEXT`` or a language model (``hf:PATH``, ``smollm2``,
+            ``openai:MODEL``, ``vllm:PATH``).
+        seed: Seed of the random policy.
+        lap: How a language model is prompted and its answers read (default :class:`~tsmg.lap.LAPConfig`).
+        model_options: Keyword arguments of the backend (``base_url``, ``dtype``, ...).
+        scripted_only: Refuse language models (where only scripts make sense).
 
     Raises:
-        ValueError: for an unknown spec, naming the valid ones.
+        ModelSpecError: The spec names no known kind of player (the message lists them).
+        backends.BackendError: The model cannot be loaded (missing files, no API key, ...).
     """
-    if spec == "random":
+    parsed = parse_model_spec(spec)
+    if parsed.kind == "random":
         return RandomPolicy(seed=seed)
-    if spec == "oracle":
+    if parsed.kind == "oracle":
         return OraclePolicy()
-    if spec.startswith("fixed:"):
-        return FixedPolicy(spec.removeprefix("fixed:"))
-    raise ValueError(f"unknown policy {spec!r}: use 'random', 'oracle' or 'fixed:TEXT'")
+    if parsed.kind == "fixed":
+        return FixedPolicy(parsed.target)
+    if scripted_only:
+        raise ModelSpecError(f"{spec!r} is a language model; here use random, oracle or fixed:TEXT")
+    from backends import load_model  # heavy: imported only when a model plays
+    from tsmg import lap as lap_module
+
+    model = load_model(spec, **dict(model_options or {}))
+    return lap_module.LAP(model, lap or lap_module.LAPConfig(), name=spec)

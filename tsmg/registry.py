@@ -3,16 +3,23 @@
 Like Gymnasium's registry, registering a game costs nothing: its module is imported the first
 time the game is made. Packages that ship games (the built-in ``games`` catalog among them)
 expose an entry point in the ``tsmg.games`` group; loading it registers their games. So
-``import tsmg`` stays light and depends on no catalog.
+``import tsmg`` stays light and depends on no catalog. Games registered in a script or module
+of your own reach the command line with ``--import MODULE`` (or ``TSMG_IMPORT=MODULE``).
+
+Every game made from the registry ends: a game whose options set no step limit gets
+:data:`DEFAULT_MAX_STEPS`.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import logging
+import os
 import re
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -23,6 +30,11 @@ from tsmg.core import Game
 
 logger = logging.getLogger(__name__)
 
+#: Step limit of a registered game whose options set none, so that every episode ends (Blackjack's
+#: hands end by themselves, but not when its answers are invalid and forfeits are switched off).
+DEFAULT_MAX_STEPS = 1000
+#: Environment variable naming modules (comma-separated) that register games, imported first.
+IMPORT_ENV_VAR = "TSMG_IMPORT"
 _ID_PATTERN = re.compile(r"^(?:(?P<namespace>[\w.-]+)/)?(?P<name>[\w.:-]+?)(?:-v(?P<version>\d+))?$")
 ENTRY_POINT_GROUP = "tsmg.games"
 
@@ -37,6 +49,10 @@ class UnknownGameError(KeyError):
 
 class GameOptionsError(ValueError):
     """Raised when the options given to :func:`make` do not validate; says which and why."""
+
+
+class GameModuleError(ImportError):
+    """A module named to register games (``--import``, ``$TSMG_IMPORT``) cannot be imported."""
 
 
 @dataclass(frozen=True)
@@ -79,9 +95,17 @@ class GameSpec:
         return factory
 
     def make(self, **overrides: Any) -> Game:
-        """Build the game with the spec's defaults updated by ``overrides``."""
+        """Build the game with the spec's defaults updated by ``overrides``.
+
+        A game whose options set no step limit (and whose config has one) gets
+        :data:`DEFAULT_MAX_STEPS`; pass ``max_steps=None`` to mean no limit.
+        """
         options = {**self.kwargs, **overrides}
         factory = self.load()
+        config = getattr(factory, "Config", None)
+        fields = getattr(config, "model_fields", {})
+        if "max_steps" not in options and "max_steps" in fields and fields["max_steps"].default is None:
+            options["max_steps"] = DEFAULT_MAX_STEPS
         try:
             game = factory(**options)
         except ValidationError as error:
@@ -167,9 +191,52 @@ def spec(id: str) -> GameSpec:
     versions = [s for s in _registry.values() if s.name == id and s.version is not None]
     if versions and not re.search(r"-v\d+$", id):
         return max(versions, key=lambda s: s.version or 0)
-    close = difflib.get_close_matches(id, list(_registry), n=5, cutoff=0.4)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    raise UnknownGameError(f"no game registered as {id!r}.{hint} `tsmg games` lists them all.")
+    raise UnknownGameError(
+        f"no game registered as {id!r}.{_close_ids_hint(id)} `tsmg games` lists them all. A game registered in "
+        f"your own module is found once that module is imported: `--import MODULE` on the command line (or "
+        f"{IMPORT_ENV_VAR}=MODULE), or a 'tsmg.games' entry point in its package (README: Define and register a "
+        "new game)."
+    )
+
+
+def _close_ids_hint(id: str) -> str:
+    """`` Did you mean: ...?`` with the registered ids close to ``id`` (only close ones), or nothing."""
+    by_lower = {game_id.lower(): game_id for game_id in _registry}
+    close = difflib.get_close_matches(id.lower(), list(by_lower), n=5, cutoff=0.8)
+    return f" Did you mean: {', '.join(by_lower[match] for match in close)}?" if close else ""
+
+
+def import_game_modules(modules: Iterable[str] = ()) -> list[str]:
+    """Import modules that register games: ``modules`` plus those named in ``$TSMG_IMPORT``.
+
+    A name is a module (``my_games`` or ``pkg.games``, found from the current directory too) or
+    a path to a ``.py`` file. Returns the names imported.
+
+    Raises:
+        GameModuleError: A module cannot be found or fails to import (the message says which).
+    """
+    names = [name for name in modules if name]
+    names += [name.strip() for name in os.environ.get(IMPORT_ENV_VAR, "").split(",") if name.strip()]
+    if names and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does, so a module beside the user is found
+    for name in names:
+        try:
+            if name.endswith(".py"):
+                module_spec = importlib.util.spec_from_file_location(os.path.basename(name)[:-3], name)
+                if module_spec is None or module_spec.loader is None or not os.path.exists(name):
+                    raise GameModuleError(f"cannot import games from {name!r}: no such file")
+                module = importlib.util.module_from_spec(module_spec)
+                sys.modules[module_spec.name] = module
+                module_spec.loader.exec_module(module)
+            else:
+                importlib.import_module(name)
+        except GameModuleError:
+            raise
+        except ModuleNotFoundError as error:
+            raise GameModuleError(f"cannot import games from {name!r}: {error}") from None
+        except Exception as error:
+            raise GameModuleError(f"importing {name!r} failed: {type(error).__name__}: {error}") from None
+    return names
 
 
 def make(id: str, **overrides: Any) -> Game:

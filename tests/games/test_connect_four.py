@@ -51,17 +51,17 @@ def test_full_column_is_invalid_with_reason():
     game.reset(seed=0)
     for _ in range(6):
         game.step({game.active_agents[0]: "1"})
-    parsed = game.parse(game.active_agents[0], "column 1")
+    parsed = game.parse(game.active_agents[0], "1")
     assert isinstance(parsed, Invalid) and "full" in parsed.reason and "2, 3, 4, 5, 6, 7" in parsed.reason
     assert "1" not in game.legal_actions(game.active_agents[0])
 
 
-@pytest.mark.parametrize(("text", "col"), [("4", 3), ("column 4", 3), ("Col 7.", 6), ("c1", 0), (" 2 ", 1)])
+@pytest.mark.parametrize(("text", "col"), [("4", 3), ("**7**.", 6), (" 2 ", 1)])
 def test_parse_variants(text, col):
     assert ConnectFour().parse("player_0", text) == col
 
 
-@pytest.mark.parametrize("text", ["", "0", "8", "44", "four", "\n" * 1000, "٣"])
+@pytest.mark.parametrize("text", ["", "0", "8", "44", "four", "\n" * 1000, "٣", "column 4", "c1", "col 7"])
 def test_parse_rejects(text):
     parsed = ConnectFour().parse("player_0", text)
     assert isinstance(parsed, Invalid) and "1-7" in parsed.reason

@@ -73,7 +73,7 @@ def test_reward_is_merge_score_and_game_ends_when_stuck():
     assert "Game over" in game.render(Game2048State(stuck), "player")
 
 
-@pytest.mark.parametrize("text", ["", "north", "upp", "⬆", "left right", "\t" * 300])
+@pytest.mark.parametrize("text", ["", "north", "upp", "⬆", "left right", "\t" * 300, "d", "u", "l", "r"])
 def test_parse_rejects(text):
     parsed = Game2048().parse("player", text)
     assert isinstance(parsed, Invalid) and "up, down, left, right" in parsed.reason

@@ -63,13 +63,15 @@ def test_deal_is_seeded_and_hidden():
 
 def test_parse_uses_the_state():
     game = KuhnPoker()
-    assert game.parse("player_0", "PASS") == rules.CHECK  # no episode: form only
+    assert game.parse("player_0", "CHECK") == rules.CHECK  # no episode: form only
+    assert isinstance(game.parse("player_0", "pass"), Invalid)  # an unannounced synonym
     game.reset(seed=0)
-    assert game.parse("player_0", "raise") == rules.BET
+    assert game.parse("player_0", "Bet.") == rules.BET
+    assert isinstance(game.parse("player_0", "raise"), Invalid)
     parsed = game.parse("player_0", "fold")
     assert isinstance(parsed, Invalid) and "check or bet" in parsed.reason
     game.step({"player_0": "bet"})
-    assert game.parse("player_1", "pass") == rules.FOLD
+    assert game.parse("player_1", "Fold") == rules.FOLD
     assert isinstance(game.parse("player_0", "call"), Invalid)  # not player_0's turn
     assert isinstance(game.parse("player_1", "all in"), Invalid)
 

@@ -42,7 +42,7 @@ def test_first_reveal_is_always_safe_and_opens_an_area():
 def test_crowded_board_still_safe_first():
     game = Minesweeper(width=3, height=3, mines=8)
     game.reset(seed=1)
-    result = game.step({"player": "1 1"})
+    result = game.step({"player": "reveal 1 1"})
     assert result.done and result.rewards == {"player": 1.0} and game.is_success("player")
 
 
@@ -80,14 +80,10 @@ def test_solver_deductions():
 
 def test_parse_and_state_checks():
     game = Minesweeper()
-    for text, move in [
-        ("reveal 1 2", ("reveal", 13)),
-        ("(1, 2)", ("reveal", 13)),
-        ("Open 0 0", ("reveal", 0)),
-        ("reveal (5,5).", ("reveal", 35)),
-        ("x=1, y=2", ("reveal", 13)),
-    ]:
+    for text, move in [("reveal 1 2", ("reveal", 13)), ("Reveal  0 0.", ("reveal", 0)), ("`reveal 5 5`", ("reveal", 35))]:
         assert game.parse("player", text) == move
+    for text in ["(1, 2)", "1 2", "open 0 0", "r 1 2", "reveal (5,5)", "x=1, y=2", "reveal 01 2"]:
+        assert isinstance(game.parse("player", text), Invalid), text  # not the move's name
     for text, reason in [
         ("flag 1 1", "flags are not used"),
         ("reveal 6 0", "off the grid"),
@@ -100,7 +96,7 @@ def test_parse_and_state_checks():
         assert isinstance(parsed, Invalid) and reason in parsed.reason, (text, parsed)
     game.reset(seed=0)
     game.step({"player": "reveal 2 2"})
-    parsed = game.parse("player", "2 2")
+    parsed = game.parse("player", "reveal 2 2")
     assert isinstance(parsed, Invalid) and "already revealed" in parsed.reason
     assert "reveal 2 2" not in game.legal_actions("player")
 
@@ -108,7 +104,7 @@ def test_parse_and_state_checks():
 def test_flags_toggle():
     game = tsmg.make("Minesweeper-Beginner-v0")
     game.reset(seed=0)
-    game.step({"player": "f 0 0"})
+    game.step({"player": "FLAG 0 0"})
     assert game.state.flagged == {0} and "F" in game.observe("player")
     game.step({"player": "flag 0 0"})
     assert game.state.flagged == frozenset()

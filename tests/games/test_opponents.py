@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tsmg
-from games.opponents import normalize_answer
+from tsmg.answers import normalize_answer
 from games.tictactoe import TicTacToeVsMinimax
 from tsmg.core import Invalid
 
@@ -29,7 +29,7 @@ OVERRIDES = {"ConnectFour-v0": {"oracle_depth": 2}, "ConnectFour-vsMinimax-v0": 
 
 
 def test_normalize_answer():
-    assert normalize_answer("  **Reveal   (1, 2)**. ") == "reveal (1, 2"
+    assert normalize_answer("  **Reveal   1 2**. ") == "reveal 1 2"
     assert normalize_answer("x" * 201) is None
     assert normalize_answer("") == ""
 
@@ -78,11 +78,11 @@ def test_contract_random_and_oracle_play(game_id):
 def test_parse_never_raises(game_id, text):
     # RulesGame.step calls parse_action directly, so it must not raise (before or during an episode).
     game = tsmg.make(game_id, **OVERRIDES.get(game_id, {}))
-    parsed = game.parse_action(game.agents[0], text)
+    parsed = game.parse_action(game.agents[0], text, None)
     assert not isinstance(parsed, Invalid) or parsed.reason
     game.reset(seed=0)
     for agent in game.agents:
-        parsed = game.parse_action(agent, text)
+        parsed = game.parse_action(agent, text, game.state)
         assert not isinstance(parsed, Invalid) or parsed.reason
 
 

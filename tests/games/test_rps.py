@@ -30,7 +30,7 @@ def test_simultaneous_rounds_rewards_and_history():
     assert game.active_agents == ("player_0", "player_1")
     assert "Round 1 of 3" in observations["player_0"]
     assert game.step({"player_0": "rock", "player_1": "scissors"}).rewards == {"player_0": 1.0, "player_1": -1.0}
-    result = game.step({"player_0": "R", "player_1": "paper!"})
+    result = game.step({"player_0": "ROCK", "player_1": "paper!"})
     assert result.rewards == {"player_0": -1.0, "player_1": 1.0}
     text = result.observations["player_1"]
     assert "Round 1: you played scissors, opponent played rock (you lost the round)" in text
@@ -51,7 +51,7 @@ def test_invalid_answer_forfeits_the_round():
     assert "you gave no valid answer" in result.observations["player_0"]
 
 
-@pytest.mark.parametrize("text", ["", "rocks", "rock paper", "石", "\x1b[31m", "x" * 5000])
+@pytest.mark.parametrize("text", ["", "rocks", "rock paper", "石", "\x1b[31m", "x" * 5000, "r", "s", "scissor"])
 def test_parse_rejects(text):
     parsed = RockPaperScissors().parse("player_0", text)
     assert isinstance(parsed, Invalid) and "rock, paper, scissors" in parsed.reason

@@ -66,16 +66,8 @@ def test_draw_gives_zero():
     [
         ("5", 4),
         (" 5 ", 4),
-        ("cell 5.", 4),
-        ("#9", 8),
-        ("center", 4),
-        ("Centre", 4),
-        ("Top-Left", 0),
-        ("bottom right", 8),
-        ("top", 1),
-        ("(2, 3)", 5),
-        ("row 3 column 1", 6),
-        ("1,1", 0),
+        ("5.", 4),
+        ("'9'", 8),
         ("**7**", 6),
     ],
 )
@@ -83,7 +75,10 @@ def test_parse_variants(text, cell):
     assert TicTacToe().parse("player_0", text) == cell
 
 
-@pytest.mark.parametrize("text", ["", "0", "10", "55", "a" * 100_000, "\x00", "５", "middle middle middle", "4 4"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "0", "10", "55", "a" * 100_000, "\x00", "５", "4 4", "cell 5", "#9", "center", "top left", "right", "(2, 3)"],
+)
 def test_parse_rejects_with_reason(text):
     parsed = TicTacToe().parse("player_0", text)
     assert isinstance(parsed, Invalid) and "1-9" in parsed.reason

@@ -3,27 +3,26 @@
 Wrap envs as tsmg games (:class:`GymnasiumGame`, :class:`PettingZooGame`) to play them with
 language-agent policies, or export any tsmg game as an env with Text spaces
 (:func:`to_gymnasium`, :func:`to_pettingzoo_aec`, :func:`to_pettingzoo_parallel`) for code
-written against those APIs.
+written against those APIs. Shared helpers live in :mod:`tsmg.adapters.common`.
 """
 
-from tsmg.adapters.gymnasium import TEXT_CHARSET, GymnasiumGame, TextGameEnv, to_gymnasium
-from tsmg.adapters.pettingzoo import (
-    PettingZooAECGame,
-    PettingZooGame,
-    PettingZooParallelGame,
+from tsmg.adapters.common import TEXT_CHARSET
+from tsmg.adapters.export import (
     TextAECEnv,
+    TextGameEnv,
     TextObservation,
     TextParallelEnv,
+    to_gymnasium,
     to_pettingzoo_aec,
     to_pettingzoo_parallel,
 )
+from tsmg.adapters.gymnasium import GymnasiumGame
+from tsmg.adapters.pettingzoo import PettingZooGame
 
 __all__ = [
     "TEXT_CHARSET",
     "GymnasiumGame",
-    "PettingZooAECGame",
     "PettingZooGame",
-    "PettingZooParallelGame",
     "TextAECEnv",
     "TextGameEnv",
     "TextObservation",

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tsmg.evaluation.config import DEFAULT_MODEL, EvalConfig
+from tsmg.assignments import parse_assignments, parse_model_option
+from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.plan import plan_evaluation
 from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
+from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 from tsmg.registry import make
 
 
@@ -51,32 +51,17 @@ def add_commands(commands: Any) -> None:
     report.set_defaults(handler=cmd_report)
 
 
-def _pairs(values: list[str], what: str) -> dict[str, Any]:
-    parsed: dict[str, Any] = {}
-    for value in values:
-        key, separator, raw = value.partition("=")
-        if not separator or not key:
-            raise ValueError(f"{what} must be KEY=VALUE, got {value!r}")
-        parsed[key.strip()] = yaml.safe_load(raw)
-    return parsed
-
-
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
     """Build (and validate) the run configuration from command-line arguments."""
-    game_options = _pairs(args.option, "--option")
+    models = args.model or [DEFAULT_MODEL]
+    for model in models:
+        parse_model_spec(model)  # a bad spec is one clear line, before anything else happens
+    game_options = parse_assignments(args.option, "--option")
     model_options: dict[str, dict[str, Any]] = {}
     for value in args.model_option:
-        # MODEL may hold colons (openai:NAME) and VALUE too (a URL): split at the first "=" first.
-        target, equals, raw = value.partition("=")
-        model, colon, key = target.rpartition(":")
-        if not (equals and colon and model and key):
-            raise ValueError(f"--model-option must be MODEL:KEY=VALUE, got {value!r}")
-        model_options.setdefault(model, {})[key.strip()] = yaml.safe_load(raw)
-    prices = {}
-    for value in args.price:
-        model, _, pair = value.rpartition("=")
-        price_in, _, price_out = pair.partition(",")
-        prices[model] = (float(price_in), float(price_out))
+        model, key, option = parse_model_option(value)
+        model_options.setdefault(model, {})[key] = option
+    prices = {value.rpartition("=")[0]: _price(value) for value in args.price}
     template = PromptTemplate(history=args.history, history_k=args.history_k)
     if args.system is not None:
         template = template.model_copy(update={"system": args.system})
@@ -91,7 +76,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     )
     return EvalConfig(
         games=args.game,
-        models=args.model or [DEFAULT_MODEL],
+        models=models,
         episodes=args.episodes,
         seed=args.seed,
         game_options={game: dict(game_options) for game in args.game} if game_options else {},
@@ -143,7 +128,17 @@ def dry_run_text(config: EvalConfig) -> str:
 
 
 def _is_language_model(spec: str) -> bool:
-    return spec not in ("random", "oracle") and not spec.startswith("fixed:")
+    return not parse_model_spec(spec).scripted
+
+
+def _price(value: str) -> tuple[float, float]:
+    """``MODEL=IN,OUT`` (USD per million tokens) as ``(IN, OUT)``."""
+    model, _, pair = value.rpartition("=")
+    price_in, _, price_out = pair.partition(",")
+    try:
+        return float(price_in), float(price_out)
+    except ValueError:
+        raise ValueError(f"--price must be MODEL=IN,OUT with two numbers (USD per 1M tokens), got {value!r}") from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:

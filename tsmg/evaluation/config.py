@@ -9,9 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tsmg.lap import LAPConfig
-
-DEFAULT_MODEL = "smollm2"
-SCRIPTED_POLICIES = ("random", "oracle")
+from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 
 
 def _is_secret(option: str) -> bool:
@@ -57,6 +55,8 @@ class EvalConfig(BaseModel):
     def _distinct(cls, models: list[str]) -> list[str]:
         if len(set(models)) != len(models):
             raise ValueError(f"models must be distinct, got {models}")
+        for model in models:
+            parse_model_spec(model)  # an unknown kind fails here, before any folder or model
         return models
 
     def to_json(self) -> str:

