@@ -3,9 +3,18 @@
 Each game is one rules module (pure functions, tested on their own) plus one module with the
 text layer and options; ids are versioned (``Name-vN``) and variants are registered with their
 own defaults, as in the MS-GRPO authors' configurations where they exist.
+
+Invalid answers follow the general rule (:class:`tsmg.core.RefereedGame`: the turn is used up,
+three in a row forfeit) except in the MS-GRPO settings, which follow the authors' code: an
+invalid answer plays the first legal move (:data:`MS_GRPO_INVALID`), with the format penalty of
+their evaluation (0; their training adds 1: ``-o invalid_penalty=1``).
 """
 
 from tsmg.registry import register
+
+#: How the MS-GRPO authors' code treats an invalid answer: the first action is played, and a
+#: format penalty applies (0 in their evaluation, 1 in training). No forfeit.
+MS_GRPO_INVALID = {"on_invalid": "default_action", "invalid_penalty": 0.0, "forfeit_after": None}
 
 _FROZEN_LAKE = "games.frozen_lake:FrozenLake"
 
@@ -19,6 +28,7 @@ register(
 register(
     "FrozenLake-NoSlip-v0",
     _FROZEN_LAKE,
+    **MS_GRPO_INVALID,
     description="Random 4x4 map (p=0.8 frozen) per seed, not slippery, 8 steps (MS-GRPO training/eval).",
     map_name="random",
     size=4,
@@ -28,6 +38,7 @@ register(
 register(
     "FrozenLake-Slippery-v0",
     _FROZEN_LAKE,
+    **MS_GRPO_INVALID,
     description="Random 4x4 map (p=0.9 frozen), slippery ice, 15 steps (MS-GRPO evaluation).",
     map_name="random",
     size=4,
@@ -38,6 +49,7 @@ register(
 register(
     "FrozenLake-BigSlippery-v0",
     _FROZEN_LAKE,
+    **MS_GRPO_INVALID,
     description="Random 6x6 map (p=0.9 frozen), slippery ice, 15 steps (MS-GRPO evaluation).",
     map_name="random",
     size=6,

@@ -1,5 +1,6 @@
 """Registrations of Snake (single-player and arena) and Sokoban; no game module is imported here."""
 
+from games import MS_GRPO_INVALID
 from tsmg.registry import register
 
 _SNAKE = "games.snake:Snake"
@@ -9,12 +10,14 @@ _SOKOBAN = "games.sokoban:Sokoban"
 register(
     "Snake-v0",
     _SNAKE,
+    **MS_GRPO_INVALID,
     description="10x10 Snake, 5 apples, one random safe-moving enemy, death -2, 8 steps (MS-GRPO training).",
     max_steps=8,
 )
 register(
     "Snake-20Step-v0",
     _SNAKE,
+    **MS_GRPO_INVALID,
     description="10x10 Snake, 5 apples, one random safe-moving enemy, death -2, 20 steps (MS-GRPO evaluation).",
     max_steps=20,
 )
@@ -30,6 +33,7 @@ register(
     description="Two agent snakes moving simultaneously on 10x10 with 5 apples; last alive or 50 steps.",
     num_snakes=2,
     max_steps=50,
+    forfeit_after=None,  # a snake without a valid answer keeps its direction: nobody waits for it
 )
 register(
     "SnakeArena-4p-v0",
@@ -37,6 +41,7 @@ register(
     description="Four agent snakes moving simultaneously on 10x10 with 5 apples; last alive or 50 steps.",
     num_snakes=4,
     max_steps=50,
+    forfeit_after=None,
 )
 register(
     "Sokoban-v0",

@@ -64,6 +64,10 @@ class _SnakeGame(RulesGame[rules.Board, int]):
         """All four moves are always legal, deadly or not (legality is not safety)."""
         return rules.MOVES
 
+    def forfeit(self, state: rules.Board, agent: AgentID) -> Mapping[AgentID, float]:
+        """A forfeit scores as a death (-1 minus the death penalty), the worst a snake can do."""
+        return {agent: -1.0 - self.config.death_penalty}
+
     def oracle(self, state: rules.Board, agent: AgentID) -> int:
         """The greedy baseline: a safe move toward the nearest apple (:func:`rules.greedy_move`)."""
         return rules.greedy_move(state, self._index(agent))

@@ -7,6 +7,7 @@ import pytest
 import tsmg
 from games.frozen_lake import FrozenLake
 from tsmg.checker import GameCheckError, check_game
+from tsmg.core import Invalid
 
 
 class GlobalRandomLake(FrozenLake):
@@ -28,6 +29,52 @@ class CrashingParser(FrozenLake):
         return {"left": 0}[text]
 
 
+class AbbreviatingLake(FrozenLake):
+    """Reads 'd' as down, an abbreviation its prompt never announces (as 2048 once did)."""
+
+    def parse_action(self, agent, text, state):
+        return super().parse_action(agent, "down" if text.strip() == "d" else text, state)
+
+
+class CaseSensitiveLake(FrozenLake):
+    """Rejects 'LEFT': an answer names a move whatever its case."""
+
+    def parse_action(self, agent, text, state):
+        return super().parse_action(agent, text, state) if text == text.lower() else Invalid("lower case only")
+
+
+class SecretAliasLake(FrozenLake):
+    """Declares an alias its observation never mentions."""
+
+    def answer_aliases(self, agent):
+        return {"south": "down"}
+
+    def parse_action(self, agent, text, state):
+        return super().parse_action(agent, "down" if text.strip().lower() == "south" else text, state)
+
+
+class AnnouncedAliasLake(SecretAliasLake):
+    """The same alias, announced in the prompt: allowed."""
+
+    def render(self, state, agent):
+        return super().render(state, agent) + "\n(You may also answer south for down.)"
+
+
+class CostlyWalk(FrozenLake):
+    """Every move costs 1, standing still nothing: without a forfeit, nonsense beats random play."""
+
+    def transition(self, state, actions, rng):
+        state, rewards = super().transition(state, actions, rng)
+        return state, {"player": rewards.get("player", 0.0) - 1.0}
+
+
+class CostlyWalkWithForfeit(CostlyWalk):
+    """A forfeit scores the worst the step limit allows: nonsense cannot win."""
+
+    def forfeit(self, state, agent):
+        return {agent: -float(self.config.max_steps)}
+
+
 class FixedButClaimsRandom(FrozenLake):
     @property
     def has_random_start(self):
@@ -36,7 +83,10 @@ class FixedButClaimsRandom(FrozenLake):
 
 def test_registered_frozen_lake_passes():
     report = check_game("FrozenLake-NoSlip-v0")
-    assert report.episodes == 10 and report.legal_actions_checked > 0
+    assert report.episodes == 10 + 2 * 100 and report.legal_actions_checked > 0  # random play, then nonsense
+    assert report.hostile_answers_checked > 500
+    figures = report.nonsense["player"]
+    assert figures["success"]["invalid"] == 0.0 and figures["return"]["invalid"] <= figures["return"]["random"]
 
 
 def test_global_randomness_is_caught():
@@ -60,6 +110,45 @@ def test_parser_exceptions_are_turned_into_invalid_answers():
 def test_claimed_random_start_is_checked():
     with pytest.raises(GameCheckError, match="has_random_start"):
         check_game(FixedButClaimsRandom(map_name="4x4"))
+
+
+def test_a_move_read_from_an_answer_that_does_not_name_it_is_caught():
+    with pytest.raises(GameCheckError, match="the answer 'd' was read as the move 'down', which it does not name"):
+        check_game(AbbreviatingLake(map_name="4x4"), nonsense_seeds=0)
+
+
+def test_case_and_surrounding_punctuation_do_not_matter():
+    with pytest.raises(GameCheckError, match="was not read as the move"):
+        check_game(CaseSensitiveLake(map_name="4x4"), nonsense_seeds=0)
+
+
+def test_aliases_must_be_announced_in_the_prompt():
+    with pytest.raises(GameCheckError, match="alias 'south' .* is not announced"):
+        check_game(SecretAliasLake(map_name="4x4"), nonsense_seeds=0)
+    check_game(AnnouncedAliasLake(map_name="4x4"), nonsense_seeds=0)
+
+
+def test_every_registered_game_follows_the_answer_rule_for_hostile_answers():
+    for spec in tsmg.specs():
+        report = check_game(spec.id, seeds=(0,), max_rounds=3, nonsense_seeds=0)
+        assert report.hostile_answers_checked > 100, spec.id
+
+
+def test_an_episode_of_invalid_answers_must_end():
+    endless = FrozenLake(map_name="4x4", max_steps=None, forfeit_after=None)
+    with pytest.raises(GameCheckError, match="every answer is invalid had not ended after 500 rounds"):
+        check_game(endless, end_within=500, nonsense_seeds=0)
+    check_game(FrozenLake(map_name="4x4", max_steps=None), nonsense_seeds=0)  # forfeits end it
+
+
+def test_nonsense_must_not_beat_random_play():
+    standing_still = CostlyWalk(map_name="8x8", max_steps=30, forfeit_after=None)
+    with pytest.raises(GameCheckError, match="nonsense in seat 'player' beats random play on return"):
+        check_game(standing_still, nonsense_seeds=50)
+    with pytest.raises(GameCheckError, match="beats random play on return"):
+        check_game(CostlyWalk(map_name="8x8", max_steps=30), nonsense_seeds=50)  # a forfeit of -1 is not enough
+    report = check_game(CostlyWalkWithForfeit(map_name="8x8", max_steps=30), nonsense_seeds=50)
+    assert report.nonsense["player"]["return"]["invalid"] < report.nonsense["player"]["return"]["random"]
 
 
 def test_check_accepts_ids():

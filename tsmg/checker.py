@@ -3,22 +3,43 @@
 Checks, in order: the API shape (agents, reset, step, info), seed determinism (same seed and
 actions ⇒ identical episode; different seeds ⇒ different starts where the game is random),
 that every legal action's text parses back, that invalid text is rejected with a reason and
-never raises, and terminated/truncated sanity (a finished episode refuses ``step``; answers out
-of turn are refused).
+never raises, the answer rule of :mod:`tsmg.answers` against a corpus of hostile answers (no
+answer is read as a move it does not name), terminated/truncated sanity (a finished episode
+refuses ``step``; answers out of turn are refused), that an episode whose every answer is
+invalid ends, and that a policy answering nothing but nonsense scores no better than the random
+policy on success, return and head-to-head results, seat by seat, over enough seeds to tell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import math
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tsmg.core import Game, GameError, Invalid
+from tsmg.answers import names_move, normalize_answer
+from tsmg.core import AgentID, Game, GameError, Invalid
 from tsmg.registry import make
 
 _INVALID_PROBES = ("", "   ", "\x00\x1b[31m", "definitely not an action " * 50, "🙂 ünïcödé", "<action></action>")
+#: Answers that name no move in any game here, unless a game lists one of them as its move (then
+#: it must read it as that move): abbreviations, synonyms, other games' moves, coordinates.
+_HOSTILE_ANSWERS = (
+    *"abcdefhlnprsuwxy",
+    *(str(number) for number in range(11)),
+    "-1", "+1", "01", "1.0", "one", "two", "five", "yes", "no", "ok", "pass", "none", "null", "move", "action",
+    "up", "down", "left", "right", "north", "south", "east", "west", "top", "bottom", "middle", "center",
+    "centre", "top left", "top-left", "bottom right", "upper left", "stand", "stay", "hit", "fold", "raise",
+    "call", "check", "bet", "rock", "paper", "scissors", "scissor", "pick up", "drop off", "pickup",
+    "dropoff", "reveal", "flag", "open", "cell 1", "cell 5", "#5", "square 5", "column 1", "col 1", "c1",
+    "row 1", "(1, 2)", "1 2", "1,2", "1, 2", "x=1, y=2", "<action>", "</action>", "I don't know",
+)  # fmt: skip
+#: Seed offset of the checker's own random choices, apart from the game seeds.
+_CHOICE_SEED = 10_007
+#: A difference counts as real when it is this many standard errors from zero (one-sided p < 0.002).
+_Z_THRESHOLD = 3.0
 
 
 class GameCheckError(AssertionError):
@@ -27,22 +48,39 @@ class GameCheckError(AssertionError):
 
 @dataclass
 class CheckReport:
-    """What :func:`check_game` exercised."""
+    """What :func:`check_game` exercised.
+
+    Attributes:
+        nonsense: Per seat, the always-invalid policy's figures against the random policy's over
+            the same seeds: ``return``/``success``/``outcome`` means (outcome: +1 per other seat
+            beaten by return, -1 per seat lost to) for ``invalid`` and ``random``, and ``episodes``.
+    """
 
     game_id: str
     episodes: int = 0
     steps: int = 0
     legal_actions_checked: int = 0
+    hostile_answers_checked: int = 0
+    nonsense: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
-def check_game(game: Game | str, seeds: Sequence[int] = (0, 1, 2, 3, 4), max_rounds: int = 200) -> CheckReport:
+def check_game(
+    game: Game | str,
+    seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    max_rounds: int = 200,
+    nonsense_seeds: int = 100,
+    end_within: int = 20_000,
+) -> CheckReport:
     """Check that ``game`` (an instance or a registered id) keeps the TSMG contract.
 
     Args:
         game: The game, or a registered id to :func:`tsmg.make`.
         seeds: Seeds of the random-play episodes used by the checks.
         max_rounds: Rounds after which a random-play episode is cut short by the checker.
+        nonsense_seeds: Episodes per seat comparing an always-invalid policy with the random
+            one (0 skips that comparison).
+        end_within: Rounds within which an episode of nothing but invalid answers must end.
 
     Returns:
         A :class:`CheckReport` of what was exercised.
@@ -57,7 +95,7 @@ def check_game(game: Game | str, seeds: Sequence[int] = (0, 1, 2, 3, 4), max_rou
     _check_agents(game)
     first_starts = []
     for seed in seeds:
-        trace = _play_random(game, seed, max_rounds, report)
+        trace = _play_random(game, seed, max_rounds, report, hostile=True)
         replay = _play_random(game, seed, max_rounds, report)
         if trace != replay:
             raise GameCheckError(
@@ -72,6 +110,9 @@ def check_game(game: Game | str, seeds: Sequence[int] = (0, 1, 2, 3, 4), max_rou
             "draw the start from the generator seeded in reset(), or return False from has_random_start."
         )
     _check_step_errors(game, seeds[0])
+    _check_invalid_answers_end(game, seeds[0], end_within)
+    if nonsense_seeds:
+        _check_nonsense_never_beats_random(game, nonsense_seeds, end_within, report)
     return report
 
 
@@ -96,10 +137,14 @@ def _check_keyed(game: Game, what: str, mapping: Any, value_type: type | tuple[t
             )
 
 
-def _play_random(game: Game, seed: int, max_rounds: int, report: CheckReport) -> list[Any]:
-    """Play one episode with seeded random legal actions; return a trace for comparison."""
+def _play_random(game: Game, seed: int, max_rounds: int, report: CheckReport, hostile: bool = False) -> list[Any]:
+    """Play one episode with seeded random legal actions; return a trace for comparison.
+
+    With ``hostile``, the answer rule is checked against the hostile corpus in the first rounds
+    and every 25th round after (the replay skips it: it sees the same states).
+    """
     name = game.game_id
-    rng = np.random.default_rng(seed + 10_007)
+    rng = np.random.default_rng(seed + _CHOICE_SEED)
     reset_result = game.reset(seed=seed)
     if not (isinstance(reset_result, tuple) and len(reset_result) == 2):
         raise GameCheckError(f"{name}: reset() must return (observations, infos)")
@@ -108,7 +153,7 @@ def _play_random(game: Game, seed: int, max_rounds: int, report: CheckReport) ->
     _check_keyed(game, "reset infos", infos, dict)
     trace: list[Any] = [tuple(sorted(observations.items()))]
     report.episodes += 1
-    for _ in range(max_rounds):
+    for round_index in range(max_rounds):
         active = game.active_agents
         if not active:
             raise GameCheckError(f"{name}: the episode is not over but no agent is active; list who must act")
@@ -129,6 +174,9 @@ def _play_random(game: Game, seed: int, max_rounds: int, report: CheckReport) ->
             legal = game.legal_actions(agent)
             if legal is not None:
                 _check_legal_actions(game, agent, legal, report)
+                if hostile and (round_index < 2 or round_index % 25 == 0):
+                    sampler = np.random.default_rng([seed, round_index])  # apart from the play's own choices
+                    _check_answer_rule(game, agent, legal, observation, sampler, report)
             _check_invalid_texts(game, agent)
             # Without enumerable legal actions the checker can only answer with a probe text,
             # which the game may treat as invalid; that is fine and not reported.
@@ -256,3 +304,164 @@ def _first_difference(left: list[Any], right: list[Any]) -> int:
         if a != b:
             return index
     return min(len(left), len(right))
+
+
+# ------------------------------------------------------------------------------ the answer rule
+def _check_answer_rule(
+    game: Game, agent: AgentID, legal: list[str], observation: str, rng: np.random.Generator, report: CheckReport
+) -> None:
+    """No hostile answer is read as a move it does not name; every legal move's name is read in any case."""
+    name = game.game_id
+    aliases = dict(game.answer_aliases(agent))
+    folded_observation = " ".join(observation.lower().split())
+    for alias, target in aliases.items():
+        phrase = normalize_answer(alias) or alias.lower()
+        if phrase not in folded_observation:
+            raise GameCheckError(
+                f"{name}: the alias {alias!r} (for {target!r}) is not announced in {agent!r}'s observation; say it "
+                "in the prompt or drop it from answer_aliases (tsmg.answers: a model cannot guess aliases)"
+            )
+    sample = [legal[int(index)] for index in rng.choice(len(legal), size=min(len(legal), 12), replace=False)]
+    moves = [(text, game.parse(agent, text)) for text in legal]
+    folded = [normalize_answer(text) or text for text in legal]
+    for text in sample:
+        if folded.count(normalize_answer(text) or text) > 1 or text != text.strip():
+            continue  # two moves share this name but for case: only the exact text names one of them
+        expected = game.parse(agent, text)
+        for variant in (text.upper(), text.title(), f"**{text}**", f" '{text}'. ", f"{text}."):
+            if not _same_move(game.parse(agent, variant), expected):
+                raise GameCheckError(
+                    f"{name}: {variant!r} was not read as the move {text!r}; an answer names a move whatever its case "
+                    "and surrounding punctuation (normalize with tsmg.answers.normalize_answer before matching)"
+                )
+    for answer in _hostile_corpus(sample, legal):
+        parsed = game.parse(agent, answer)
+        report.hostile_answers_checked += 1
+        if isinstance(parsed, Invalid):
+            continue
+        named = [text for text, move in moves if _same_move(move, parsed)]
+        if not named:
+            continue  # read as a move outside legal_actions: the step will tell whether it is legal
+        move_aliases = [alias for alias, target in aliases.items() if target in named]
+        if not any(names_move(answer, text, move_aliases) for text in named):
+            raise GameCheckError(
+                f"{name}: the answer {answer!r} was read as the move {named[0]!r}, which it does not name. Read an "
+                "answer as a move only when it is the move's own name (any case, surrounding punctuation aside) or "
+                "an alias the prompt announces (Game.answer_aliases); anything else is Invalid with a reason "
+                "(tsmg.answers.MoveNames does this)"
+            )
+
+
+def _hostile_corpus(sample: Sequence[str], legal: Sequence[str]) -> list[str]:
+    """The fixed hostile answers plus, per sampled legal move, near misses: prefixes, pairs, sentences."""
+    corpus = list(_HOSTILE_ANSWERS)
+    for index, text in enumerate(sample):
+        other = sample[(index + 1) % len(sample)]
+        corpus += [text[:1], text[:-1], f"{text}x", f"x{text}", f"{text}s", f"{text} {text}", f"{text} please"]
+        corpus += [f"I choose {text}", f"move {text}", f"<action>{text}</action>"]
+        corpus += [text.replace(" ", ""), text.replace(" ", "_")]
+        if other != text:
+            corpus += [f"{text} {other}", f"{text} or {other}", f"{text}, {other}", f"{text}\n{other}"]
+    listed = set(legal)
+    return [answer for answer in dict.fromkeys(corpus) if answer not in listed]
+
+
+def _same_move(first: Any, second: Any) -> bool:
+    if isinstance(first, Invalid) or isinstance(second, Invalid):
+        return False
+    try:
+        if isinstance(first, np.ndarray) or isinstance(second, np.ndarray):
+            return bool(np.array_equal(first, second))
+        return bool(first == second)
+    except Exception:  # incomparable moves are different moves
+        return False
+
+
+# ------------------------------------------------------------------------------ invalid answers
+_NONSENSE = Invalid("the checker's always-invalid policy")
+
+
+def _check_invalid_answers_end(game: Game, seed: int, end_within: int) -> None:
+    """An episode in which every answer is invalid must end (a forfeit or a step limit)."""
+    game.reset(seed=seed)
+    for _ in range(end_within):
+        if game.done:
+            return
+        game.step(dict.fromkeys(game.active_agents, _NONSENSE))
+    raise GameCheckError(
+        f"{game.game_id}: an episode in which every answer is invalid had not ended after {end_within} rounds, so an "
+        "evaluation of a model that cannot answer would never finish. Give the game a step limit (max_steps, e.g. in "
+        "tsmg.register) or keep forfeit_after set"
+    )
+
+
+def _check_nonsense_never_beats_random(game: Game, episodes: int, end_within: int, report: CheckReport) -> None:
+    """Seat by seat: always-invalid answers score no better than random play (return, success, outcome)."""
+    name = game.game_id
+    seeds = range(1_000, 1_000 + episodes)
+    baseline = [_play_episode(game, seed, None, end_within) for seed in seeds]
+    for seat in game.agents:
+        nonsense = [_play_episode(game, seed, seat, end_within) for seed in seeds]
+        figures: dict[str, Any] = {"episodes": episodes}
+        for measure in ("return", "success", "outcome"):
+            pairs = [
+                (played[measure][seat], base[measure][seat])
+                for played, base in zip(nonsense, baseline, strict=True)
+                if played[measure][seat] is not None and base[measure][seat] is not None
+            ]
+            if not pairs:
+                continue
+            differences = [float(invalid) - float(random) for invalid, random in pairs]
+            figures[measure] = {
+                "invalid": sum(float(invalid) for invalid, _ in pairs) / len(pairs),
+                "random": sum(float(random) for _, random in pairs) / len(pairs),
+            }
+            if _significantly_positive(differences):
+                invalid, random = figures[measure]["invalid"], figures[measure]["random"]
+                raise GameCheckError(
+                    f"{name}: answering nothing but nonsense in seat {seat!r} beats random play on {measure} "
+                    f"({invalid:+.3f} against {random:+.3f} over {len(pairs)} seeds), so an evaluation would rank a "
+                    "model that cannot play above one that plays badly. Make invalid answers cost: a forfeit that "
+                    "scores the game's worst outcome (RulesGame.forfeit, forfeit_reward=), forfeit_after, or "
+                    "invalid_penalty"
+                )
+        report.nonsense[seat] = figures
+        report.episodes += episodes
+    report.episodes += episodes
+
+
+def _play_episode(game: Game, seed: int, invalid_seat: AgentID | None, end_within: int) -> dict[str, dict[str, Any]]:
+    """Random legal play, ``invalid_seat`` answering only nonsense; per seat return, success and outcome."""
+    rng = np.random.default_rng(seed + _CHOICE_SEED)
+    game.reset(seed=seed)
+    returns = dict.fromkeys(game.agents, 0.0)
+    for _ in range(end_within):
+        if game.done:
+            break
+        actions: dict[AgentID, str | Invalid] = {}
+        for agent in game.active_agents:
+            legal = game.legal_actions(agent)
+            if agent == invalid_seat or not legal:
+                actions[agent] = _NONSENSE
+            else:
+                actions[agent] = legal[int(rng.integers(len(legal)))]
+        for agent, reward in game.step(actions).rewards.items():
+            returns[agent] += reward
+    success = {agent: game.is_success(agent) for agent in game.agents}
+    outcome: Mapping[AgentID, float | None] = {
+        agent: (sum(np.sign(returns[agent] - returns[other]) for other in game.agents if other != agent)
+                if len(game.agents) > 1 else None)
+        for agent in game.agents
+    }  # fmt: skip
+    return {"return": returns, "success": success, "outcome": dict(outcome)}
+
+
+def _significantly_positive(differences: Sequence[float]) -> bool:
+    """Whether paired differences are above zero by more than :data:`_Z_THRESHOLD` standard errors."""
+    count = len(differences)
+    mean = sum(differences) / count
+    if mean <= 0:
+        return False
+    variance = sum((value - mean) ** 2 for value in differences) / max(count - 1, 1)
+    stderr = math.sqrt(variance / count)
+    return stderr == 0 or mean / stderr > _Z_THRESHOLD
