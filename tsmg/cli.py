@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -38,7 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         arguments, modules = _take_imports(arguments)
         import_game_modules(modules)
         parser = _build_parser()
-        args = parser.parse_args(arguments)
+        args, unknown = parser.parse_known_args(arguments)
+        if unknown:
+            command = next((word for word in arguments if not word.startswith("-")), None)
+            see = f"tsmg {command} --help" if command else "tsmg --help"
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see: {see})")
         if not hasattr(args, "handler"):
             parser.print_help()
             return 2
@@ -86,7 +91,11 @@ def one_line(error: BaseException) -> str:
         text = f"invalid {error.title}: " + "; ".join(problems)
     else:
         text = str(error) or type(error).__name__
+    text = _PYDANTIC_NOISE.sub("", text)  # pydantic's "[type=..., input_value=...]" and its help link
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+_PYDANTIC_NOISE = re.compile(r"\s*\[type=[^\]]*\]|\s*For further information visit \S+")
 
 
 def _is_user_error(error: BaseException) -> bool:

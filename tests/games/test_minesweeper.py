@@ -80,7 +80,8 @@ def test_solver_deductions():
 
 def test_parse_and_state_checks():
     game = Minesweeper()
-    for text, move in [("reveal 1 2", ("reveal", 13)), ("Reveal  0 0.", ("reveal", 0)), ("`reveal 5 5`", ("reveal", 35))]:
+    named = {"reveal 1 2": ("reveal", 13), "Reveal  0 0.": ("reveal", 0), "`reveal 5 5`": ("reveal", 35)}
+    for text, move in named.items():
         assert game.parse("player", text) == move
     for text in ["(1, 2)", "1 2", "open 0 0", "r 1 2", "reveal (5,5)", "x=1, y=2", "reveal 01 2"]:
         assert isinstance(game.parse("player", text), Invalid), text  # not the move's name

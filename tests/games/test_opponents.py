@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tsmg
-from tsmg.answers import normalize_answer
 from games.tictactoe import TicTacToeVsMinimax
+from tsmg.answers import normalize_answer
 from tsmg.core import Invalid
 
 CLASSIC_IDS = [

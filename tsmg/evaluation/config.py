@@ -68,16 +68,17 @@ class EvalConfig(BaseModel):
         }
         return json.dumps(data, indent=2, sort_keys=True)
 
-    def check_folder(self, folder: Path) -> None:
-        """Write ``config.json`` in a new folder, or refuse a folder holding another configuration.
+    def check_folder(self, folder: Path, write: bool = True) -> None:
+        """Write ``config.json`` in a new folder (unless ``write`` is False), or refuse a folder holding another one.
 
         Raises:
             ConfigMismatchError: naming the fields that differ.
         """
         path = folder / "config.json"
         if not path.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            path.write_text(self.to_json() + "\n")
+            if write:
+                folder.mkdir(parents=True, exist_ok=True)
+                path.write_text(self.to_json() + "\n")
             return
         stored = json.loads(path.read_text())
         current = json.loads(self.to_json())

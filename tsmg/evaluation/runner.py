@@ -98,16 +98,17 @@ def run_eval(
         ConfigMismatchError: the folder holds a run with another configuration.
     """
     folder = Path(out_dir)
-    plan = plan_evaluation(config)  # makes every game: an unknown id or bad option fails before any file is written
-    config.check_folder(folder)
+    # Bad input fails before any file is written and before any progress bar: the plan makes every
+    # game (an unknown id or a bad option), and every model is built (a bad spec, a missing API key).
+    plan = plan_evaluation(config)
+    config.check_folder(folder, write=False)
     episodes_path = folder / "episodes.jsonl"
-    if repair_jsonl(episodes_path):
-        logger.warning("cut a torn last line off %s (an interrupted run)", episodes_path)
     done = {episode.episode_id for episode in read_episodes(episodes_path)} if episodes_path.exists() else set()
     todo = [planned for planned in plan if planned.episode_id not in done]
-    # Every model is built before the first episode (and any progress bar): a bad spec or a
-    # missing API key is one clear error, not a failure midway.
     policies = {spec: policy_factory(spec, config) for spec in dict.fromkeys(spec for p in todo for _, spec in p.seats)}
+    config.check_folder(folder)
+    if repair_jsonl(episodes_path):
+        logger.warning("cut a torn last line off %s (an interrupted run)", episodes_path)
     failures: list[Episode] = []
     with open(episodes_path, "a", encoding="utf-8") as sink, _progress(progress, len(todo)) as advance:
         for _attempt in range(retries + 1):

@@ -1,0 +1,148 @@
+"""Bad input on every command: one line on stderr, a non-zero exit, no traceback, nothing half-done."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tsmg.cli import main
+
+# (command line, what is wrong). Every command that takes a game gets an unknown one, every command
+# that takes a model a bad spec and a model whose API key is missing, and every command a bad option.
+CASES = [
+    ("games --bogus", "bad option"),
+    ("check Nope-v0", "unknown game"),
+    ("check FrozenLake-v0 --bogus", "bad option"),
+    ("play Nope-v0", "unknown game"),
+    ("play FrozenLake-v0 --model gpt5", "bad model spec"),
+    ("play FrozenLake-v0 --model openai:gpt-4o", "missing key"),
+    ("play FrozenLake-v0 -o map_name=3x3", "bad option"),
+    ("play FrozenLake-v0 --opponent smollm2", "bad model spec"),
+    ("rollout Nope-v0", "unknown game"),
+    ("rollout FrozenLake-v0 --policy gpt5", "bad model spec"),
+    ("rollout FrozenLake-v0 --episodes many", "bad option"),
+    ("rollout FrozenLake-v0 -o max_steps", "bad option"),
+    ("demo --no-train --game Nope-v0", "unknown game"),
+    ("demo --bogus", "bad option"),
+    ("eval --game Nope-v0 --model random", "unknown game"),
+    ("eval --game FrozenLake-v0 --model gpt5", "bad model spec"),
+    ("eval --game FrozenLake-v0 --model openai:gpt-4o --episodes 2", "missing key"),
+    ("eval --game FrozenLake-v0 --model random -o on_invalid=shrug", "bad option"),
+    ("eval --game FrozenLake-v0 --model random --model-option threads=1", "bad option"),
+    ("eval --game FrozenLake-v0 --model random --price random=free", "bad option"),
+    ("report {tmp}/no-such-run", "missing run folder"),
+    ("report", "bad option"),
+    ("train --game Nope-v0 --model tiny", "unknown game"),
+    ("train --game FrozenLake-v0 --model gpt5", "bad model spec"),
+    ("train --game FrozenLake-v0 --model openai:gpt-4o", "missing key"),
+    ("train --game FrozenLake-v0 --model tiny --set optim.lr", "bad option"),
+    ("algos --bogus", "bad option"),
+    ("--import no_such_module_of_games games", "bad option"),
+]
+
+
+@pytest.mark.parametrize(("command", "problem"), CASES, ids=[command for command, _ in CASES])
+def test_bad_input_is_one_clean_line(command, problem, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)  # run folders, if any were made, land here
+    code = main(command.format(tmp=tmp_path).split())
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert code != 0, problem
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    assert "Traceback" not in captured.err and "unexpected" not in captured.err
+    if "eval" in command:
+        assert not (tmp_path / "runs").exists()  # nothing written for a run that cannot start
+
+
+def test_messages_say_what_to_do(capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    expected = {
+        "eval --game FrozenLake-v0 --model gpt5": "unknown model spec 'gpt5': use random, oracle, fixed:TEXT",
+        "eval --game FrozenLake-v0 --model openai:gpt-4o": "set OPENAI_API_KEY",
+        "eval --game my/Nim-v0": "--import MODULE",
+        "check FrozenLak-v0": "Did you mean: FrozenLake-v0?",
+        "rollout FrozenLake-v0 --bogus": "unrecognized arguments: --bogus (see: tsmg rollout --help)",
+    }
+    for command, message in expected.items():
+        assert main(command.split()) == 2
+        assert message in capsys.readouterr().err, command
+    main(["eval", "--game", "my/Nim-v0"])
+    assert "Did you mean" not in capsys.readouterr().err  # only close names are suggested
+
+
+def test_an_unexpected_error_is_one_line_too(capsys, monkeypatch):
+    def broken(args):
+        raise RuntimeError("boom\nsecond line")
+
+    import tsmg.cli
+
+    monkeypatch.setattr(tsmg.cli, "_cmd_games", broken)
+    assert main(["games"]) == 1
+    expected = "error: unexpected RuntimeError: boom second line (set TSMG_DEBUG=1 to see the traceback)\n"
+    assert capsys.readouterr().err == expected
+
+
+NIM = textwrap.dedent(
+    """
+    import tsmg
+    from tsmg.answers import MoveNames
+    from tsmg import RulesGame
+
+
+    class Nim(RulesGame):
+        AGENTS = ("player_0", "player_1")
+
+        def initial_state(self, rng, options):
+            return (7, 0)
+
+        def transition(self, state, actions, rng):
+            pile, turn = state
+            pile -= actions[self.AGENTS[turn]]
+            rewards = {self.AGENTS[turn]: 1.0, self.AGENTS[1 - turn]: -1.0} if pile == 0 else {}
+            return (pile, 1 - turn), rewards
+
+        def is_terminal(self, state):
+            return state[0] == 0
+
+        def current_agents(self, state):
+            return () if state[0] == 0 else (self.AGENTS[state[1]],)
+
+        def legal_moves(self, state, agent):
+            return [take for take in (1, 2) if take <= state[0]]
+
+        def render(self, state, agent):
+            return f"{state[0]} stones left. Take 1 or 2."
+
+        def parse_action(self, agent, text, state):
+            return MoveNames({"1": 1, "2": 2}).read(text)
+
+        def action_text(self, agent, action):
+            return str(action)
+
+
+    tsmg.register("my/Nim-v0", Nim, max_steps=20)
+    """
+)
+
+
+def test_a_game_registered_in_a_script_reaches_every_command(tmp_path):
+    (tmp_path / "my_games.py").write_text(NIM)
+
+    def tsmg_cli(*args, env=None):
+        command = [sys.executable, "-m", "tsmg.cli", *args]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+
+    result = tsmg_cli("rollout", "my/Nim-v0", "--episodes", "5", "--import", "my_games")
+    assert result.returncode == 0 and "my/Nim-v0" in result.stdout, result.stderr
+    result = tsmg_cli("--import=my_games.py", "check", "my/Nim-v0")
+    assert result.returncode == 0 and result.stdout.startswith("ok   my/Nim-v0"), result.stdout + result.stderr
+    result = tsmg_cli("eval", "--game", "my/Nim-v0", "--model", "random", "--episodes", "3", "--no-progress",
+                      env={**os.environ, "TSMG_IMPORT": "my_games"})  # fmt: skip
+    assert result.returncode == 0 and "3/3 episodes completed" in result.stdout  # self-play: one matchup, result.stderr
+    result = tsmg_cli("eval", "--game", "my/Nim-v0")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--import MODULE" in result.stderr
