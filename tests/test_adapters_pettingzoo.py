@@ -7,6 +7,7 @@ import pettingzoo
 import pytest
 from two_agent_games import MatchingPennies, Stones
 
+import tsmg
 from tsmg import GameError, Invalid
 from tsmg.adapters import (
     PettingZooGame,
@@ -309,3 +310,39 @@ def test_seeded_episodes_repeat_through_the_wrapper():
 
     assert first_observation(5) == first_observation(5)
     assert len({first_observation(seed) for seed in range(8)}) > 1
+
+
+# ---------------------------------------------------------------------------------------- issue-15 checks
+def test_exports_take_registered_ids_like_to_gymnasium():
+    parallel = to_pettingzoo_parallel("RockPaperScissors-v0", max_steps=4)
+    observations, _ = parallel.reset(seed=0)
+    assert sorted(observations) == ["player_0", "player_1"] and parallel.game.config.max_steps == 4
+    aec = to_pettingzoo_aec("TicTacToe-v0")
+    aec.reset(seed=0)
+    aec.step("5")
+    assert aec.infos["player_0"]["action"] == "5" and aec.agent_selection == "player_1"
+    with pytest.raises(TypeError, match="game_options only apply"):
+        to_pettingzoo_aec(Stones(), max_steps=3)
+    with pytest.raises(tsmg.UnknownGameError, match="Did you mean: TicTacToe-v0"):
+        to_pettingzoo_parallel("TicTacToe-v9")
+
+
+def test_array_observations_ask_for_a_render_function():
+    pytest.importorskip("chess", reason="PettingZoo's chess needs the classic extra: pip install 'tsmg[classic]'")
+    chess_env = lambda: pettingzoo.make("aec", "classic/chess-v6")  # noqa: E731
+    with pytest.raises(ValueError, match=r"7104 numbers .* pass render="):
+        PettingZooGame(chess_env)
+    game = PettingZooGame(chess_env, render=lambda observation, agent, env: str(env.unwrapped.board))
+    observations, _ = game.reset(seed=0)
+    assert observations["player_0"].splitlines()[0] == "r n b q k b n r"
+    move = game.legal_actions("player_0")[0]
+    assert game.step({"player_0": move}).infos["player_0"]["valid"] and game.active_agents == ("player_1",)
+
+
+def test_a_seat_that_keeps_answering_nonsense_forfeits():
+    game = tictactoe()
+    game.reset(seed=0)
+    results = [game.step({"player_1": "the middle one"}) for _ in range(3)]
+    assert [result.infos["player_1"].get("forfeit", False) for result in results] == [False, False, True]
+    assert game.active_agents == () and results[-1].terminated == {"player_1": True, "player_2": True}
+    assert game.episode_returns() == {"player_1": -1.0, "player_2": 0.0} and game.is_success("player_1") is False

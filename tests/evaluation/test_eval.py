@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pydantic
 import pytest
 
 from tsmg.episode import read_episodes
@@ -140,10 +141,32 @@ def test_report_merges_runs(tmp_path):
 
 
 def test_unknown_model_spec_fails_before_playing(tmp_path):
+    with pytest.raises(pydantic.ValidationError, match="unknown model spec 'gpt-nonsense'"):
+        EvalConfig(games=[GAME], models=["gpt-nonsense"], episodes=2)
     from backends import BackendError
 
-    with pytest.raises(BackendError, match="unknown model spec"):
-        run_eval(EvalConfig(games=[GAME], models=["gpt-nonsense"], episodes=2), tmp_path, write_report=False)
+    with pytest.raises(BackendError, match="not a language model to load"):
+        run_eval(EvalConfig(games=[GAME], models=["tiny"], episodes=2), tmp_path / "run", write_report=False)
+    assert not (tmp_path / "run").exists()  # refused before the run folder was made
+
+
+def test_nonsense_never_beats_play(tmp_path):
+    """The issue's case: fixed:5 once drew 40 of 40 tic-tac-toe games against the oracle by stalling."""
+    result = run_eval(EvalConfig(games=["TicTacToe-v0"], models=["random", "oracle", "fixed:5"], episodes=20), tmp_path)
+    [game] = result.summary["games"]
+    against_oracle = game["head_to_head"]["fixed:5"]["oracle"]
+    assert against_oracle["W"] == against_oracle["D"] == 0 and against_oracle["L"] == 40
+    assert game["ratings"]["fixed:5"]["mu"] < game["ratings"]["random"]["mu"]
+    rows = {row["model"]: row for row in game["rows"]}
+    assert rows["fixed:5"]["success_rate"] == 0.0 and rows["fixed:5"]["mean_return"] < rows["random"]["mean_return"]
+    assert max(len(e.steps) for e in read_episodes(tmp_path / "episodes.jsonl")) <= 9 + 2 * 2  # stalls are short
+
+
+def test_an_always_invalid_model_ends_every_game(tmp_path):
+    """Blackjack sets no step limit; a model answering nonsense forfeits (once it played forever)."""
+    result = run_eval(EvalConfig(games=["Blackjack-v0"], models=["fixed:xyzzy"], episodes=3), tmp_path)
+    [row] = result.summary["games"][0]["rows"]
+    assert result.ok and row["mean_turns"] == 3 and row["mean_return"] == -1.0 and row["success_rate"] == 0.0
 
 
 def test_multi_agent_games_swap_seats_and_report_head_to_head_and_ratings(tmp_path):

@@ -183,6 +183,29 @@ def describe_observation(value: Any, owner: str) -> str:
     return describe_value(value)
 
 
+def check_describable(space: spaces.Space[Any], owner: str) -> None:
+    """Refuse, up front, observations the default renderers cannot show (see :func:`describe_observation`).
+
+    Raises:
+        ValueError: ``space`` (or a part of a Dict/Tuple space) holds more than
+            :data:`MAX_DESCRIBED_ENTRIES` numbers; the message asks for ``render=``.
+    """
+    parts: list[spaces.Space[Any]] = [space]
+    while parts:
+        part = parts.pop()
+        if isinstance(part, spaces.Dict):  # the action mask is shown as the legal actions, not as numbers
+            parts.extend(sub for key, sub in part.spaces.items() if key != "action_mask")
+        elif isinstance(part, spaces.Tuple):
+            parts.extend(part.spaces)
+        elif isinstance(part, spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete):
+            size = int(np.prod(part.shape)) if part.shape else 1
+            if size > MAX_DESCRIBED_ENTRIES:
+                raise ValueError(
+                    f"{owner}: observations hold {size} numbers ({part}), too many to show a language model; pass "
+                    "render= a function that describes them in words (the README's Gymnasium and PettingZoo section)"
+                )
+
+
 def _arrays(value: Any) -> list[np.ndarray]:
     if isinstance(value, np.ndarray):
         return [value]

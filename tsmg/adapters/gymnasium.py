@@ -22,6 +22,7 @@ from gymnasium import spaces
 from tsmg.adapters.common import (
     DiscreteMoves,
     build_config,
+    check_describable,
     check_mask,
     default_action_text,
     describe_observation,
@@ -143,8 +144,11 @@ class GymnasiumGame(RefereedGame[Any]):
         space = env.action_space
         if (action_names is not None or action_aliases) and not isinstance(space, spaces.Discrete):
             raise ValueError(f"action_names needs a Discrete action space, got {space}")
-        discrete = isinstance(space, spaces.Discrete)
-        self._discrete = DiscreteMoves(space, action_names, action_aliases) if discrete else None
+        self._discrete = (
+            DiscreteMoves(space, action_names, action_aliases) if isinstance(space, spaces.Discrete) else None
+        )
+        if render is None:
+            check_describable(env.observation_space, type(self).__name__)
         self.action_names: tuple[str, ...] | None = None if self._discrete is None else self._discrete.names
         supported = (spaces.Discrete, spaces.Text, spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)
         if parse is None and not isinstance(space, supported) and type(self).parse_text is GymnasiumGame.parse_text:

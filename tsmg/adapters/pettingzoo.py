@@ -24,6 +24,7 @@ from pettingzoo import AECEnv, ParallelEnv
 from tsmg.adapters.common import (
     DiscreteMoves,
     build_config,
+    check_describable,
     check_mask,
     default_action_text,
     describe_observation,
@@ -134,7 +135,7 @@ class PettingZooGame(RefereedGame[Any]):
     ) -> None:
         """Wrap the env; see the class docstring for the arguments."""
         self.config = build_config(self.Config, config, options)
-        env = env_or_factory() if callable(env_or_factory) and not _is_env(env_or_factory) else env_or_factory
+        env: Any = env_or_factory() if callable(env_or_factory) and not _is_env(env_or_factory) else env_or_factory
         if not _is_env(env):
             raise TypeError(f"expected a PettingZoo AECEnv or ParallelEnv (or a factory), got {type(env).__name__}")
         possible = getattr(env, "possible_agents", None)
@@ -160,6 +161,8 @@ class PettingZooGame(RefereedGame[Any]):
                 self._discrete[agent] = DiscreteMoves(space, names)
             elif names is not None:
                 raise ValueError(f"action_names of {agent} need a Discrete space with {len(names)} actions")
+            if render is None and type(self).render_observation is PettingZooGame.render_observation:
+                check_describable(env.observation_space(agent), "PettingZooGame's default render")
         self._observations: dict[AgentID, Any] = {}
         self._texts: dict[AgentID, str] = {}
         self._terminated: dict[AgentID, bool] = {}
