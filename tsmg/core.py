@@ -309,8 +309,11 @@ class RefereedGame(Game, Generic[MoveT]):
         """
 
     @abstractmethod
-    def _world_endings(self) -> tuple[Mapping[AgentID, bool], Mapping[AgentID, bool]]:
-        """Which agents the world itself has terminated and truncated (step limits aside)."""
+    def _world_endings(self) -> tuple[bool | Mapping[AgentID, bool], bool | Mapping[AgentID, bool]]:
+        """Whether the world itself has terminated and truncated the episode (step limits aside).
+
+        Each is one bool for every agent, or a mapping from agent to bool (absent agents: False).
+        """
 
     @abstractmethod
     def _legal_moves(self, agent: AgentID) -> Sequence[MoveT] | None:
@@ -434,7 +437,7 @@ class RefereedGame(Game, Generic[MoveT]):
         self._judge_endings(tally)
         self._refresh()
         observations = {agent: self.observe(agent) for agent in agents}
-        return StepResult(observations, rewards, dict(tally.terminated), dict(tally.truncated), infos)
+        return StepResult(observations, rewards, tally.terminated, tally.truncated, infos)  # fresh dicts every step
 
     def parse(self, agent: AgentID, text: str) -> MoveT | Invalid:
         """Parse ``text`` into a move or :class:`Invalid`; never raises, whatever the text."""
@@ -476,21 +479,31 @@ class RefereedGame(Game, Generic[MoveT]):
         world_terminated, world_truncated = self._world_endings()
         max_steps = self.config.max_steps
         limit_reached = max_steps is not None and tally.rounds >= max_steps
-        forfeited = bool(tally.forfeited)
         agents = self.agents
-        terminated = {agent: forfeited or bool(world_terminated.get(agent, False)) for agent in agents}
-        finished = all(terminated[agent] or world_truncated.get(agent, False) for agent in agents)
-        tally.over = forfeited or limit_reached or finished
-        tally.terminated = terminated
-        tally.truncated = {
-            agent: not terminated[agent] and (bool(world_truncated.get(agent, False)) or tally.over)
-            for agent in agents
-        }
+        if tally.forfeited or world_terminated is True:  # the common cases first: this runs every step
+            tally.over = True
+            tally.terminated, tally.truncated = dict.fromkeys(agents, True), dict.fromkeys(agents, False)
+            return
+        if world_terminated is False and world_truncated is False:
+            tally.over = limit_reached
+            tally.terminated, tally.truncated = dict.fromkeys(agents, False), dict.fromkeys(agents, limit_reached)
+            return
+        ended = _per_agent(world_terminated, agents)
+        cut = _per_agent(world_truncated, agents)
+        tally.over = limit_reached or all(ended[agent] or cut[agent] for agent in agents)
+        tally.terminated = ended
+        tally.truncated = {agent: not ended[agent] and (cut[agent] or tally.over) for agent in agents}
 
     def _require_tally(self) -> _Tally:
         if self._tally is None:
             raise GameError("no episode in progress; call reset() first")
         return self._tally
+
+
+def _per_agent(value: bool | Mapping[AgentID, bool], agents: Sequence[AgentID]) -> dict[AgentID, bool]:
+    if isinstance(value, bool):
+        return dict.fromkeys(agents, value)
+    return {agent: bool(value.get(agent, False)) for agent in agents}
 
 
 class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
@@ -664,9 +677,8 @@ class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
         self._state, rewards = self.transition(self.state, moves, self.np_random)
         return rewards
 
-    def _world_endings(self) -> tuple[Mapping[AgentID, bool], Mapping[AgentID, bool]]:
-        over = self.is_terminal(self.state)
-        return dict.fromkeys(self.agents, over), {}
+    def _world_endings(self) -> tuple[bool, bool]:
+        return self.is_terminal(self.state), False
 
     def _legal_moves(self, agent: AgentID) -> Sequence[ActionT] | None:
         return self.legal_moves(self.state, agent)

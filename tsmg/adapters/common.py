@@ -255,8 +255,9 @@ class DiscreteMoves:
         if names is not None and len(names) != len(self.actions):
             raise ValueError(f"action_names needs a Discrete action space with {len(names)} actions, got {space}")
         self.names: tuple[str, ...] | None = tuple(names) if names is not None else None
-        texts = self.names or tuple(str(action) for action in self.actions)
-        self._by_name = MoveNames(dict(zip(texts, self.actions, strict=True)), aliases)
+        self._texts = self.names or tuple(str(action) for action in self.actions)
+        self._start = start
+        self._by_name = MoveNames(dict(zip(self._texts, self.actions, strict=True)), aliases)
         self.aliases: dict[str, str] = dict(aliases or {})
         if self.names is None:
             self._expected = f"expected an integer from {self.actions[0]} to {self.actions[-1]}"
@@ -269,9 +270,7 @@ class DiscreteMoves:
 
     def text(self, action: Any) -> str:
         """Canonical text of an action: its name, or its number."""
-        if self.names is not None:
-            return self.names[int(action) - self.actions[0]]
-        return str(int(action))
+        return self._texts[int(action) - self._start]
 
 
 def parse_numbers(space: spaces.Space[Any], text: str) -> Any:

@@ -132,6 +132,7 @@ class GymnasiumGame(RefereedGame[Any]):
             raise TypeError(f"the env factory returned a {type(env).__name__}, not a gymnasium.Env")
         self.env: gymnasium.Env[Any, Any] = env
         self.agent = agent
+        self._agents = (agent,)
         self._render_fn = render
         self._parse_fn = parse
         self._action_text_fn = action_text
@@ -190,7 +191,9 @@ class GymnasiumGame(RefereedGame[Any]):
         """Canonical text of an env action; :meth:`parse_text` maps it back to the action."""
         if self._action_text_fn is not None:
             return self._action_text_fn(action)
-        return default_action_text(self.env.action_space, action, self._discrete)
+        if self._discrete is not None:  # the common case first: this runs for every legal action, every step
+            return self._discrete.text(action)
+        return default_action_text(self.env.action_space, action, None)
 
     def legal_moves(self) -> list[Any] | None:
         """The env actions playable now: Discrete actions narrowed by ``action_mask`` if the env gives one."""
@@ -239,7 +242,7 @@ class GymnasiumGame(RefereedGame[Any]):
     @property
     def agents(self) -> tuple[AgentID, ...]:
         """The single agent."""
-        return (self.agent,)
+        return self._agents
 
     @property
     def has_random_start(self) -> bool:
@@ -279,7 +282,7 @@ class GymnasiumGame(RefereedGame[Any]):
         return {self.agent: {"env_info": self._env_info}}
 
     def _to_move(self) -> tuple[AgentID, ...]:
-        return (self.agent,)
+        return self._agents
 
     def _read(self, agent: AgentID, text: str) -> Any:
         move = self.parse_text(text)
@@ -301,8 +304,8 @@ class GymnasiumGame(RefereedGame[Any]):
             env_verdict(env_info, info)
         return {self.agent: self._last_reward}
 
-    def _world_endings(self) -> tuple[Mapping[AgentID, bool], Mapping[AgentID, bool]]:
-        return {self.agent: self._env_terminated}, {self.agent: self._env_truncated}
+    def _world_endings(self) -> tuple[bool, bool]:
+        return self._env_terminated, self._env_truncated
 
     def _legal_moves(self, agent: AgentID) -> Sequence[Any] | None:
         return self.legal_moves()
