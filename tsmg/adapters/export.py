@@ -212,7 +212,43 @@ def _render_game(game: Game, fit: Callable[[str], str]) -> str:
     return "\n\n".join(f"[{agent}]\n{fit(game.observe(agent))}" for agent in game.agents)
 
 
-class TextAECEnv(AECEnv[AgentID, str, str]):
+class _PettingZooExport:
+    """What both PettingZoo exports share: the game, a Text space per agent, ``ansi`` rendering."""
+
+    def _wrap(
+        self,
+        game: Game | str,
+        game_options: Mapping[str, Any] | None,
+        render_mode: str | None,
+        spaces_args: tuple[int, int, str],
+    ) -> None:
+        game = game_from(game, game_options)
+        check_render_mode(render_mode)
+        self.game = game
+        self.render_mode = render_mode
+        self.metadata = {"render_modes": ["ansi"], "name": f"tsmg/{game.game_id}", "is_parallelizable": True}
+        self.possible_agents: list[AgentID] = list(game.agents)
+        self.agents: list[AgentID] = []
+        self._spaces = _TextSpaces(game, *spaces_args)
+
+    def observation_space(self, agent: AgentID) -> spaces.Text:
+        """The agent's Text observation space (always the same object)."""
+        return self._spaces.observation[agent]
+
+    def action_space(self, agent: AgentID) -> spaces.Text:
+        """The agent's Text action space (always the same object)."""
+        return self._spaces.action[agent]
+
+    def render(self) -> str | None:
+        """Every agent's observation text in ``"ansi"`` mode (None without render mode)."""
+        return _render_game(self.game, self._spaces.fit) if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Close the game."""
+        self.game.close()
+
+
+class TextAECEnv(_PettingZooExport, AECEnv[AgentID, str, str]):
     """Any :class:`~tsmg.core.Game` as a PettingZoo AEC env with Text spaces.
 
     Turn-based games select their active agent; in simultaneous games the agents answer one
@@ -233,15 +269,8 @@ class TextAECEnv(AECEnv[AgentID, str, str]):
         game_options: Mapping[str, Any] | None = None,
     ) -> None:
         """Wrap ``game`` (or make the id with ``game_options``); spaces as in :func:`to_gymnasium`."""
-        game = game_from(game, game_options)
-        super().__init__()
-        check_render_mode(render_mode)
-        self.game = game
-        self.render_mode = render_mode
-        self.metadata = {"render_modes": ["ansi"], "name": f"tsmg/{game.game_id}", "is_parallelizable": True}
-        self.possible_agents: list[AgentID] = list(game.agents)
-        self.agents: list[AgentID] = []
-        self._spaces = _TextSpaces(game, observation_max_length, action_max_length, charset)
+        AECEnv.__init__(self)
+        self._wrap(game, game_options, render_mode, (observation_max_length, action_max_length, charset))
         self.rewards: dict[AgentID, float] = {}
         self._cumulative_rewards: dict[AgentID, float] = {}
         self.terminations: dict[AgentID, bool] = {}
@@ -249,14 +278,6 @@ class TextAECEnv(AECEnv[AgentID, str, str]):
         self.infos: dict[AgentID, dict[str, Any]] = {}
         self.agent_selection = self.possible_agents[0]
         self._answers: dict[AgentID, str | Invalid] = {}
-
-    def observation_space(self, agent: AgentID) -> spaces.Text:
-        """The agent's Text observation space (always the same object)."""
-        return self._spaces.observation[agent]
-
-    def action_space(self, agent: AgentID) -> spaces.Text:
-        """The agent's Text action space (always the same object)."""
-        return self._spaces.action[agent]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         """Reset the game with ``seed`` and select its first active agent."""
@@ -304,20 +325,12 @@ class TextAECEnv(AECEnv[AgentID, str, str]):
             self.agent_selection = self._next_agent()
         self._deads_step_first()
 
-    def render(self) -> str | None:
-        """Every agent's observation text in ``"ansi"`` mode (None without render mode)."""
-        return _render_game(self.game, self._spaces.fit) if self.render_mode == "ansi" else None
-
-    def close(self) -> None:
-        """Close the game."""
-        self.game.close()
-
     def _next_agent(self) -> AgentID:
         waiting = [agent for agent in self.game.active_agents if agent not in self._answers]
         return waiting[0] if waiting else self.agent_selection
 
 
-class TextParallelEnv(ParallelEnv[AgentID, str, str]):
+class TextParallelEnv(_PettingZooExport, ParallelEnv[AgentID, str, str]):
     """Any :class:`~tsmg.core.Game` as a PettingZoo Parallel env with Text spaces.
 
     Every live agent may send an action each step, but only the game's active agents are heard:
@@ -337,22 +350,7 @@ class TextParallelEnv(ParallelEnv[AgentID, str, str]):
         game_options: Mapping[str, Any] | None = None,
     ) -> None:
         """Wrap ``game`` (or make the id with ``game_options``); spaces as in :func:`to_gymnasium`."""
-        game = game_from(game, game_options)
-        check_render_mode(render_mode)
-        self.game = game
-        self.render_mode = render_mode
-        self.metadata = {"render_modes": ["ansi"], "name": f"tsmg/{game.game_id}", "is_parallelizable": True}
-        self.possible_agents: list[AgentID] = list(game.agents)
-        self.agents: list[AgentID] = []
-        self._spaces = _TextSpaces(game, observation_max_length, action_max_length, charset)
-
-    def observation_space(self, agent: AgentID) -> spaces.Text:
-        """The agent's Text observation space (always the same object)."""
-        return self._spaces.observation[agent]
-
-    def action_space(self, agent: AgentID) -> spaces.Text:
-        """The agent's Text action space (always the same object)."""
-        return self._spaces.action[agent]
+        self._wrap(game, game_options, render_mode, (observation_max_length, action_max_length, charset))
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -387,14 +385,6 @@ class TextParallelEnv(ParallelEnv[AgentID, str, str]):
         infos = {agent: export_info(game, agent, result.infos.get(agent, {})) for agent in live}
         self.agents = [agent for agent in live if not (terminations[agent] or truncations[agent])]
         return observations, rewards, terminations, truncations, infos
-
-    def render(self) -> str | None:
-        """Every agent's observation text in ``"ansi"`` mode (None without render mode)."""
-        return _render_game(self.game, self._spaces.fit) if self.render_mode == "ansi" else None
-
-    def close(self) -> None:
-        """Close the game."""
-        self.game.close()
 
 
 def to_pettingzoo_aec(
