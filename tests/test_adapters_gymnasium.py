@@ -327,7 +327,7 @@ def test_export_rejects_multi_agent_games_and_stray_options():
     with pytest.raises(ValueError, match="single-agent"):
         to_gymnasium(Stones())
     with pytest.raises(TypeError, match="game_options"):
-        TextGameEnv(tsmg.make("FrozenLake-v0"), game_options={"max_steps": 3})
+        TextGameEnv(tsmg.make("FrozenLake-v0"), max_steps=3)
     with pytest.raises(ValueError, match="render_mode"):
         to_gymnasium("FrozenLake-v0", render_mode="human")
 

@@ -12,6 +12,7 @@ actions sampled from the action space never raise.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import gymnasium
@@ -33,16 +34,6 @@ from tsmg.adapters.common import (
 )
 from tsmg.core import AgentID, Game, Invalid
 
-__all__ = [
-    "TextAECEnv",
-    "TextGameEnv",
-    "TextObservation",
-    "TextParallelEnv",
-    "to_gymnasium",
-    "to_pettingzoo_aec",
-    "to_pettingzoo_parallel",
-]
-
 
 class TextObservation(str):
     """Observation text that also carries the NumPy dtype of :class:`gymnasium.spaces.Text`.
@@ -54,6 +45,28 @@ class TextObservation(str):
 
     __slots__ = ()
     dtype: ClassVar[np.dtype[Any]] = np.dtype(str)
+
+
+@dataclass(frozen=True)
+class TextSpaces:
+    """The settings of an exported env's Text spaces (keyword options of every export).
+
+    Attributes:
+        observation_max_length: Longest observation text (longer text is cut, with a warning).
+        action_max_length: Longest action text of the action space.
+        charset: Characters of both spaces (others are shown as ``?``, with a warning).
+    """
+
+    observation_max_length: int = OBSERVATION_MAX_LENGTH
+    action_max_length: int = ACTION_MAX_LENGTH
+    charset: str = TEXT_CHARSET
+
+    @classmethod
+    def split(cls, options: Mapping[str, Any]) -> tuple[TextSpaces, dict[str, Any]]:
+        """These settings from ``options``, and the rest (the game's options)."""
+        own = {field.name for field in fields(cls)}
+        text = cls(**{name: value for name, value in options.items() if name in own})
+        return text, {name: value for name, value in options.items() if name not in own}
 
 
 # ------------------------------------------------------------------------------ export to Gymnasium
@@ -72,40 +85,22 @@ class TextGameEnv(gymnasium.Env[str, str]):
     ``spec.make()`` rebuilds it.
 
     Args:
-        game: A single-agent game, or a registered tsmg id (made with ``game_options``).
+        game: A single-agent game, or a registered tsmg id.
         render_mode: None or ``"ansi"`` (``render()`` returns the observation text).
-        observation_max_length: ``max_length`` of the observation space.
-        action_max_length: ``max_length`` of the action space.
-        charset: Characters of both spaces.
-        game_options: Options for :func:`tsmg.make` when ``game`` is an id.
+        **options: The Text spaces' settings (:class:`TextSpaces`: ``observation_max_length``,
+            ``action_max_length``, ``charset``); any other option goes to :func:`tsmg.make` when
+            ``game`` is an id.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    def __init__(
-        self,
-        game: Game | str,
-        render_mode: str | None = None,
-        *,
-        observation_max_length: int = OBSERVATION_MAX_LENGTH,
-        action_max_length: int = ACTION_MAX_LENGTH,
-        charset: str = TEXT_CHARSET,
-        game_options: Mapping[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, game: Game | str, render_mode: str | None = None, **options: Any) -> None:
         """Wrap ``game``; see the class docstring for the arguments."""
         check_render_mode(render_mode)
         if isinstance(game, str):
-            self.spec = EnvSpec(
-                id=game if "/" in game else f"tsmg/{game}",
-                entry_point=_make_text_env,
-                kwargs={
-                    "game": game,
-                    "game_options": dict(game_options or {}),
-                    "observation_max_length": observation_max_length,
-                    "action_max_length": action_max_length,
-                    "charset": charset,
-                },
-            )
+            kwargs = {"game": game, **options}
+            self.spec = EnvSpec(id=game if "/" in game else f"tsmg/{game}", entry_point=_make_text_env, kwargs=kwargs)
+        text, game_options = TextSpaces.split(options)
         game = game_from(game, game_options)
         if len(game.agents) != 1:
             raise ValueError(
@@ -115,8 +110,8 @@ class TextGameEnv(gymnasium.Env[str, str]):
         self.game = game
         self.agent = game.agents[0]
         self.render_mode = render_mode
-        self.observation_space = text_space(observation_max_length, charset)
-        self.action_space = text_space(action_max_length, charset, min_length=1)
+        self.observation_space = text_space(text.observation_max_length, text.charset)
+        self.action_space = text_space(text.action_max_length, text.charset, min_length=1)
         self._fit = TextFitter(self.observation_space, f"to_gymnasium({game.game_id})")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -153,25 +148,13 @@ def _make_text_env(**kwargs: Any) -> TextGameEnv:
     return TextGameEnv(**kwargs)
 
 
-def to_gymnasium(
-    game: Game | str,
-    *,
-    render_mode: str | None = None,
-    observation_max_length: int = OBSERVATION_MAX_LENGTH,
-    action_max_length: int = ACTION_MAX_LENGTH,
-    charset: str = TEXT_CHARSET,
-    **game_options: Any,
-) -> TextGameEnv:
+def to_gymnasium(game: Game | str, **options: Any) -> TextGameEnv:
     """Export a single-agent game as a Gymnasium env with Text observation and action spaces.
 
     Args:
-        game: The game, or its registered id (then ``game_options`` go to :func:`tsmg.make` and
-            the env gets a Gymnasium spec).
-        render_mode: None or ``"ansi"``.
-        observation_max_length: Longest observation text (longer text is cut, with a warning).
-        action_max_length: Longest action text of the action space.
-        charset: Characters of both spaces (others are shown as ``?``, with a warning).
-        **game_options: Options of the game when it is given by id.
+        game: The game, or its registered id (then the env gets a Gymnasium spec).
+        **options: ``render_mode`` (None or ``"ansi"``), the Text spaces' settings
+            (:class:`TextSpaces`), and, for an id, the game's options.
 
     Returns:
         A :class:`TextGameEnv`.
@@ -185,23 +168,16 @@ def to_gymnasium(
         >>> info["valid"], reward, terminated
         (False, 0.0, False)
     """
-    return TextGameEnv(
-        game,
-        render_mode,
-        observation_max_length=observation_max_length,
-        action_max_length=action_max_length,
-        charset=charset,
-        game_options=game_options or None,
-    )
+    return TextGameEnv(game, **options)
 
 
 # ------------------------------------------------------------------------------ export to PettingZoo
-class _TextSpaces:
+class _AgentSpaces:
     """Text observation/action spaces per agent, created once (PettingZoo wants the same objects)."""
 
-    def __init__(self, game: Game, observation_max_length: int, action_max_length: int, charset: str) -> None:
-        self.observation = {agent: text_space(observation_max_length, charset) for agent in game.agents}
-        self.action = {agent: text_space(action_max_length, charset, min_length=1) for agent in game.agents}
+    def __init__(self, game: Game, text: TextSpaces) -> None:
+        self.observation = {agent: text_space(text.observation_max_length, text.charset) for agent in game.agents}
+        self.action = {agent: text_space(text.action_max_length, text.charset, min_length=1) for agent in game.agents}
         self.fit = TextFitter(next(iter(self.observation.values())), f"PettingZoo export of {game.game_id}")
 
     def observation_of(self, game: Game, agent: AgentID) -> TextObservation:
@@ -215,13 +191,8 @@ def _render_game(game: Game, fit: Callable[[str], str]) -> str:
 class _PettingZooExport:
     """What both PettingZoo exports share: the game, a Text space per agent, ``ansi`` rendering."""
 
-    def _wrap(
-        self,
-        game: Game | str,
-        game_options: Mapping[str, Any] | None,
-        render_mode: str | None,
-        spaces_args: tuple[int, int, str],
-    ) -> None:
+    def _wrap(self, game: Game | str, render_mode: str | None, options: dict[str, Any]) -> None:
+        text, game_options = TextSpaces.split(options)
         game = game_from(game, game_options)
         check_render_mode(render_mode)
         self.game = game
@@ -229,7 +200,7 @@ class _PettingZooExport:
         self.metadata = {"render_modes": ["ansi"], "name": f"tsmg/{game.game_id}", "is_parallelizable": True}
         self.possible_agents: list[AgentID] = list(game.agents)
         self.agents: list[AgentID] = []
-        self._spaces = _TextSpaces(game, *spaces_args)
+        self._spaces = _AgentSpaces(game, text)
 
     def observation_space(self, agent: AgentID) -> spaces.Text:
         """The agent's Text observation space (always the same object)."""
@@ -258,19 +229,10 @@ class TextAECEnv(_PettingZooExport, AECEnv[AgentID, str, str]):
     holds the game's per-step info plus ``legal_actions``.
     """
 
-    def __init__(
-        self,
-        game: Game | str,
-        render_mode: str | None = None,
-        *,
-        observation_max_length: int = OBSERVATION_MAX_LENGTH,
-        action_max_length: int = ACTION_MAX_LENGTH,
-        charset: str = TEXT_CHARSET,
-        game_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Wrap ``game`` (or make the id with ``game_options``); spaces as in :func:`to_gymnasium`."""
+    def __init__(self, game: Game | str, render_mode: str | None = None, **options: Any) -> None:
+        """Wrap ``game`` (or make the id with the game's options); ``options`` as :class:`TextGameEnv`'s."""
         AECEnv.__init__(self)
-        self._wrap(game, game_options, render_mode, (observation_max_length, action_max_length, charset))
+        self._wrap(game, render_mode, options)
         self.rewards: dict[AgentID, float] = {}
         self._cumulative_rewards: dict[AgentID, float] = {}
         self.terminations: dict[AgentID, bool] = {}
@@ -339,18 +301,9 @@ class TextParallelEnv(_PettingZooExport, ParallelEnv[AgentID, str, str]):
     agent without an action counts as an invalid answer (``"no action given"``).
     """
 
-    def __init__(
-        self,
-        game: Game | str,
-        render_mode: str | None = None,
-        *,
-        observation_max_length: int = OBSERVATION_MAX_LENGTH,
-        action_max_length: int = ACTION_MAX_LENGTH,
-        charset: str = TEXT_CHARSET,
-        game_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Wrap ``game`` (or make the id with ``game_options``); spaces as in :func:`to_gymnasium`."""
-        self._wrap(game, game_options, render_mode, (observation_max_length, action_max_length, charset))
+    def __init__(self, game: Game | str, render_mode: str | None = None, **options: Any) -> None:
+        """Wrap ``game`` (or make the id with the game's options); ``options`` as :class:`TextGameEnv`'s."""
+        self._wrap(game, render_mode, options)
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -387,18 +340,10 @@ class TextParallelEnv(_PettingZooExport, ParallelEnv[AgentID, str, str]):
         return observations, rewards, terminations, truncations, infos
 
 
-def to_pettingzoo_aec(
-    game: Game | str,
-    *,
-    render_mode: str | None = None,
-    observation_max_length: int = OBSERVATION_MAX_LENGTH,
-    action_max_length: int = ACTION_MAX_LENGTH,
-    charset: str = TEXT_CHARSET,
-    **game_options: Any,
-) -> TextAECEnv:
+def to_pettingzoo_aec(game: Game | str, **options: Any) -> TextAECEnv:
     """Export a game as a PettingZoo AEC env with Text spaces (see :class:`TextAECEnv`).
 
-    ``game`` may be a registered id, made with ``game_options`` (as :func:`tsmg.adapters.to_gymnasium`).
+    ``game`` may be a registered id; ``options`` are those of :func:`to_gymnasium`.
 
     Example:
         >>> env = to_pettingzoo_aec("FrozenLake-v0")
@@ -407,29 +352,14 @@ def to_pettingzoo_aec(
         >>> env.infos["player"]["action"], env.infos["player"]["valid"]
         ('down', True)
     """
-    return TextAECEnv(
-        game,
-        render_mode,
-        observation_max_length=observation_max_length,
-        action_max_length=action_max_length,
-        charset=charset,
-        game_options=game_options or None,
-    )
+    return TextAECEnv(game, **options)
 
 
-def to_pettingzoo_parallel(
-    game: Game | str,
-    *,
-    render_mode: str | None = None,
-    observation_max_length: int = OBSERVATION_MAX_LENGTH,
-    action_max_length: int = ACTION_MAX_LENGTH,
-    charset: str = TEXT_CHARSET,
-    **game_options: Any,
-) -> TextParallelEnv:
+def to_pettingzoo_parallel(game: Game | str, **options: Any) -> TextParallelEnv:
     """Export a game as a PettingZoo Parallel env with Text spaces (see :class:`TextParallelEnv`).
 
     In a turn-based game, the actions of agents whose turn it is not are ignored. ``game`` may be
-    a registered id, made with ``game_options`` (as :func:`tsmg.adapters.to_gymnasium`).
+    a registered id; ``options`` are those of :func:`to_gymnasium`.
 
     Example:
         >>> env = to_pettingzoo_parallel("RockPaperScissors-v0")
@@ -437,11 +367,4 @@ def to_pettingzoo_parallel(
         >>> sorted(env.step({"player_0": "rock", "player_1": "paper"})[1].items())
         [('player_0', -1.0), ('player_1', 1.0)]
     """
-    return TextParallelEnv(
-        game,
-        render_mode,
-        observation_max_length=observation_max_length,
-        action_max_length=action_max_length,
-        charset=charset,
-        game_options=game_options or None,
-    )
+    return TextParallelEnv(game, **options)

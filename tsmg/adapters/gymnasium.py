@@ -19,18 +19,7 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from tsmg.adapters.common import (
-    DiscreteMoves,
-    build_config,
-    check_describable,
-    check_mask,
-    default_action_text,
-    describe_observation,
-    env_legal_moves,
-    env_verdict,
-    hashable_value,
-    parse_default,
-)
+from tsmg.adapters import common
 from tsmg.core import AgentID, GameConfig, GameError, Invalid, RefereedGame
 
 __all__ = ["GymnasiumGame"]
@@ -119,7 +108,7 @@ class GymnasiumGame(RefereedGame[Any]):
         **options: Any,
     ) -> None:
         """Wrap the env; see the class docstring for the arguments."""
-        self.config = build_config(self.Config, config, options)
+        self.config = common.build_config(self.Config, config, options)
         if isinstance(env_or_id, str):
             env = gymnasium.make(env_or_id, **dict(make_kwargs or {}))
         elif isinstance(env_or_id, gymnasium.Env):
@@ -146,10 +135,10 @@ class GymnasiumGame(RefereedGame[Any]):
         if (action_names is not None or action_aliases) and not isinstance(space, spaces.Discrete):
             raise ValueError(f"action_names needs a Discrete action space, got {space}")
         self._discrete = (
-            DiscreteMoves(space, action_names, action_aliases) if isinstance(space, spaces.Discrete) else None
+            common.DiscreteMoves(space, action_names, action_aliases) if isinstance(space, spaces.Discrete) else None
         )
         if render is None:
-            check_describable(env.observation_space, type(self).__name__)
+            common.check_describable(env.observation_space, type(self).__name__)
         self.action_names: tuple[str, ...] | None = None if self._discrete is None else self._discrete.names
         supported = (spaces.Discrete, spaces.Text, spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)
         if parse is None and not isinstance(space, supported) and type(self).parse_text is GymnasiumGame.parse_text:
@@ -172,7 +161,7 @@ class GymnasiumGame(RefereedGame[Any]):
             return self._render_fn(observation, self.env)
         if isinstance(self.env.observation_space, spaces.Text) and isinstance(observation, str):
             return observation
-        text = f"Observation: {describe_observation(observation, type(self).__name__)}"
+        text = f"Observation: {common.describe_observation(observation, type(self).__name__)}"
         legal = self.legal_actions(self.agent) if not self.done else None
         if legal:
             text += f"\nActions: {', '.join(legal)}"
@@ -185,7 +174,7 @@ class GymnasiumGame(RefereedGame[Any]):
         """An env action for ``text``, or :class:`Invalid` (the ``parse`` function or the default)."""
         if self._parse_fn is not None:
             return self._parse_fn(text)
-        return parse_default(self.env.action_space, text, self._discrete)
+        return common.parse_default(self.env.action_space, text, self._discrete)
 
     def action_to_text(self, action: Any) -> str:
         """Canonical text of an env action; :meth:`parse_text` maps it back to the action."""
@@ -193,11 +182,11 @@ class GymnasiumGame(RefereedGame[Any]):
             return self._action_text_fn(action)
         if self._discrete is not None:  # the common case first: this runs for every legal action, every step
             return self._discrete.text(action)
-        return default_action_text(self.env.action_space, action, None)
+        return common.default_action_text(self.env.action_space, action, None)
 
     def legal_moves(self) -> list[Any] | None:
         """The env actions playable now: Discrete actions narrowed by ``action_mask`` if the env gives one."""
-        return env_legal_moves(self.env.action_space, self._env_info.get("action_mask"), self._env_info)
+        return common.env_legal_moves(self.env.action_space, self._env_info.get("action_mask"), self._env_info)
 
     def default_move(self) -> Any:
         """The action played for an invalid answer under ``on_invalid="default_action"``."""
@@ -263,7 +252,7 @@ class GymnasiumGame(RefereedGame[Any]):
         """The raw observation (made hashable): identical env observations share a key."""
         self._require_agent(agent)
         self._require_tally()
-        return hashable_value(self._observation)
+        return common.hashable_value(self._observation)
 
     def close(self) -> None:
         """Close the env."""
@@ -288,7 +277,7 @@ class GymnasiumGame(RefereedGame[Any]):
         move = self.parse_text(text)
         if isinstance(move, Invalid) or not self.enforce_action_mask:
             return move
-        return check_mask(move, self._env_info.get("action_mask"), self.legal_moves(), self.action_to_text)
+        return common.check_mask(move, self._env_info.get("action_mask"), self.legal_moves(), self.action_to_text)
 
     def _advance(self, moves: dict[AgentID, Any], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
         self._last_reward = 0.0
@@ -301,7 +290,7 @@ class GymnasiumGame(RefereedGame[Any]):
         info = infos[self.agent]
         info["env_info"] = env_info
         if isinstance(self.env.action_space, spaces.Text) and info["valid"]:
-            env_verdict(env_info, info)
+            common.env_verdict(env_info, info)
         return {self.agent: self._last_reward}
 
     def _world_endings(self) -> tuple[bool, bool]:

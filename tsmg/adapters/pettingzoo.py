@@ -21,18 +21,7 @@ from typing import Any
 from gymnasium import spaces
 from pettingzoo import AECEnv, ParallelEnv
 
-from tsmg.adapters.common import (
-    DiscreteMoves,
-    build_config,
-    check_describable,
-    check_mask,
-    default_action_text,
-    describe_observation,
-    env_legal_moves,
-    env_verdict,
-    hashable_value,
-    parse_default,
-)
+from tsmg.adapters import common
 from tsmg.core import AgentID, GameConfig, GameError, Invalid, RefereedGame
 
 __all__ = ["PettingZooGame", "default_render"]
@@ -47,6 +36,7 @@ def default_render(agent: AgentID, observation: Any, legal_actions: Sequence[str
     that asks for a ``render=`` function.
 
     Example:
+        >>> import numpy as np
         >>> print(default_render("player_1", {"observation": np.array([0, 1]), "action_mask": np.ones(2)}, ["0", "1"]))
         You are player_1.
         Observation: [0, 1]
@@ -60,7 +50,7 @@ def default_render(agent: AgentID, observation: Any, legal_actions: Sequence[str
         if key == "action_mask":
             continue
         label = "Observation" if key == "observation" else str(key)
-        text = describe_observation(value, "PettingZooGame's default render")
+        text = common.describe_observation(value, "PettingZooGame's default render")
         lines.append(f"{label}:\n{text}" if "\n" in text else f"{label}: {text}")
     if legal_actions is not None:
         lines.append(f"Legal actions: {', '.join(legal_actions)}" if legal_actions else "Legal actions: none now.")
@@ -134,7 +124,7 @@ class PettingZooGame(RefereedGame[Any]):
         **options: Any,
     ) -> None:
         """Wrap the env; see the class docstring for the arguments."""
-        self.config = build_config(self.Config, config, options)
+        self.config = common.build_config(self.Config, config, options)
         env: Any = env_or_factory() if callable(env_or_factory) and not _is_env(env_or_factory) else env_or_factory
         if not _is_env(env):
             raise TypeError(f"expected a PettingZoo AECEnv or ParallelEnv (or a factory), got {type(env).__name__}")
@@ -153,16 +143,16 @@ class PettingZooGame(RefereedGame[Any]):
         self.noop_action = noop_action
         self._forfeit_reward = float(forfeit_reward)
         self._has_random_start = has_random_start
-        self._discrete: dict[AgentID, DiscreteMoves] = {}
+        self._discrete: dict[AgentID, common.DiscreteMoves] = {}
         for agent in self._agents:
             space = env.action_space(agent)
             names = action_names.get(agent) if isinstance(action_names, Mapping) else action_names
             if isinstance(space, spaces.Discrete):
-                self._discrete[agent] = DiscreteMoves(space, names)
+                self._discrete[agent] = common.DiscreteMoves(space, names)
             elif names is not None:
                 raise ValueError(f"action_names of {agent} need a Discrete space with {len(names)} actions")
             if render is None and type(self).render_observation is PettingZooGame.render_observation:
-                check_describable(env.observation_space(agent), "PettingZooGame's default render")
+                common.check_describable(env.observation_space(agent), "PettingZooGame's default render")
         self._observations: dict[AgentID, Any] = {}
         self._texts: dict[AgentID, str] = {}
         self._terminated: dict[AgentID, bool] = {}
@@ -180,17 +170,17 @@ class PettingZooGame(RefereedGame[Any]):
         """An env action for ``text``, or :class:`Invalid` (the ``parse`` function or the default)."""
         if self._parse_fn is not None:
             return self._parse_fn(agent, text)
-        return parse_default(self.env.action_space(agent), text, self._discrete.get(agent))
+        return common.parse_default(self.env.action_space(agent), text, self._discrete.get(agent))
 
     def action_to_text(self, agent: AgentID, action: Any) -> str:
         """Canonical text of an env action of ``agent``."""
         if self._action_text_fn is not None:
             return self._action_text_fn(agent, action)
-        return default_action_text(self.env.action_space(agent), action, self._discrete.get(agent))
+        return common.default_action_text(self.env.action_space(agent), action, self._discrete.get(agent))
 
     def legal_moves(self, agent: AgentID) -> list[Any] | None:
         """``agent``'s playable env actions: Discrete actions narrowed by the action mask, if any."""
-        return env_legal_moves(self.env.action_space(agent), self._action_mask(agent), self._env_info(agent))
+        return common.env_legal_moves(self.env.action_space(agent), self._action_mask(agent), self._env_info(agent))
 
     def forfeit_reward(self, agent: AgentID) -> float:
         """What ``agent`` scores for a forfeit (the ``forfeit_reward`` argument)."""
@@ -231,7 +221,7 @@ class PettingZooGame(RefereedGame[Any]):
     def state_key(self, agent: AgentID) -> Hashable:
         """``agent``'s raw observation, made hashable."""
         self._require_tally()
-        return hashable_value(self._observations.get(agent))
+        return common.hashable_value(self._observations.get(agent))
 
     def close(self) -> None:
         """Close the env."""
@@ -263,8 +253,8 @@ class PettingZooGame(RefereedGame[Any]):
         move = self.parse_text(agent, text)
         if isinstance(move, Invalid) or not self.enforce_action_mask:
             return move
-        legal = self.legal_moves(agent)
-        return check_mask(move, self._action_mask(agent), legal, lambda action: self.action_to_text(agent, action))
+        mask, legal = self._action_mask(agent), self.legal_moves(agent)
+        return common.check_mask(move, mask, legal, lambda action: self.action_to_text(agent, action))
 
     def _advance(self, moves: dict[AgentID, Any], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
         rewards = dict.fromkeys(self._agents, 0.0)
@@ -369,7 +359,7 @@ class PettingZooGame(RefereedGame[Any]):
         info = infos[agent]
         info["env_info"] = copy.copy(env_info)
         if info["valid"] and isinstance(self.env.action_space(agent), spaces.Text):
-            env_verdict(info["env_info"], info)
+            common.env_verdict(info["env_info"], info)
 
     def _mark_finished(self, agent: AgentID, terminated: bool, truncated: bool) -> None:
         self._terminated[agent] = self._terminated[agent] or bool(terminated)
