@@ -234,7 +234,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for game_id in ids:
         try:
             report = check_game(game_id)
-            results.append({"id": game_id, "ok": True, "episodes": report.episodes, "steps": report.steps})
+            results.append(
+                {
+                    "id": game_id,
+                    "ok": True,
+                    "episodes": report.episodes,
+                    "steps": report.steps,
+                    "hostile_answers": report.hostile_answers_checked,
+                    "nonsense_vs_random": report.nonsense,
+                }
+            )
         except (GameCheckError, GameError, ImportError) as error:
             results.append({"id": game_id, "ok": False, "error": str(error)})
     if args.json:
@@ -242,7 +251,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     else:
         for result in results:
             status = "ok  " if result["ok"] else "FAIL"
-            detail = f"{result['episodes']} episodes, {result['steps']} steps" if result["ok"] else result["error"]
+            detail = result.get("error", "")
+            if result["ok"]:
+                figures = result["episodes"], result["steps"], result["hostile_answers"]
+                detail = "{} episodes, {} steps, {} hostile answers".format(*figures)
             print(f"{status} {result['id']}: {detail}")
     return 0 if all(result["ok"] for result in results) else 1
 
