@@ -157,3 +157,47 @@ def test_slippery_oracle_matches_value_iteration_probability():
     expected /= 300
     observed = sum(e.success["player"] for e in episodes) / 300
     assert abs(observed - expected) < 0.09, (observed, expected)
+
+
+def test_three_invalid_answers_in_a_row_forfeit():
+    game = tsmg.make("FrozenLake-v0", invalid_penalty=0.25)
+    game.reset(seed=0)
+    game.step({"player": "fly"})
+    game.step({"player": "down"})  # a valid answer resets the count
+    results = [game.step({"player": answer}) for answer in ("fly", Invalid("no tag"), "d")]
+    assert [r.infos["player"].get("forfeit", False) for r in results] == [False, False, True]
+    assert results[-1].terminated["player"] and not results[-1].truncated["player"] and game.done
+    assert results[-1].rewards["player"] == -0.25 - 1.0  # the penalty, then the forfeit: a loss
+    assert game.episode_returns()["player"] == -4 * 0.25 - 1.0 and game.forfeited == ("player",)
+    assert game.is_success("player") is False
+
+
+def test_forfeits_can_be_switched_off_and_the_step_limit_still_ends_the_episode():
+    game = tsmg.make("FrozenLake-v0", forfeit_after=None, max_steps=5)
+    game.reset(seed=0)
+    results = [game.step({"player": "fly"}) for _ in range(5)]
+    assert results[-1].truncated["player"] and not results[-1].terminated["player"] and game.forfeited == ()
+
+
+def test_ms_grpo_settings_follow_the_authors_default_action_rule():
+    for game_id in ("FrozenLake-NoSlip-v0", "FrozenLake-Slippery-v0", "FrozenLake-BigSlippery-v0", "Snake-v0"):
+        game = tsmg.make(game_id)
+        assert (game.config.on_invalid, game.config.invalid_penalty, game.config.forfeit_after) == (
+            "default_action",
+            0.0,
+            None,
+        )
+        game.reset(seed=0)
+        for _ in range(5):
+            if not game.done:
+                info = game.step({"player": "<no answer>"}).infos["player"]
+                assert info["valid"] is False and info["action"] == game.legal_actions("player")[0] or game.done
+    assert tsmg.make("FrozenLake-v0").config.on_invalid == "penalize"  # the standard map: the general rule
+
+
+def test_a_game_that_sets_no_step_limit_gets_the_registrys():
+    from tsmg.registry import DEFAULT_MAX_STEPS
+
+    assert tsmg.make("Blackjack-v0").config.max_steps == DEFAULT_MAX_STEPS
+    assert tsmg.make("Blackjack-v0", max_steps=None).config.max_steps is None  # asked for explicitly
+    assert tsmg.make("Taxi-v0").config.max_steps == 50  # a registered limit stays
