@@ -145,6 +145,9 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument("game", nargs="*", help="game ids")
     check.add_argument("--all", action="store_true", help="check every registered game")
     check.add_argument("--json", action="store_true", help="print results as JSON")
+    check.add_argument(
+        "--nonsense-seeds", type=int, default=100, metavar="N", help="seeds of the always-invalid vs random comparison"
+    )
     check.set_defaults(handler=_cmd_check)
 
     play = commands.add_parser("play", help="play a game in the terminal")
@@ -233,7 +236,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     results = []
     for game_id in ids:
         try:
-            report = check_game(game_id)
+            report = check_game(game_id, nonsense_seeds=args.nonsense_seeds)
             results.append(
                 {
                     "id": game_id,
