@@ -82,7 +82,7 @@ def test_step_rewards_add_up_to_returns_and_records_are_complete():
 
 def test_invalid_answers_are_counted():
     [episode] = rollout("FrozenLake-v0", FixedPolicy("fly"), seeds=[0])
-    assert episode.truncated and episode.invalid_answers == 16
+    assert episode.terminated and episode.invalid_answers == 3  # forfeit after 3 in a row (forfeit_after)
     assert episode.steps[0].reason.startswith("expected one of")
 
 
