@@ -22,7 +22,7 @@ def eval_args(name: str, base_url: str, out: Path, episodes: int) -> list[str]:
         "eval", "--game", "FrozenLake-v0", "--model", spec, "--model", "random", "--episodes", str(episodes),
         "--action-format", "choice", "--max-tokens", "8", "--no-progress", "--out", str(out),
         "--model-option", f"{spec}:base_url={base_url}", "--model-option", f"{spec}:api_key={SECRET}",
-        "--model-option", f"{spec}:backoff_s=0.01", "--model-option", f"{spec}:timeout_s=2",
+        "--model-option", f"{spec}:timeout_s=2",
     ]  # fmt: skip
 
 
