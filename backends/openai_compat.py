@@ -55,6 +55,7 @@ from backends.base import (
     FinishReason,
     GenerationRequest,
     SamplingParams,
+    choice_token_budget,
     combine_seeds,
     match_choice,
 )
@@ -312,7 +313,6 @@ class OpenAIBackend:
         quotas = {"requests": requests_per_minute, "tokens": tokens_per_minute}
         self._paces = {unit: Pace(limit) for unit, limit in quotas.items() if limit}
         self._tokens_per_char: float | None = None  # calibrated on the server's prompt token counts
-        self._warned: set[tuple[int, int]] = set()
         self._usage = Usage()
         self._usage_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -509,7 +509,7 @@ class OpenAIBackend:
         if request.choices is not None:
             if not request.choices:
                 raise ValueError("choices is empty: nothing could be answered")
-            budget = self._choice_budget(request.choices, budget)
+            budget = choice_token_budget(budget, request.choices, self.name)
         arguments: dict[str, Any] = {"model": self.model}
         extra: dict[str, Any] = {}
         if request.messages is not None:
@@ -555,31 +555,6 @@ class OpenAIBackend:
         if extra:
             arguments["extra_body"] = extra
         return endpoint, arguments, budget
-
-    def _choice_budget(self, choices: Sequence[str], budget: int) -> int:
-        """A token budget that fits every choice whole, however the server spells it.
-
-        Structured outputs accept any token sequence that spells a choice ("d" + "own" as well as
-        "down"), and a tokenizer writes at least one byte per token, so the longest choice in
-        UTF-8 bytes bounds its tokens in any tokenizer. A smaller limit would cut answers into
-        prefixes ("dow"): it is raised, with a warning the first time.
-        """
-        needed = max(len(choice.encode()) for choice in choices)
-        if budget >= needed:
-            return budget
-        if (budget, needed) not in self._warned:
-            self._warned.add((budget, needed))
-            longest = max(choices, key=lambda choice: len(choice.encode()))
-            logger.warning(
-                "%s: a token budget of %d cannot hold the choice %r (up to %d tokens when the server spells it "
-                "one character at a time); raised to %d for constrained choice",
-                self.name,
-                budget,
-                longest,
-                needed,
-                needed,
-            )
-        return needed
 
     def _completion(self, endpoint: str, data: Any, request: GenerationRequest, budget: int) -> Completion:
         if not isinstance(data, dict) or not data.get("choices"):

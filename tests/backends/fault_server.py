@@ -86,6 +86,7 @@ def tool_call(name: str, arguments: str | Mapping[str, Any], call_id: str = "cal
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
 
+
 FaultPlan = Callable[[str, int], str]
 """Maps (request key, attempt number starting at 1) to an action name."""
 

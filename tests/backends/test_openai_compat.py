@@ -344,7 +344,9 @@ def vllm_server() -> Iterator[VLLMServer]:
     done, so it does not compete with the engine tests (tests/backends/test_vllm.py) for the CPU.
     """
     python = require_vllm_python()
-    server = VLLMServer(vllm_model_dir(), api_key=SECRET)  # a key, to check it is sent and kept secret
+    # A key, to check it is sent and kept secret; a tool-call parser, which vLLM needs for any tool_choice.
+    tools = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    server = VLLMServer(vllm_model_dir(), api_key=SECRET, extra_args=tools)
     try:
         yield server.start(python)
     finally:
@@ -427,3 +429,51 @@ def test_vllm_server_frozen_lake_rollout_through_a_lap(vllm_backend: OpenAIBacke
     assert steps and all(step.valid and step.parsed_action in ACTIONS for step in steps)
     assert all(step.token_ids and step.logprobs and len(step.token_ids) == len(step.logprobs) for step in steps)
     assert all(episode.prompt_tokens > 0 for episode in episodes)
+
+
+WHOLE_CHOICES = ["left", "down", "right", "up", "north-north-west"]
+
+
+def test_vllm_server_constrained_choice_with_a_one_token_budget_yields_whole_choices(
+    vllm_backend: OpenAIBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 15: at max_tokens 1 the server used to return prefixes ("n", "dow"); the budget is now
+    # raised to fit the longest choice (one token per byte bounds any spelling), with a warning.
+    caplog.set_level(logging.WARNING)
+    requests = [chat(f"pick {index}", choices=WHOLE_CHOICES, seed=index) for index in range(240)]
+    completions = vllm_backend.generate(requests, SamplingParams(temperature=1.0, max_tokens=1))
+    assert all(c.error is None for c in completions), {c.error for c in completions}
+    answers = [c.text for c in completions]
+    assert set(answers) <= set(WHOLE_CHOICES) and len(set(answers)) > 2
+    assert max(c.completion_tokens for c in completions) > 1  # some answers needed more than the asked 1 token
+    assert "cannot hold every choice whole" in caplog.text
+
+
+def test_vllm_server_tool_calls_with_a_required_choice_are_legal_moves(vllm_backend: OpenAIBackend) -> None:
+    from tsmg.lap import LAP, ActionFormat, LAPConfig
+    from tsmg.rollout import rollout
+
+    # vLLM answers tool_choice="required" by guided decoding of the function's JSON schema (it needs a
+    # --tool-call-parser all the same), so the tiny model's calls are well formed and the enum keeps
+    # their moves legal.
+    config = LAPConfig(action_format=ActionFormat(kind="tool", tool_choice="required"), max_tokens=48, seed=2)
+    episodes = rollout("FrozenLake-v0", LAP(vllm_backend, config), seeds=[0, 1, 2])
+    assert all(episode.error is None for episode in episodes), [e.error for e in episodes]
+    steps = [step for episode in episodes for step in episode.steps]
+    assert steps and all(step.valid and step.parsed_action in ACTIONS for step in steps)
+    assert all(step.tool_calls and step.tool_calls[0]["name"] == "make_move" for step in steps)
+    assert all(step.token_ids and step.logprobs for step in steps)
+
+
+def test_vllm_server_auto_tool_choice_leaves_the_call_to_the_model(vllm_backend: OpenAIBackend) -> None:
+    from tsmg.lap import LAP, ActionFormat, LAPConfig
+    from tsmg.rollout import rollout
+
+    # With tool_choice="auto" the hermes parser looks for <tool_call> in what the model wrote; the
+    # tiny model writes none, so every answer is invalid, with the reason.
+    config = LAPConfig(action_format=ActionFormat(kind="tool"), max_tokens=12, seed=3)
+    episodes = rollout("FrozenLake-v0", LAP(vllm_backend, config), seeds=[0, 1], game_options={"max_steps": 2})
+    steps = [step for episode in episodes for step in episode.steps]
+    assert all(episode.error is None for episode in episodes)
+    assert steps and all(not step.valid and step.tool_calls is None for step in steps)
+    assert all("function call" in str(step.reason) or "tool_call" in str(step.reason) for step in steps)
