@@ -1,5 +1,7 @@
 """A backend for any OpenAI-compatible server (OpenAI itself, ``vllm serve``, ...) on the official ``openai`` SDK.
 
+(Past 600 lines, half of them docstrings: one backend, its wire format and its failure handling read together.)
+
 The HTTP work is the SDK's (:class:`openai.AsyncOpenAI`): its retries with backoff on 408, 409,
 429, 5xx, timeouts and dropped connections, its handling of ``Retry-After``, its timeouts and
 ``extra_body``. What this module adds is tsmg's layer on top:
@@ -527,6 +529,10 @@ class OpenAIBackend:
                 arguments["tools"] = request.tools
                 if request.tool_choice is not None:
                     arguments["tool_choice"] = request.tool_choice
+                if not self.reasoning_model:  # (some reasoning models reject the parameter)
+                    # One call per answer, as a move per turn wants: a server that would otherwise
+                    # repeat calls until the budget runs out (vLLM's tool_choice="required") stops.
+                    arguments["parallel_tool_calls"] = False
         elif request.prompt is not None:
             endpoint = "completions"
             arguments["prompt"] = request.prompt

@@ -143,6 +143,8 @@ class ActionFormat(BaseModel):
             "function": {
                 "name": self.tool_name,
                 "description": "Play your move in the game.",
+                # Strict: servers that enforce schemas (OpenAI, vLLM) then keep the move to the enum.
+                "strict": True,
                 "parameters": {
                     "type": "object",
                     "properties": {"move": move},

@@ -456,7 +456,7 @@ def test_vllm_server_tool_calls_with_a_required_choice_are_legal_moves(vllm_back
     # vLLM answers tool_choice="required" by guided decoding of the function's JSON schema (it needs a
     # --tool-call-parser all the same), so the tiny model's calls are well formed and the enum keeps
     # their moves legal.
-    config = LAPConfig(action_format=ActionFormat(kind="tool", tool_choice="required"), max_tokens=48, seed=2)
+    config = LAPConfig(action_format=ActionFormat(kind="tool", tool_choice="required"), max_tokens=128, seed=2)
     episodes = rollout("FrozenLake-v0", LAP(vllm_backend, config), seeds=[0, 1, 2])
     assert all(episode.error is None for episode in episodes), [e.error for e in episodes]
     steps = [step for episode in episodes for step in episode.steps]

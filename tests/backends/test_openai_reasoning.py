@@ -128,7 +128,8 @@ def test_tool_calls_over_http_are_the_answer_and_the_schema_lists_the_legal_move
     with backend(server) as model:
         [episode] = rollout("FrozenLake-v0", LAP(model, config), seeds=[0], game_options={"max_steps": 3})
     body = server.bodies[0]
-    assert body["tool_choice"] == "required"
+    assert body["tool_choice"] == "required" and body["parallel_tool_calls"] is False  # one move per answer
+    assert body["tools"][0]["function"]["strict"] is True
     assert body["tools"][0]["function"]["parameters"]["properties"]["move"]["enum"] == ["left", "down", "right", "up"]
     assert all(step.valid and step.action == "down" for step in episode.steps)
     assert episode.steps[0].tool_calls == [{"name": "make_move", "arguments": '{"move": "down"}', "id": "call_0"}]
@@ -194,6 +195,9 @@ def test_eval_of_a_reasoning_model_reports_thinking_tokens_and_their_cost(server
     tokens_out = sum(step.completion_tokens for step in steps)  # thinking included
     assert tokens_out > len(THOUGHT) * len(steps)
     assert row["cost_usd"] == pytest.approx((tokens_in * 1.0 + tokens_out * 4.0) / 1e6)
+    thinking = len(THOUGHT) * len(steps)
+    assert row["reasoning_cost_usd"] == pytest.approx(thinking * 4.0 / 1e6)  # thinking at the output price
+    assert f"{row['cost_usd']:.4f} ({row['reasoning_cost_usd']:.4f} thinking)" in (out / "report.md").read_text()
     report = (out / "report.md").read_text()
     assert f"(thinking {row['reasoning_tokens_per_episode']:.0f})" in report and "billed as output" in report
     assert all(body["max_completion_tokens"] == 4000 and "temperature" not in body for body in server.bodies)

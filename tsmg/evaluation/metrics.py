@@ -66,8 +66,9 @@ def model_row(
         "tokens_in_per_episode": tokens_in / count if count else 0.0,
         "tokens_out_per_episode": tokens_out / count if count else 0.0,
         "cost_usd": (tokens_in * price_in + tokens_out * price_out) / 1e6,
-        # Part of tokens_out (billed as output); None when no step reported thinking tokens.
+        # Part of tokens_out (billed as output, so part of cost_usd); None when no step reported any.
         "reasoning_tokens_per_episode": sum(thinking) / count if thinking and count else None,
+        "reasoning_cost_usd": sum(thinking) * price_out / 1e6 if thinking else None,
         "timing": {
             "mean_latency_s": sum(step.latency_s for step in steps) / len(steps) if steps else 0.0,
             "episode_latency_s": sum(episode.latency_s for _, episode in agent_episodes) / count if count else 0.0,

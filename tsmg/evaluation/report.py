@@ -43,7 +43,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], with_run: bool = False) -> st
             _percent(row["invalid_rate"]),
             f"{row['mean_turns']:.2f}",
             f"{row['tokens_in_per_episode']:.0f}/{row['tokens_out_per_episode']:.0f}" + _thinking(row),
-            f"{row['cost_usd']:.4f}",
+            f"{row['cost_usd']:.4f}"
+            + ("" if row.get("reasoning_cost_usd") is None else f" ({row['reasoning_cost_usd']:.4f} thinking)"),
         ]
         if with_run:
             cells.insert(0, row["run"])
