@@ -708,10 +708,11 @@ class OpenAIBackend:
 
 
 def _prompt_chars(request: GenerationRequest) -> int:
-    """The length of a request's prompt in characters, with a little per chat message for its framing."""
-    if request.messages is not None:
-        return sum(len(str(message.get("content") or "")) + _MESSAGE_OVERHEAD_CHARS for message in request.messages)
-    return len(request.prompt or "")
+    """The length of a request's prompt in characters: messages with a little each for their framing, and tools."""
+    if request.messages is None:
+        return len(request.prompt or "")
+    chars = sum(len(str(message.get("content") or "")) + _MESSAGE_OVERHEAD_CHARS for message in request.messages)
+    return chars + (len(json.dumps(request.tools)) if request.tools else 0)
 
 
 def _tool_calls(entries: Any) -> list[ToolCall] | None:

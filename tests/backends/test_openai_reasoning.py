@@ -150,6 +150,19 @@ def test_ignored_or_malformed_tool_calls_over_http_are_invalid_answers(server: F
         assert episode.error is None and not step.valid and reason in str(step.reason), (case, step.reason)
 
 
+def test_history_is_trimmed_to_a_context_limit_given_for_the_model(server: FaultServer) -> None:
+    from tsmg.lap import PromptTemplate
+
+    server.reply = lambda body: "<action>right</action>"
+    config = LAPConfig(template=PromptTemplate(history="full"), max_tokens=32)
+    with backend(server, max_context=700) as model:
+        [episode] = rollout("FrozenLake-v0", LAP(model, config), seeds=[0], game_options={"max_steps": 8})
+        # The prompt estimate learnt the server's count: the fault server counts 4 characters a token.
+        assert model.count_prompt_tokens(chat("x" * 400)) < 0.3 * (400 + 12)
+    assert episode.error is None and max(step.history_trimmed for step in episode.steps) > 0
+    assert all(step.prompt_tokens + 32 <= 700 for step in episode.steps)  # what the server counted
+
+
 # ---------------------------------------------------------------- tsmg eval end to end
 
 

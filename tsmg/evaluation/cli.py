@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +138,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     print(markdown_table(comparison_rows([(out.name, result.summary)])))
     print(f"\n{result.completed}/{result.planned} episodes completed; report: {out / 'report.md'}")
-    errors: dict[str, int] = {}
-    for failure in result.failures:
-        errors[failure.error or "unknown error"] = errors.get(failure.error or "unknown error", 0) + 1
-    for error, count in list(errors.items())[:5]:  # the same server message once, with its count
+    errors = Counter(failure.error or "unknown error" for failure in result.failures)
+    for error, count in errors.most_common(5):  # the same server message once, with its count
         print(f"failed: {count} episode{'s' if count > 1 else ''}: {error}", file=sys.stderr)
     if result.stopped:
         print(result.stopped, file=sys.stderr)
