@@ -33,7 +33,14 @@ from typing import Any, Literal, get_args
 import numpy as np
 import torch
 
-from backends.base import BackendError, Completion, GenerationRequest, ModelNotFoundError, SamplingParams
+from backends.base import (
+    BackendError,
+    Completion,
+    GenerationRequest,
+    ModelNotFoundError,
+    SamplingParams,
+    choice_token_budget,
+)
 from backends.hf_constraints import ChoiceTrie
 from backends.hf_generation import DecodeSettings, ModelCalls, RowSpec, decode_batch, sequence_logprobs
 from backends.hf_lora import AdapterMixin
@@ -44,6 +51,7 @@ DType = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
 
 _TRIE_CACHE_SIZE = 256
+_NO_TOOLS = "use --action-format tag or choice, or a model whose chat template renders tools (Qwen2.5, Qwen3, ...)"
 
 
 class HFBackend(AdapterMixin):
@@ -133,10 +141,32 @@ class HFBackend(AdapterMixin):
         if request.messages is None:
             raise BackendError("a request needs messages or a prompt")
         if self.chat:
+            if request.tools:
+                return self._prompt_with_tools(request)
             text = self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
             return str(text)
+        if request.tools:
+            raise BackendError(f"{self.name} has no chat template, so it cannot be offered tools: {_NO_TOOLS}")
         lines = [f"{message['role'].capitalize()}: {message['content']}" for message in request.messages]
         return "\n\n".join(lines) + "\n\nAssistant:"
+
+    def _prompt_with_tools(self, request: GenerationRequest) -> str:
+        """The chat template's rendering of ``request`` with its tools (the template must render them).
+
+        The model then writes its calls as text (``<tool_call>{...}</tool_call>`` with the
+        Hermes-style templates of Qwen2.5 and Qwen3); the LAP reads them from there.
+        """
+        template = self.tokenizer.chat_template
+        if "tools" not in str(template or ""):
+            raise BackendError(f"the chat template of {self.name} does not render tools: {_NO_TOOLS}")
+        text = self.tokenizer.apply_chat_template(
+            request.messages, tools=request.tools, tokenize=False, add_generation_prompt=True
+        )
+        return str(text)
+
+    def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        """The prompt length of ``request`` in tokens, as :meth:`generate` feeds it (the LAP fits history with it)."""
+        return len(self.encode_prompts([request])[0])
 
     def encode_prompts(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
         """Prompt token ids of each request, exactly as :meth:`generate` feeds them to the model.
@@ -228,7 +258,11 @@ class HFBackend(AdapterMixin):
                     f"prompt of {len(ids)} tokens leaves {room} of the context window of {window} tokens, "
                     f"and the choices need up to {trie.max_tokens}"
                 )
-            max_new = trie.max_tokens  # the choices, not max_tokens, bound a constrained answer
+            # The choices, not max_tokens, bound a constrained answer (the trie writes each choice
+            # the one way the tokenizer spells it, in at most trie.max_tokens tokens).
+            requested = request.max_tokens if request.max_tokens is not None else sampling.max_tokens
+            choice_token_budget(requested, request.choices, self.name, needed=trie.max_tokens)  # warns if it was short
+            max_new = trie.max_tokens
         else:
             max_new = request.max_tokens if request.max_tokens is not None else sampling.max_tokens
             if max_new < 1:

@@ -45,6 +45,7 @@ from backends.base import (
     GenerationRequest,
     ModelNotFoundError,
     SamplingParams,
+    choice_token_budget,
     combine_seeds,
     match_choice,
 )
@@ -204,10 +205,13 @@ class VLLMBackend:
     def _sampling_params(self, request: GenerationRequest, sampling: SamplingParams) -> Any:
         from vllm import SamplingParams as VSamplingParams
 
+        budget = request.max_tokens if request.max_tokens is not None else sampling.max_tokens
+        if request.choices:  # a budget too short for the longest choice would cut answers into prefixes
+            budget = choice_token_budget(budget, request.choices, self.name)
         options: dict[str, Any] = {
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
-            "max_tokens": request.max_tokens if request.max_tokens is not None else sampling.max_tokens,
+            "max_tokens": budget,
             "stop": list(request.stop if request.stop is not None else sampling.stop) or None,
             "seed": combine_seeds(sampling.seed, request.seed),
             "logprobs": 0,  # 0: the sampled token's logprob only

@@ -114,12 +114,24 @@ def test_bad_lap_config_fails_early_with_the_field_name():
         LAPConfig(reprompt=-1)
 
 
-def test_model_errors_become_invalid_answers():
-    class Down:
-        name = "down"
+def test_a_failed_model_call_fails_its_episode_not_a_scored_invalid_answer():
+    class HalfDown:
+        """Refuses every other request of its first batch, as a server refusing a parameter would."""
+
+        name = "half-down"
+        calls = 0
 
         def generate(self, requests, sampling):
-            return [Completion(text="", finish_reason="error", error="HTTP 503") for _ in requests]
+            self.calls += 1
+            return [
+                Completion(text="", finish_reason="error", error="HTTP 400: unsupported parameter 'max_tokens'")
+                if self.calls == 1 and index % 2 == 0
+                else Completion(text="<action>down</action>")
+                for index, _ in enumerate(requests)
+            ]
 
-    [episode] = rollout("FrozenLake-v0", LAP(Down()), seeds=[0], game_options={"max_steps": 1})
-    assert "HTTP 503" in episode.steps[0].reason
+    episodes = rollout("FrozenLake-v0", LAP(HalfDown(), LAPConfig(reprompt=2)), seeds=range(16))
+    failed = [episode for episode in episodes if episode.error]
+    assert [episode.seed for episode in failed] == list(range(0, 16, 2))  # per episode, not the whole batch
+    assert all("the model call failed: HTTP 400: unsupported parameter" in e.error for e in failed)
+    assert all(step.valid for episode in episodes for step in episode.steps)  # no invalid answer was scored

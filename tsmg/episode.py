@@ -45,6 +45,13 @@ class StepRecord(BaseModel):
         prompt_tokens: Prompt length in tokens, where known.
         completion_tokens: Completion length in tokens, where known.
         latency_s: Wall time spent deciding.
+        reasoning: The model's thinking, apart from its answer (a separate field the server
+            returned, or ``<think>...</think>`` written inline, which ``completion`` also holds).
+        reasoning_tokens: Tokens spent thinking, where the backend reports them (part of
+            ``completion_tokens``).
+        tool_calls: Function calls of the answer (``name``, ``arguments``, ``id``) under the
+            tool-call action format.
+        history_trimmed: Earlier turns left out of the prompt to fit the model's context window.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -67,6 +74,10 @@ class StepRecord(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     latency_s: float = 0.0
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    tool_calls: list[dict[str, str | None]] | None = None
+    history_trimmed: int = 0
 
 
 class Episode(BaseModel):
@@ -91,6 +102,8 @@ class Episode(BaseModel):
         completion_tokens: Total completion tokens.
         latency_s: Wall time of the whole episode.
         error: Why the episode could not finish (None if it did).
+        reasoning_tokens: Total tokens spent thinking, part of ``completion_tokens`` (None when
+            no step reported any).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -113,6 +126,7 @@ class Episode(BaseModel):
     completion_tokens: int = 0
     latency_s: float = 0.0
     error: str | None = None
+    reasoning_tokens: int | None = None
 
     def to_json(self) -> str:
         """One JSON line (no newline inside)."""

@@ -6,21 +6,30 @@ observation, format instructions), asks the model once for the whole batch, extr
 text by the action format, and re-prompts the invalid answers (a batch again) up to
 ``reprompt`` times with the reason appended. What an answer that stays invalid does to the game
 (default action, penalty, termination) is the game's ``on_invalid`` option.
+
+Thinking is never the answer: what a reasoning model writes inside ``<think>...</think>`` (or
+returns in a separate field) is stored with the step but the action is read from the rest. With
+the ``tool`` action format the move is a function call whose schema lists the legal moves. A
+model call that fails (the server refused the request, or never answered) fails the episode
+instead of passing for an invalid answer. When the backend states a context window, history
+that would overflow it is trimmed by the template's rule and the step records it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tsmg.core import Invalid
-from tsmg.lm import Completion, GenerationRequest, LanguageModel, SamplingParams
-from tsmg.policies import Decision, DecisionRequest
+from tsmg.lm import Completion, GenerationRequest, LanguageModel, SamplingParams, ToolCall
+from tsmg.policies import Decision, DecisionRequest, Turn
 
 DEFAULT_SYSTEM = (
     "You are playing a text game. Read the observation, think briefly if you need to, then answer with your move."
@@ -57,6 +66,14 @@ class PromptTemplate(BaseModel):
         default="none", description="Earlier turns shown: none (the MS-GRPO setting), the last k, or all."
     )
     history_k: int = Field(default=2, ge=1, description="Turns kept with history='last_k'.")
+    trim: Literal["oldest", "none"] = Field(
+        default="oldest",
+        description=(
+            "When the prompt with its history would not fit the model's context window (a backend's "
+            "max_context): drop the oldest turns first (the step records how many), or none (the "
+            "request then fails with the backend's reason)."
+        ),
+    )
 
     @field_validator("user")
     @classmethod
@@ -71,14 +88,22 @@ class ActionFormat(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["tag", "regex", "choice", "raw"] = Field(
+    kind: Literal["tag", "regex", "choice", "raw", "tool"] = Field(
         default="tag",
         description=(
             "tag: text inside <tag>...</tag> (last one wins); regex: group 'action' or 1 of a pattern; "
-            "choice: constrained decoding among the legal actions; raw: the whole answer."
+            "choice: constrained decoding among the legal actions; raw: the whole answer; "
+            "tool: a call of a function whose 'move' argument is the move (an enum of the legal moves)."
         ),
     )
     tag: str = Field(default="action", pattern=r"^[A-Za-z][\w-]*$", description="Tag name for kind='tag'.")
+    tool_name: str = Field(
+        default="make_move", pattern=r"^[A-Za-z_][\w-]{0,63}$", description="Function name for kind='tool'."
+    )
+    tool_choice: Literal["auto", "required"] = Field(
+        default="auto",
+        description="kind='tool': the model decides whether to call (auto), or must call a function (required).",
+    )
     pattern: str | None = Field(default=None, description="Regular expression for kind='regex'.")
     instructions: str | None = Field(default=None, description="Override the format instructions shown to the model.")
 
@@ -98,7 +123,66 @@ class ActionFormat(BaseModel):
             )
         if self.kind == "choice":
             return f"Answer with your move only.{options}"
+        if self.kind == "tool":
+            return f"Call the {self.tool_name} function with your move.{options}"
         return f"Answer with your move.{options}"
+
+    def tool_schema(self, legal_actions: Sequence[str] | None) -> dict[str, Any]:
+        """The OpenAI-style function schema of a move: an enum of the legal moves, or any text.
+
+        Example:
+            >>> schema = ActionFormat(kind="tool").tool_schema(["left", "right"])
+            >>> schema["function"]["name"], schema["function"]["parameters"]["properties"]["move"]["enum"]
+            ('make_move', ['left', 'right'])
+        """
+        move: dict[str, Any] = {"type": "string", "description": "Your move."}
+        if legal_actions:
+            move["enum"] = list(legal_actions)
+        return {
+            "type": "function",
+            "function": {
+                "name": self.tool_name,
+                "description": "Play your move in the game.",
+                # Strict: servers that enforce schemas (OpenAI, vLLM) then keep the move to the enum.
+                "strict": True,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"move": move},
+                    "required": ["move"],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+    def extract_tool_call(self, calls: Sequence[ToolCall]) -> str | Invalid:
+        """The move in the calls of ``tool_name``, or :class:`Invalid` saying what is wrong with them.
+
+        Example:
+            >>> fmt = ActionFormat(kind="tool")
+            >>> fmt.extract_tool_call([ToolCall("make_move", '{"move": "up"}')])
+            'up'
+            >>> fmt.extract_tool_call([ToolCall("make_move", '{"move": up}')]).reason[:40]
+            'the arguments of the make_move call are '
+        """
+        name = self.tool_name
+        if not calls:
+            return Invalid(f"no function call in the answer: call {name} with your move")
+        mine = [call for call in calls if call.name == name]
+        if not mine:
+            return Invalid(f"called {', '.join(sorted({call.name for call in calls}))} instead of {name}")
+        moves = []
+        for call in mine:
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except json.JSONDecodeError as error:
+                return Invalid(f"the arguments of the {name} call are not JSON ({error.msg}): {call.arguments[:80]!r}")
+            move = arguments.get("move") if isinstance(arguments, dict) else None
+            if not isinstance(move, str):
+                return Invalid(f"the {name} call has no text argument 'move': {call.arguments[:80]!r}")
+            moves.append(move.strip())
+        if len(set(moves)) > 1:
+            return Invalid(f"several different moves in one answer: {moves}")
+        return moves[0]
 
     @cached_property
     def _regex(self) -> re.Pattern[str]:
@@ -124,6 +208,68 @@ class ActionFormat(BaseModel):
         groups = match.groupdict()
         text = groups["action"] if "action" in groups else (match.group(1) if match.groups() else match.group(0))
         return text.strip()
+
+
+class Thought(NamedTuple):
+    """An answer split into its thinking and the answer proper (see :func:`split_thinking`)."""
+
+    thinking: str | None
+    answer: str
+    unfinished: bool
+
+
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+def split_thinking(text: str) -> Thought:
+    """Split inline ``<think>...</think>`` off an answer (Qwen3, DeepSeek-R1 and the like served plainly).
+
+    Everything up to the last ``</think>`` is thinking (the opening tag may be missing: chat
+    templates that start the answer inside ``<think>`` put it in the prompt). An opening tag that
+    is never closed means the model was still thinking when it stopped.
+
+    Example:
+        >>> split_thinking("<think>left is a hole</think><action>down</action>")
+        Thought(thinking='left is a hole', answer='<action>down</action>', unfinished=False)
+        >>> split_thinking("hmm</think> down").answer, split_thinking("<think>still going").unfinished
+        ('down', True)
+        >>> split_thinking("down")
+        Thought(thinking=None, answer='down', unfinished=False)
+    """
+    close = text.rfind(_THINK_CLOSE)
+    if close >= 0:
+        thinking = text[:close].replace(_THINK_OPEN, "").replace(_THINK_CLOSE, "").strip()
+        return Thought(thinking, text[close + len(_THINK_CLOSE) :].strip(), False)
+    start = text.find(_THINK_OPEN)
+    if start >= 0:
+        return Thought(text[start + len(_THINK_OPEN) :].strip(), text[:start].strip(), True)
+    return Thought(None, text, False)
+
+
+def tool_calls_in_text(text: str) -> list[ToolCall] | Invalid:
+    """Function calls written as text, the Hermes way chat templates ask for them (Qwen2.5, Qwen3, ...).
+
+    Each ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block is one call; a block
+    that is not such a JSON object makes the answer :class:`Invalid`.
+
+    Example:
+        >>> tool_calls_in_text('<tool_call>{"name": "make_move", "arguments": {"move": "up"}}</tool_call>')
+        [ToolCall(name='make_move', arguments='{"move": "up"}', id=None)]
+        >>> tool_calls_in_text("up")
+        []
+    """
+    calls = []
+    for block in _TOOL_CALL.findall(text):
+        try:
+            call = json.loads(block)
+        except json.JSONDecodeError as error:
+            return Invalid(f"a <tool_call> block is not JSON ({error.msg}): {block[:80]!r}")
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            return Invalid(f"a <tool_call> block has no function name: {block[:80]!r}")
+        arguments = call.get("arguments", call.get("parameters", {}))
+        calls.append(ToolCall(call["name"], arguments if isinstance(arguments, str) else json.dumps(arguments)))
+    return calls
 
 
 class LAPConfig(BaseModel):
@@ -171,22 +317,66 @@ class LAP:
 
     def messages(self, request: DecisionRequest) -> list[dict[str, str]]:
         """The chat messages for one decision (system, history turns, then the observation)."""
+        return self._messages(request, self._history(request))
+
+    def _history(self, request: DecisionRequest) -> list[Turn]:
+        template = self.config.template
+        if template.history == "none":
+            return []
+        if template.history == "last_k":
+            return list(request.history)[-template.history_k :]
+        return list(request.history)
+
+    def _messages(self, request: DecisionRequest, history: Sequence[Turn]) -> list[dict[str, str]]:
         template = self.config.template
         messages: list[dict[str, str]] = []
         if template.system:
             messages.append({"role": "system", "content": template.system})
-        history = list(request.history)
-        if template.history == "none":
-            history = []
-        elif template.history == "last_k":
-            history = history[-template.history_k :]
         for turn in history:
             messages.append({"role": "user", "content": self._user_text(turn.observation, None)})
-            messages.append({"role": "assistant", "content": turn.answer})
+            messages.append({"role": "assistant", "content": self._earlier_answer(turn)})
             if not turn.valid and turn.reason:
                 messages.append({"role": "user", "content": f"That answer was invalid: {turn.reason}."})
         messages.append({"role": "user", "content": self._user_text(request.observation, request.legal_actions)})
         return messages
+
+    def _earlier_answer(self, turn: Turn) -> str:
+        """An earlier answer as the model sees it again: without its thinking (as chat templates do)."""
+        answer = split_thinking(turn.answer).answer
+        fmt = self.config.action_format
+        if not answer and fmt.kind == "tool" and turn.action is not None:
+            answer = f"{fmt.tool_name}({json.dumps({'move': turn.action})})"
+        return answer
+
+    def _fitted_messages(self, request: DecisionRequest) -> tuple[list[dict[str, str]], int]:
+        """The messages of a decision, the oldest history turns dropped until the prompt fits the context.
+
+        Applies when the model states ``context_window`` and counts prompt tokens
+        (``count_prompt_tokens``) and the template's ``trim`` is ``oldest``; returns the messages
+        and how many turns were dropped.
+        """
+        history = self._history(request)
+        messages = self._messages(request, history)
+        window = getattr(self.model, "context_window", None)
+        count = getattr(self.model, "count_prompt_tokens", None)
+        if not history or window is None or count is None or self.config.template.trim == "none":
+            return messages, 0
+        room = window - self.config.max_tokens
+
+        def fits(kept: int) -> bool:
+            candidate = self._messages(request, history[len(history) - kept :])
+            return bool(count(self._tool_request(request, GenerationRequest(messages=candidate))) <= room)
+
+        if fits(len(history)):
+            return messages, 0
+        low, high = 0, len(history) - 1  # the most recent turns that fit: binary search
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(middle):
+                low = middle
+            else:
+                high = middle - 1
+        return self._messages(request, history[len(history) - low :]), len(history) - low
 
     def _user_text(self, observation: str, legal_actions: Sequence[str] | None) -> str:
         fmt = self.config.action_format
@@ -197,13 +387,21 @@ class LAP:
         )
 
     def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
-        """Decide for every request: one batched model call, then batched re-prompts."""
+        """Decide for every request: one batched model call, then batched re-prompts.
+
+        A completion that failed (``finish_reason="error"``) gives a decision with ``error`` set:
+        the episode fails with the backend's message rather than scoring an invalid answer.
+        """
         fmt = self.config.action_format
-        conversations = [self.messages(request) for request in requests]
+        fitted = [self._fitted_messages(request) for request in requests]
+        conversations = [messages for messages, _ in fitted]
         decisions: list[Decision | None] = [None] * len(requests)
         todo = list(range(len(requests)))
         for attempt in range(self.config.reprompt + 1):
-            batch = [self._generation_request(requests[i], conversations[i], attempt) for i in todo]
+            batch = [
+                self._tool_request(requests[i], self._generation_request(requests[i], conversations[i], attempt))
+                for i in todo
+            ]
             started = time.perf_counter()
             completions = self.model.generate(batch, self.sampling)
             share = (time.perf_counter() - started) / max(len(todo), 1)
@@ -212,10 +410,13 @@ class LAP:
             retry = []
             for i, completion in zip(todo, completions, strict=True):
                 action = self._action_of(requests[i], completion)
-                decisions[i] = self._merge(decisions[i], conversations[i], completion, action, share)
+                decision = self._merge(decisions[i], conversations[i], completion, action, share)
+                decisions[i] = self._with_reasoning(decision, completion, fitted[i][1])
+                if completion.finish_reason == "error":
+                    continue  # a failed call is not re-prompted: the episode fails with its message
                 if isinstance(action, Invalid) and attempt < self.config.reprompt:
                     conversations[i] = conversations[i] + [
-                        {"role": "assistant", "content": completion.text},
+                        {"role": "assistant", "content": _answer_text(completion)},
                         {
                             "role": "user",
                             "content": f"That answer was invalid: {action.reason}. "
@@ -241,14 +442,64 @@ class LAP:
         seed = self.config.seed * 1_000_003 + abs(episode) * 10_007 + request.round * 101 + agent_index * 7 + attempt
         return GenerationRequest(messages=messages, choices=list(choices) if choices else None, seed=seed % 2**31)
 
+    def _tool_request(self, request: DecisionRequest, generation: GenerationRequest) -> GenerationRequest:
+        """``generation`` with the move's function schema when the action format is ``tool``."""
+        fmt = self.config.action_format
+        if fmt.kind != "tool":
+            return generation
+        return replace(generation, tools=[fmt.tool_schema(request.legal_actions)], tool_choice=fmt.tool_choice)
+
     def _action_of(self, request: DecisionRequest, completion: Completion) -> str | Invalid:
         if completion.finish_reason == "error":
             return Invalid(f"the model call failed: {completion.error or 'unknown error'}")
-        action = self.config.action_format.extract(completion.text)
+        action = self._extract(completion)
         if isinstance(action, Invalid):
             return action
         parsed = request.game.parse(request.agent, action)
         return parsed if isinstance(parsed, Invalid) else action
+
+    def _extract(self, completion: Completion) -> str | Invalid:
+        """The action text of an answer, read from outside its thinking."""
+        fmt = self.config.action_format
+        inline = split_thinking(completion.text)
+        thinking = "\n".join(part for part in (completion.reasoning, inline.thinking) if part)
+        if fmt.kind == "tool":
+            if not completion.tool_calls and inline.unfinished:
+                return Invalid(f"the token budget ran out while the model was thinking: no call of {fmt.tool_name}")
+            if not completion.tool_calls and inline.answer.count("<tool_call>") > inline.answer.count("</tool_call>"):
+                return Invalid("the answer ended inside a <tool_call> (the token budget ran out?)")
+            calls = completion.tool_calls or tool_calls_in_text(inline.answer)
+            if isinstance(calls, Invalid):
+                return calls
+            action = fmt.extract_tool_call(calls)
+            if isinstance(action, Invalid) and thinking and tool_calls_in_text(thinking):
+                return Invalid(f"{action.reason} (one appears only inside the thinking, which is not the answer)")
+            return action
+        if thinking and not inline.answer.strip():
+            if inline.unfinished or completion.finish_reason == "length":
+                return Invalid("the token budget ran out while the model was thinking: no answer after the thinking")
+            return Invalid("an empty answer after the thinking")
+        action = fmt.extract(inline.answer)
+        if isinstance(action, Invalid) and thinking and not isinstance(fmt.extract(thinking), Invalid):
+            return Invalid(f"{action.reason} (one appears only inside the thinking, which is not the answer)")
+        return action
+
+    @staticmethod
+    def _with_reasoning(decision: Decision, completion: Completion, trimmed: int) -> Decision:
+        """The thinking, its tokens, tool calls, trimmed history and failure of this attempt on the decision."""
+        inline = split_thinking(completion.text).thinking
+        decision.reasoning = "\n".join(part for part in (completion.reasoning, inline) if part) or None
+        if completion.reasoning_tokens is not None:
+            decision.reasoning_tokens = (decision.reasoning_tokens or 0) + completion.reasoning_tokens
+        decision.tool_calls = (
+            [{"name": call.name, "arguments": call.arguments, "id": call.id} for call in completion.tool_calls]
+            if completion.tool_calls
+            else None
+        )
+        decision.history_trimmed = trimmed
+        if completion.finish_reason == "error":
+            decision.error = f"the model call failed: {completion.error or 'unknown error'}"
+        return decision
 
     @staticmethod
     def _merge(
@@ -270,8 +521,16 @@ class LAP:
             latency_s=completion.latency_s or latency,
         )
         if previous is not None:
+            decision.reasoning_tokens = previous.reasoning_tokens  # this attempt's are added on top
             decision.attempts = previous.attempts + 1
             decision.prompt_tokens = (previous.prompt_tokens or 0) + completion.prompt_tokens
             decision.completion_tokens = (previous.completion_tokens or 0) + completion.completion_tokens
             decision.latency_s += previous.latency_s
         return decision
+
+
+def _answer_text(completion: Completion) -> str:
+    """What the model said, as text for a re-prompt: its content, or its function calls written out."""
+    if completion.text.strip() or not completion.tool_calls:
+        return completion.text
+    return "\n".join(f"{call.name}({call.arguments})" for call in completion.tool_calls)

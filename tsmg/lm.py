@@ -9,9 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 FinishReason = Literal["stop", "length", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call a model made (OpenAI's ``tool_calls`` entry, or one parsed from its text).
+
+    Attributes:
+        name: The function called.
+        arguments: Its arguments as the model wrote them (a JSON object, as text; may be malformed).
+        id: The call id the server gave, if any.
+    """
+
+    name: str
+    arguments: str
+    id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +59,10 @@ class GenerationRequest:
         stop: Overrides the batch's stop strings.
         choices: Constrained decoding: the completion must be exactly one of these strings.
         seed: Per-request sampling seed (reproducible sampling independent of batching).
+        tools: Functions the model may call, as OpenAI-style tool schemas
+            (``{"type": "function", "function": {"name", "description", "parameters"}}``).
+        tool_choice: ``"auto"`` (the model decides), ``"required"`` (it must call one), or a
+            named function; None leaves it to the server.
     """
 
     messages: list[dict[str, str]] | None = None
@@ -52,6 +71,8 @@ class GenerationRequest:
     stop: tuple[str, ...] | None = None
     choices: list[str] | None = None
     seed: int | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -67,6 +88,13 @@ class Completion:
         token_ids: Ids of the sampled tokens (local backends always fill it).
         logprobs: Log-probability of each sampled token under the sampling distribution.
         error: What went wrong when ``finish_reason == "error"``.
+        extra: Backend-specific details (attempts, cost, prompt token ids).
+        reasoning: Thinking the model returned apart from its answer (a ``reasoning_content`` or
+            ``reasoning`` field); thinking written inline as ``<think>...</think>`` stays in ``text``.
+        reasoning_tokens: Tokens spent thinking, where the server reports them
+            (``usage.completion_tokens_details.reasoning_tokens``); they are part of
+            ``completion_tokens``.
+        tool_calls: Function calls the model made (None: no tool calls were reported).
     """
 
     text: str
@@ -78,6 +106,9 @@ class Completion:
     logprobs: list[float] | None = None
     error: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    tool_calls: list[ToolCall] | None = None
 
 
 @runtime_checkable

@@ -79,6 +79,15 @@ class Decision:
         completion_tokens: Completion length in tokens.
         attempts: Answers written for this decision (re-prompts included).
         latency_s: Wall time attributed to this decision.
+        extra: Policy-specific details.
+        reasoning: The model's thinking, kept apart from its answer (a separate field, or inline
+            ``<think>...</think>``).
+        reasoning_tokens: Tokens spent thinking, where the backend reports them (summed over attempts).
+        tool_calls: The function calls of the last answer (``name``, ``arguments``, ``id``), for
+            the tool-call action format.
+        history_trimmed: Earlier turns left out of the prompt to fit the model's context window.
+        error: Why no decision could be made (a failed model call, a spent budget): the episode
+            fails with this message instead of playing ``action``.
     """
 
     action: str | Invalid
@@ -91,6 +100,11 @@ class Decision:
     attempts: int = 1
     latency_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    tool_calls: list[dict[str, str | None]] | None = None
+    history_trimmed: int = 0
+    error: str | None = None
 
 
 @runtime_checkable

@@ -245,6 +245,9 @@ def _decide(
             continue
         share = (time.perf_counter() - asked) / len(batch)
         for (episode, request), decision in zip(batch, decisions, strict=True):
+            if decision.error is not None:  # no answer to play (a failed model call): the episode fails
+                failed[episode.index] = decision.error
+                continue
             if not decision.latency_s:
                 decision.latency_s = share
             answers[episode.index][request.agent] = (request, decision)
@@ -351,12 +354,18 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
             prompt_tokens=decision.prompt_tokens,
             completion_tokens=decision.completion_tokens,
             latency_s=decision.latency_s,
+            reasoning=decision.reasoning,
+            reasoning_tokens=decision.reasoning_tokens,
+            tool_calls=decision.tool_calls,
+            history_trimmed=decision.history_trimmed,
         )
         record.steps.append(step)
         episode.last_step[agent] = step
         record.invalid_answers += 0 if valid else 1
         record.prompt_tokens += decision.prompt_tokens or 0
         record.completion_tokens += decision.completion_tokens or 0
+        if decision.reasoning_tokens is not None:
+            record.reasoning_tokens = (record.reasoning_tokens or 0) + decision.reasoning_tokens
         episode.history[agent].append(Turn(request.observation, completion, info.get("action"), valid, reason, 0.0))
     # Credit every reward to the receiving agent's latest step, so that an agent's step rewards
     # add up to its return even when it is rewarded in a round where it did not act (e.g. the

@@ -9,10 +9,23 @@ thread. Every request is keyed by its last message (or prompt) text, and a fault
   ``structured_outputs.choice`` or ``guided_choice`` is given);
 - ``429`` (with ``Retry-After``), ``500``, ``503``, ``400``: that status with an OpenAI-style error body;
 - ``stall``: say nothing for ``stall_s`` seconds (past the client's timeout), then hang up;
+- ``trickle``: send the headers, then the body one byte every ``trickle_s`` seconds (each read
+  arrives in time, the whole answer does not);
 - ``drop``: hang up at once without answering;
 - ``slow``: wait ``slow_s`` seconds, then answer (to observe concurrency);
 - ``echo_auth``: 401 whose body repeats the ``Authorization`` header (a leaky server);
 - ``off_choice``: a valid completion that ignores the choice constraint.
+
+Injected 429s and 5xx carry ``retry-after-ms`` (``retry_after_ms``, 1 ms by default) so that
+the ``openai`` SDK's retries do not sit out its half-second backoff in every test; give
+``retry_after`` (seconds) to test ``Retry-After`` itself.
+
+With ``reasoning=ReasoningModel(...)`` the server answers as today's hosted reasoning models do:
+its thinking in a separate ``reasoning_content`` field (or inline as ``<think>...</think>``),
+``usage.completion_tokens_details.reasoning_tokens``, and a 400 for the parameters such a model
+rejects (``max_tokens``, ``temperature``). A ``reply`` may return a message dict instead of text
+(``content``, ``reasoning_content``, ``tool_calls`` made with :func:`tool_call`), to answer with
+tool calls or with chosen thinking.
 
 The server counts attempts per key and records every request body, so tests can check retries
 server-side. Nothing here is random unless a plan says so, and then from its own seeded generator.
@@ -26,8 +39,53 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
+
+Reply = Callable[[dict[str, Any]], "str | dict[str, Any]"]
+"""Maps a request body to the answer text, or to a message dict (``content``, ``reasoning_content``, ``tool_calls``)."""
+
+REJECTIONS = {
+    "max_tokens": (
+        "unsupported_parameter",
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+    ),
+    "temperature": (
+        "unsupported_value",
+        "Unsupported value: 'temperature' does not support {value} with this model. "
+        "Only the default (1) value is supported.",
+    ),
+    "top_p": ("unsupported_parameter", "Unsupported parameter: 'top_p' is not supported with this model."),
+}
+"""OpenAI's answers (code, message) to parameters its reasoning models reject."""
+
+
+@dataclass
+class ReasoningModel:
+    """How the server plays a reasoning model.
+
+    Attributes:
+        thinking: ``field``: the thinking in its own message field; ``inline``: as
+            ``<think>...</think>`` before the answer in ``content``.
+        field: The message field for ``thinking="field"`` (``reasoning_content`` or ``reasoning``).
+        rejects: Parameters answered with a 400, as OpenAI's reasoning models do.
+        think: The thinking written for a request body.
+        report_tokens: Report ``usage.completion_tokens_details.reasoning_tokens``.
+    """
+
+    thinking: Literal["field", "inline"] = "field"
+    field: str = "reasoning_content"
+    rejects: tuple[str, ...] = ("max_tokens", "temperature")
+    think: Callable[[dict[str, Any]], str] = lambda body: "The goal is down and to the right; moving on."
+    report_tokens: bool = True
+
+
+def tool_call(name: str, arguments: str | Mapping[str, Any], call_id: str = "call_0") -> dict[str, Any]:
+    """One entry of a message's ``tool_calls`` (arguments as given if text, else as JSON)."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
 
 FaultPlan = Callable[[str, int], str]
 """Maps (request key, attempt number starting at 1) to an action name."""
@@ -91,16 +149,22 @@ class FaultServer:
         self,
         plan: FaultPlan | None = None,
         *,
-        reply: Callable[[dict[str, Any]], str] | None = None,
+        reply: Reply | None = None,
         stall_s: float = 5.0,
         slow_s: float = 0.1,
-        retry_after: str = "0",
+        trickle_s: float = 0.2,
+        retry_after: str | None = None,
+        retry_after_ms: str | None = "1",
+        reasoning: ReasoningModel | None = None,
     ) -> None:
         self.plan: FaultPlan = plan or (lambda key, attempt: "ok")
-        self.reply = reply or (lambda body: f"echo {request_key(body)}")
+        self.reply: Reply = reply or (lambda body: f"echo {request_key(body)}")
         self.stall_s = stall_s
         self.slow_s = slow_s
+        self.trickle_s = trickle_s
         self.retry_after = retry_after
+        self.retry_after_ms = retry_after_ms
+        self.reasoning = reasoning
         self.attempts: Counter[str] = Counter()
         self.actions: Counter[str] = Counter()
         self.bodies: list[dict[str, Any]] = []
@@ -178,14 +242,34 @@ def request_key(body: Mapping[str, Any]) -> str:
     return str(body.get("prompt", ""))
 
 
-def completion_body(body: Mapping[str, Any], text: str, chat: bool) -> dict[str, Any]:
-    """A valid OpenAI-style answer with ``text`` (one token per character), logprobs and ids as asked."""
+def completion_body(
+    body: Mapping[str, Any], answer: str | Mapping[str, Any], chat: bool, reasoning: ReasoningModel | None = None
+) -> dict[str, Any]:
+    """A valid OpenAI-style answer (one token per character), with logprobs, ids and thinking as asked.
+
+    ``answer`` is the text, or a message dict (``content``, ``reasoning_content`` / ``reasoning``,
+    ``tool_calls``). Thinking counts as completion tokens and as ``reasoning_tokens``.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": answer} if isinstance(answer, str) else dict(answer)
+    message.setdefault("role", "assistant")
+    thinking = next((str(message[k]) for k in ("reasoning_content", "reasoning") if message.get(k)), "")
+    if reasoning is not None and not thinking:
+        thinking = reasoning.think(dict(body))
+        if reasoning.thinking == "inline":
+            message["content"] = f"<think>{thinking}</think>{message.get('content') or ''}"
+        else:
+            message[reasoning.field] = thinking
+    text = str(message.get("content") or "")
     tokens = list(text)
     logprobs = [-0.25 - 0.01 * index for index in range(len(tokens))]
     prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages") or []) + len(body.get("prompt", ""))
-    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+    calls = message.get("tool_calls") or []
+    written = len(text) + sum(len(call["function"]["arguments"]) for call in calls)
+    if "<think>" not in text:
+        written += len(thinking)  # a separate field: its tokens are billed, not shown in content
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "tool_calls" if calls else "stop"}
     if chat:
-        choice["message"] = {"role": "assistant", "content": text}
+        choice["message"] = message
         if body.get("logprobs"):
             choice["logprobs"] = {
                 "content": [
@@ -199,17 +283,20 @@ def completion_body(body: Mapping[str, Any], text: str, chat: bool) -> dict[str,
             choice["logprobs"] = {"tokens": tokens, "token_logprobs": logprobs, "text_offset": [], "top_logprobs": []}
     if body.get("return_token_ids"):
         choice["token_ids"] = [ord(token) for token in tokens]
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_chars // 4 + 1,
+        "completion_tokens": written,
+        "total_tokens": prompt_chars // 4 + 1 + written,
+    }
+    if thinking and (reasoning is None or reasoning.report_tokens):
+        usage["completion_tokens_details"] = {"reasoning_tokens": len(thinking)}
     return {
         "id": "cmpl-fault-server",
         "object": "chat.completion" if chat else "text_completion",
         "created": int(time.time()),
         "model": body.get("model", "fault-server"),
         "choices": [choice],
-        "usage": {
-            "prompt_tokens": prompt_chars // 4 + 1,
-            "completion_tokens": len(tokens),
-            "total_tokens": prompt_chars // 4 + 1 + len(tokens),
-        },
+        "usage": usage,
     }
 
 
@@ -254,22 +341,33 @@ def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                 server._leave()
 
         def _act(self, action: str, body: dict[str, Any], chat: bool) -> None:
-            if action in ("ok", "slow", "off_choice"):
+            if action in ("ok", "slow", "off_choice", "trickle"):
                 if action == "slow":
                     server._stopping.wait(server.slow_s)
+                rejected = self._rejection(body)
+                if rejected is not None:
+                    self._json(400, {"error": rejected})
+                    return
                 choices = _choices(body)
+                answer: str | dict[str, Any]
                 if choices and action != "off_choice":
                     # A deterministic pick, so that tests can predict it.
-                    text = choices[len(request_key(body)) % len(choices)]
+                    answer = choices[len(request_key(body)) % len(choices)]
                 elif choices:
-                    text = "none of the above"
+                    answer = "none of the above"
                 else:
-                    text = server.reply(body)
-                self._json(200, completion_body(body, text, chat))
+                    answer = server.reply(body)
+                payload = completion_body(body, answer, chat, server.reasoning)
+                if action == "trickle":
+                    self._trickle(payload)
+                else:
+                    self._json(200, payload)
             elif action == "429":
-                self._json(429, {"error": {"message": "rate limited", "type": "rate_limit"}}, server.retry_after)
-            elif action in ("500", "503", "400"):
-                self._json(int(action), {"error": {"message": f"injected {action}"}})
+                self._json(429, {"error": {"message": "rate limited", "type": "rate_limit"}}, retry=True)
+            elif action in ("500", "503"):
+                self._json(int(action), {"error": {"message": f"injected {action}"}}, retry=True)
+            elif action == "400":
+                self._json(400, {"error": {"message": "injected 400", "type": "invalid_request_error"}})
             elif action == "echo_auth":
                 leaked = self.headers.get("Authorization", "")
                 self._json(401, {"error": {"message": f"invalid key in header {leaked!r}"}})
@@ -281,17 +379,51 @@ def _make_handler(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._json(500, {"error": {"message": f"unknown fault action {action!r}"}})
 
-        def _json(self, status: int, payload: Mapping[str, Any], retry_after: str | None = None) -> None:
+        def _rejection(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+            """OpenAI's error for the first parameter of ``body`` a reasoning model would reject."""
+            if server.reasoning is None:
+                return None
+            for param in server.reasoning.rejects:
+                if param in body:
+                    code, message = REJECTIONS[param]
+                    return {
+                        "message": message.format(value=body[param]),
+                        "type": "invalid_request_error",
+                        "param": param,
+                        "code": code,
+                    }
+            return None
+
+        def _json(self, status: int, payload: Mapping[str, Any], retry: bool = False) -> None:
             data = json.dumps(payload).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                if retry_after is not None:
-                    self.send_header("Retry-After", retry_after)
+                if retry and server.retry_after is not None:
+                    self.send_header("Retry-After", server.retry_after)
+                elif retry and server.retry_after_ms is not None:
+                    self.send_header("retry-after-ms", server.retry_after_ms)
                 self.end_headers()
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up first: nothing to do
                 self.close_connection = True
+
+        def _trickle(self, payload: Mapping[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.flush()
+                for byte in data:
+                    if server._stopping.wait(server.trickle_s):
+                        break
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
 
     return Handler

@@ -22,7 +22,7 @@ def eval_args(name: str, base_url: str, out: Path, episodes: int) -> list[str]:
         "eval", "--game", "FrozenLake-v0", "--model", spec, "--model", "random", "--episodes", str(episodes),
         "--action-format", "choice", "--max-tokens", "8", "--no-progress", "--out", str(out),
         "--model-option", f"{spec}:base_url={base_url}", "--model-option", f"{spec}:api_key={SECRET}",
-        "--model-option", f"{spec}:backoff_s=0.01", "--model-option", f"{spec}:timeout_s=2",
+        "--model-option", f"{spec}:timeout_s=2",
     ]  # fmt: skip
 
 
@@ -63,3 +63,19 @@ def test_eval_through_vllms_own_server(vllm_server: VLLMServer, tmp_path: Path) 
     # Rerunning the same command plays nothing new.
     assert main(eval_args(vllm_server.name, vllm_server.base_url, out, episodes=4)) == 0
     assert len(list(read_episodes(out / "episodes.jsonl"))) == len(episodes)
+
+
+def test_eval_with_tools_on_a_server_that_refuses_them_fails_with_its_message(
+    vllm_server: VLLMServer, tmp_path: Path, capsys
+) -> None:
+    # This server runs without --tool-call-parser: vLLM answers 400 to any tool_choice. That is a
+    # failed request, not the model's invalid answer: the episodes fail and the exit code says so.
+    out = tmp_path / "tools"
+    args = eval_args(vllm_server.name, vllm_server.base_url, out, episodes=2)
+    args[args.index("choice")] = "tool"
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "failed: 2 episodes:" in err and "requires --enable-auto-tool-choice" in err
+    assert "Traceback" not in err and SECRET not in err
+    model_episodes = [e for e in read_episodes(out / "episodes.jsonl") if e.policies["player"].startswith("openai:")]
+    assert not model_episodes and "HTTP 400" in (out / "failures.jsonl").read_text()

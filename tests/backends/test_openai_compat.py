@@ -39,8 +39,6 @@ def fast_backend(server: FaultServer, **options: object) -> OpenAIBackend:
         "api_key": SECRET,
         "timeout_s": 0.4,
         "max_retries": 3,
-        "backoff_s": 0.01,
-        "max_backoff_s": 0.05,
     }
     defaults.update(options)
     return OpenAIBackend("fault-model", **defaults)  # type: ignore[arg-type]
@@ -102,23 +100,37 @@ def test_stalls_time_out_and_nothing_hangs(server: FaultServer) -> None:
     assert elapsed < 2.0  # two 0.3 s attempts plus a short backoff, not the server's 3 s stall
 
 
+def test_a_trickling_server_is_cut_by_the_whole_attempt_deadline(server: FaultServer) -> None:
+    # Each byte arrives well inside httpx's read timeout; the whole answer would take a minute.
+    server.trickle_s = 0.05
+    server.plan = scripted({"trickle": ["trickle"]})
+    with fast_backend(server, timeout_s=0.5, max_retries=1) as backend:
+        started = time.monotonic()
+        [completion] = backend.generate([chat("trickle")], GREEDY)
+        elapsed = time.monotonic() - started
+    assert completion.text == "echo trickle" and completion.extra["attempts"] == 2
+    assert server.attempts["trickle"] == 2 and elapsed < 3
+
+
 def test_retry_after_is_honoured(server: FaultServer) -> None:
     server.retry_after = "0.3"
     server.plan = scripted({"limited": ["429"]})
-    with fast_backend(server, backoff_s=0.0, max_backoff_s=5.0) as backend:
+    with fast_backend(server) as backend:
         [completion] = backend.generate([chat("limited")], GREEDY)
     assert completion.text == "echo limited"
     first, second = server.arrivals["limited"]
     assert second - first >= 0.28
 
 
-def test_retry_after_is_capped_by_max_backoff(server: FaultServer) -> None:
-    server.retry_after = "30"
+def test_a_retry_after_past_two_minutes_is_not_waited_for(server: FaultServer) -> None:
+    # The SDK's rule: a server asking for more than 2 minutes gets no retry; the request fails at once.
+    server.retry_after = "600"
     server.plan = scripted({"limited": ["429"]})
-    with fast_backend(server, max_backoff_s=0.05) as backend:
+    with fast_backend(server) as backend:
         started = time.monotonic()
         [completion] = backend.generate([chat("limited")], GREEDY)
-    assert completion.text == "echo limited" and time.monotonic() - started < 2
+    assert completion.finish_reason == "error" and "HTTP 429" in str(completion.error)
+    assert server.attempts["limited"] == 1 and time.monotonic() - started < 2
 
 
 def test_concurrency_is_bounded(server: FaultServer) -> None:
@@ -151,7 +163,7 @@ def test_dead_server_names_the_url_not_the_key(caplog: pytest.LogCaptureFixture)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    backend = OpenAIBackend("m", base_url=url, api_key=SECRET, max_retries=1, backoff_s=0.01, timeout_s=1)
+    backend = OpenAIBackend("m", base_url=url, api_key=SECRET, max_retries=1, timeout_s=1)
     with backend, pytest.raises(BackendError) as raised:
         backend.generate([chat("a"), chat("b")], GREEDY)
     message = str(raised.value)
@@ -177,6 +189,52 @@ def test_environment_variables_configure_the_client(server: FaultServer, monkeyp
         [completion] = backend.generate([chat("hi")], GREEDY)
     assert completion.text == "echo hi" and server.authorizations == [f"Bearer {SECRET}"]
     assert backend.base_url == server.base_url and SECRET not in repr(backend)
+
+
+def test_an_injected_client_is_used_as_it_is_and_left_open(server: FaultServer) -> None:
+    import openai
+
+    from backends import load_model
+
+    server.plan = scripted({"flaky": ["500"]})
+    client = openai.AsyncOpenAI(base_url=server.base_url, api_key=SECRET, max_retries=1)
+    backend = load_model("openai:fault-model", client=client, logprobs=True)
+    assert isinstance(backend, OpenAIBackend) and backend.base_url == server.base_url and SECRET not in repr(backend)
+    with backend:
+        completions = backend.generate([chat("flaky"), chat("fine")], GREEDY)
+    assert [c.text for c in completions] == ["echo flaky", "echo fine"]
+    assert completions[0].logprobs is not None and completions[0].extra["attempts"] == 2  # the client's retry
+    assert server.authorizations == [f"Bearer {SECRET}"] * 3
+    assert not client.is_closed()  # the caller's client: closing the backend leaves it open
+    with pytest.raises(ValueError, match="either client"):
+        OpenAIBackend("m", client=client, base_url=server.base_url)
+    with pytest.raises(ValueError, match="AsyncOpenAI"):
+        OpenAIBackend("m", client=openai.OpenAI(base_url=server.base_url, api_key="x"))  # type: ignore[arg-type]
+
+
+def test_requests_per_minute_paces_requests(server: FaultServer) -> None:
+    # 600 a minute: one every 0.1 s after a burst of one second's worth (10, plus the first).
+    with fast_backend(server, requests_per_minute=600, timeout_s=5) as backend:
+        backend.generate([chat(f"r{index}") for index in range(25)], GREEDY)
+    arrivals = sorted(time for times in server.arrivals.values() for time in times)
+    spread = arrivals[-1] - arrivals[0]
+    assert 1.2 <= spread < 3.0
+    assert sum(1 for time in arrivals if time - arrivals[0] < 0.05) <= 11
+    # Over any second after the burst, about 10 go out.
+    assert sum(1 for time in arrivals if 1.0 <= time - arrivals[0] < 2.0) <= 11
+
+
+def test_tokens_per_minute_paces_by_prompt_and_budget(server: FaultServer) -> None:
+    sampling = SamplingParams(temperature=0.0, max_tokens=100)
+    with fast_backend(server, timeout_s=5) as unpaced:
+        unpaced.generate([chat(f"u{index}") for index in range(4)], sampling)
+    first = sorted(time for key, times in server.arrivals.items() for time in times if key.startswith("u"))
+    assert first[-1] - first[0] < 0.3
+    # 6,000 a minute is 100 a second: each request books its ~110 tokens, so 4 need about 3.4 s.
+    with fast_backend(server, tokens_per_minute=6000, timeout_s=5) as paced:
+        paced.generate([chat(f"p{index}") for index in range(4)], sampling)
+    paced_arrivals = sorted(time for key, times in server.arrivals.items() for time in times if key.startswith("p"))
+    assert paced_arrivals[-1] - paced_arrivals[0] >= 2.0
 
 
 def test_invalid_options_name_the_valid_values() -> None:
@@ -286,7 +344,9 @@ def vllm_server() -> Iterator[VLLMServer]:
     done, so it does not compete with the engine tests (tests/backends/test_vllm.py) for the CPU.
     """
     python = require_vllm_python()
-    server = VLLMServer(vllm_model_dir(), api_key=SECRET)  # a key, to check it is sent and kept secret
+    # A key, to check it is sent and kept secret; a tool-call parser, which vLLM needs for any tool_choice.
+    tools = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    server = VLLMServer(vllm_model_dir(), api_key=SECRET, extra_args=tools)
     try:
         yield server.start(python)
     finally:
@@ -369,3 +429,51 @@ def test_vllm_server_frozen_lake_rollout_through_a_lap(vllm_backend: OpenAIBacke
     assert steps and all(step.valid and step.parsed_action in ACTIONS for step in steps)
     assert all(step.token_ids and step.logprobs and len(step.token_ids) == len(step.logprobs) for step in steps)
     assert all(episode.prompt_tokens > 0 for episode in episodes)
+
+
+WHOLE_CHOICES = ["left", "down", "right", "up", "north-north-west"]
+
+
+def test_vllm_server_constrained_choice_with_a_one_token_budget_yields_whole_choices(
+    vllm_backend: OpenAIBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 15: at max_tokens 1 the server used to return prefixes ("n", "dow"); the budget is now
+    # raised to fit the longest choice (one token per byte bounds any spelling), with a warning.
+    caplog.set_level(logging.WARNING)
+    requests = [chat(f"pick {index}", choices=WHOLE_CHOICES, seed=index) for index in range(240)]
+    completions = vllm_backend.generate(requests, SamplingParams(temperature=1.0, max_tokens=1))
+    assert all(c.error is None for c in completions), {c.error for c in completions}
+    answers = [c.text for c in completions]
+    assert set(answers) <= set(WHOLE_CHOICES) and len(set(answers)) > 2
+    assert max(c.completion_tokens for c in completions) > 1  # some answers needed more than the asked 1 token
+    assert "cannot hold every choice whole" in caplog.text
+
+
+def test_vllm_server_tool_calls_with_a_required_choice_are_legal_moves(vllm_backend: OpenAIBackend) -> None:
+    from tsmg.lap import LAP, ActionFormat, LAPConfig
+    from tsmg.rollout import rollout
+
+    # vLLM answers tool_choice="required" by guided decoding of the function's JSON schema (it needs a
+    # --tool-call-parser all the same), so the tiny model's calls are well formed and the enum keeps
+    # their moves legal.
+    config = LAPConfig(action_format=ActionFormat(kind="tool", tool_choice="required"), max_tokens=128, seed=2)
+    episodes = rollout("FrozenLake-v0", LAP(vllm_backend, config), seeds=[0, 1, 2])
+    assert all(episode.error is None for episode in episodes), [e.error for e in episodes]
+    steps = [step for episode in episodes for step in episode.steps]
+    assert steps and all(step.valid and step.parsed_action in ACTIONS for step in steps)
+    assert all(step.tool_calls and step.tool_calls[0]["name"] == "make_move" for step in steps)
+    assert all(step.token_ids and step.logprobs for step in steps)
+
+
+def test_vllm_server_auto_tool_choice_leaves_the_call_to_the_model(vllm_backend: OpenAIBackend) -> None:
+    from tsmg.lap import LAP, ActionFormat, LAPConfig
+    from tsmg.rollout import rollout
+
+    # With tool_choice="auto" the hermes parser looks for <tool_call> in what the model wrote; the
+    # tiny model writes none, so every answer is invalid, with the reason.
+    config = LAPConfig(action_format=ActionFormat(kind="tool"), max_tokens=12, seed=3)
+    episodes = rollout("FrozenLake-v0", LAP(vllm_backend, config), seeds=[0, 1], game_options={"max_steps": 2})
+    steps = [step for episode in episodes for step in episode.steps]
+    assert all(episode.error is None for episode in episodes)
+    assert steps and all(not step.valid and step.tool_calls is None for step in steps)
+    assert all("function call" in str(step.reason) or "tool_call" in str(step.reason) for step in steps)

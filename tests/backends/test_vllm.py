@@ -55,6 +55,10 @@ def main():
     choices = ["left", "down", "right", "up"]
     constrained = [chat(f"move {index}", choices=choices, seed=index) for index in range(16)]
     found["choices"] = [dump(c) for c in backend.generate(constrained, sampled)]
+    # Issue 15: a one-token budget must still give whole choices ("north-north-west" takes several).
+    whole = ["left", "down", "right", "up", "north-north-west"]
+    budget_one = [chat(f"pick {index}", choices=whole, seed=index) for index in range(240)]
+    found["budget_one"] = [dump(c) for c in backend.generate(budget_one, SamplingParams(temperature=1.0, max_tokens=1))]
     mixed = [
         GenerationRequest(prompt="Frozen lake", seed=5),
         GenerationRequest(),
@@ -128,6 +132,20 @@ def test_vllm_engine_constrained_choice_is_always_legal(engine_results: dict[str
     assert all(completion["error"] is None for completion in engine_results["choices"])
     assert set(answers) <= {"left", "down", "right", "up"}
     assert len(set(answers)) > 1  # sampled, not a constant
+
+
+def test_vllm_engine_constrained_choice_with_a_one_token_budget_yields_whole_choices(
+    engine_results: dict[str, Any],
+) -> None:
+    from transformers import AutoTokenizer
+
+    whole = ["left", "down", "right", "up", "north-north-west"]
+    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir())
+    assert len(tokenizer("north-north-west", add_special_tokens=False)["input_ids"]) > 1  # the test can fail
+    completions = engine_results["budget_one"]
+    assert len(completions) >= 200 and all(c["error"] is None for c in completions)
+    answers = [c["text"] for c in completions]
+    assert set(answers) <= set(whole) and len(set(answers)) > 2
 
 
 def test_vllm_engine_plain_prompts_bad_and_too_long_requests_in_one_batch(engine_results: dict[str, Any]) -> None:

@@ -141,10 +141,17 @@ class VLLMServer:
     """
 
     def __init__(
-        self, model_dir: Path, *, name: str = SERVED_NAME, max_model_len: int = 512, api_key: str | None = None
+        self,
+        model_dir: Path,
+        *,
+        name: str = SERVED_NAME,
+        max_model_len: int = 512,
+        api_key: str | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.model_dir = model_dir
         self.api_key = api_key
+        self.extra_args = extra_args
         self.name = name
         self.max_model_len = max_model_len
         self.port = free_port()
@@ -172,6 +179,7 @@ class VLLMServer:
         ]  # fmt: skip
         if self.api_key:
             command += ["--api-key", self.api_key]
+        command += list(self.extra_args)
         started = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(

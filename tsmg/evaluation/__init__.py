@@ -2,14 +2,16 @@
 
 ``run_eval(config, out_dir)`` plays every (game, matchup, seed) of the plan that is not yet in
 ``out_dir/episodes.jsonl``, then writes ``summary.json``, ``report.md`` and PNG plots. Heavy
-statistics and plotting libraries are imported only when a report is written.
+statistics and plotting libraries are imported only when a report is written. A
+:class:`Budget` (USD, tokens) stops a run cleanly; a rerun with a larger one plays the rest.
 """
 
 from tsmg.evaluation.config import ConfigMismatchError, EvalConfig
 from tsmg.evaluation.plan import PlannedEpisode, episode_seeds, plan_evaluation
-from tsmg.evaluation.runner import EvalResult, run_eval
+from tsmg.evaluation.runner import Budget, EvalResult, run_eval
 
 __all__ = [
+    "Budget",
     "ConfigMismatchError",
     "EvalConfig",
     "EvalResult",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.plan import plan_evaluation
 from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
-from tsmg.registry import make
 
 
 def add_commands(commands: Any) -> None:
@@ -26,7 +26,16 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--out", type=Path, help="run folder (default runs/eval-SEED)")
     run.add_argument("--concurrency", type=int, default=64, help="episodes live at once")
     run.add_argument("--retries", type=int, default=1, help="extra attempts for failed episodes")
-    run.add_argument("--dry-run", action="store_true", help="print the plan and estimated tokens, play nothing")
+    run.add_argument("--dry-run", action="store_true", help="print the plan, estimated tokens and cost; play nothing")
+    run.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --dry-run: play N episodes per game and model (not saved) to estimate tokens, thinking and cost",
+    )
+    run.add_argument("--max-cost", type=float, metavar="USD", help="stop cleanly once the run has spent this much")
+    run.add_argument("--max-tokens-total", type=int, metavar="N", help="stop cleanly once the run has spent N tokens")
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="game option (all games)")
     run.add_argument("--model-option", action="append", default=[], metavar="MODEL:KEY=VALUE")
@@ -35,7 +44,8 @@ def add_commands(commands: Any) -> None:
     lap.add_argument("--system", help="system prompt text")
     lap.add_argument("--history", choices=["none", "last_k", "full"], default="none")
     lap.add_argument("--history-k", type=int, default=2)
-    lap.add_argument("--action-format", choices=["tag", "regex", "choice", "raw"], default="tag")
+    lap.add_argument("--action-format", choices=["tag", "regex", "choice", "raw", "tool"], default="tag")
+    lap.add_argument("--tool-choice", choices=["auto", "required"], default="auto", help="with --action-format tool")
     lap.add_argument("--action-tag", default="action")
     lap.add_argument("--action-regex")
     lap.add_argument("--reprompt", type=int, default=0, help="retries for an invalid answer")
@@ -67,7 +77,9 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         template = template.model_copy(update={"system": args.system})
     lap = LAPConfig(
         template=template,
-        action_format=ActionFormat(kind=args.action_format, tag=args.action_tag, pattern=args.action_regex),
+        action_format=ActionFormat(
+            kind=args.action_format, tag=args.action_tag, pattern=args.action_regex, tool_choice=args.tool_choice
+        ),
         reprompt=args.reprompt,
         temperature=args.temperature,
         top_p=args.top_p,
@@ -89,46 +101,64 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 def cmd_eval(args: argparse.Namespace) -> int:
     """Run (or resume) an evaluation; exit 0 only if every planned episode completed."""
     config = config_from_args(args)
+    from tsmg.evaluation.runner import Budget, run_eval
+
+    budget = None
+    if args.max_cost is not None or args.max_tokens_total is not None:
+        budget = Budget(max_cost_usd=args.max_cost, max_tokens=args.max_tokens_total)
+        budget.check_prices(config)
     if args.dry_run:
         print(dry_run_text(config))
+        if args.sample:
+            from tsmg.evaluation.estimate import estimate_from_samples
+
+            print(estimate_from_samples(config, args.sample).text())
         return 0
-    from tsmg.evaluation.runner import run_eval
 
     out = args.out or Path("runs") / f"eval-{config.seed}"
-    result = run_eval(config, out, concurrency=args.concurrency, retries=args.retries, progress=not args.no_progress)
+    result = run_eval(
+        config, out, concurrency=args.concurrency, retries=args.retries, progress=not args.no_progress, budget=budget
+    )
     from tsmg.evaluation.report import comparison_rows, markdown_table
 
     print(markdown_table(comparison_rows([(out.name, result.summary)])))
     print(f"\n{result.completed}/{result.planned} episodes completed; report: {out / 'report.md'}")
-    for failure in result.failures[:5]:
-        print(f"failed: {failure.episode_id}: {failure.error}", file=sys.stderr)
+    errors = Counter(failure.error or "unknown error" for failure in result.failures)
+    for error, count in errors.most_common(5):  # the same server message once, with its count
+        print(f"failed: {count} episode{'s' if count > 1 else ''}: {error}", file=sys.stderr)
+    if result.stopped:
+        print(result.stopped, file=sys.stderr)
+        return 3
     return 0 if result.ok else 1
 
 
 def dry_run_text(config: EvalConfig) -> str:
-    """The plan: games, matchups, seeds, episode count and an upper estimate of tokens."""
+    """The plan: games, matchups, seeds, episode count, and upper estimates of tokens and cost."""
+    from tsmg.evaluation.estimate import upper_bound_tokens
+
     plan = plan_evaluation(config)
     lines = [f"{len(plan)} episodes planned (seed {config.seed}):"]
-    total_in = total_out = 0
     for game_id in config.games:
         game_plan = [p for p in plan if p.game_id == game_id]
-        game = make(game_id, **config.game_options.get(game_id, {}))
-        observations, _ = game.reset(seed=game_plan[0].seed)
-        rounds = getattr(getattr(game, "config", None), "max_steps", None) or 20
-        prompt_tokens = (len(next(iter(observations.values()))) + len(config.lap.template.system or "")) // 4 + 30
-        model_turns = sum(1 for p in game_plan for _, model in p.seats if _is_language_model(model))
-        total_in += model_turns * rounds * prompt_tokens
-        total_out += model_turns * rounds * config.lap.max_tokens
         seeds = sorted({p.seed for p in game_plan})
         matchups = sorted({p.matchup for p in game_plan})
         lines.append(f"  {game_id}: {len(game_plan)} episodes, {len(matchups)} matchup(s): {'; '.join(matchups)}")
         lines.append(f"    seeds ({len(seeds)}): {', '.join(map(str, seeds[:5]))}{', ...' if len(seeds) > 5 else ''}")
+    bounds = upper_bound_tokens(config)
+    total_in = sum(tokens_in for tokens_in, _ in bounds.values())
+    total_out = sum(tokens_out for _, tokens_out in bounds.values())
     lines.append(f"estimated tokens at most: {total_in:,} in, {total_out:,} out (model-played seats only)")
+    priced = [model for model in config.models if model in config.prices]
+    if priced:
+        cost = 0.0
+        for (_, model), (tokens_in, tokens_out) in bounds.items():
+            price_in, price_out = config.prices.get(model, (0.0, 0.0))
+            cost += (tokens_in * price_in + tokens_out * price_out) / 1e6
+        lines.append(
+            f"estimated cost at most: ${cost:,.4f} (every turn using its whole token budget, thinking included; "
+            f"priced: {', '.join(priced)}); --sample N measures it instead"
+        )
     return "\n".join(lines)
-
-
-def _is_language_model(spec: str) -> bool:
-    return not parse_model_spec(spec).scripted
 
 
 def _price(value: str) -> tuple[float, float]:

@@ -47,6 +47,7 @@ def model_row(
     invalid = sum(1 for step in steps if not step.valid)
     tokens_in = sum(step.prompt_tokens or 0 for step in steps)
     tokens_out = sum(step.completion_tokens or 0 for step in steps)
+    thinking = [step.reasoning_tokens for step in steps if step.reasoning_tokens is not None]
     count = len(agent_episodes)
     mean_return, stderr = _mean_and_stderr(returns)
     low, high = wilson_interval(sum(defined), len(defined)) if defined else (math.nan, math.nan)
@@ -65,6 +66,9 @@ def model_row(
         "tokens_in_per_episode": tokens_in / count if count else 0.0,
         "tokens_out_per_episode": tokens_out / count if count else 0.0,
         "cost_usd": (tokens_in * price_in + tokens_out * price_out) / 1e6,
+        # Part of tokens_out (billed as output, so part of cost_usd); None when no step reported any.
+        "reasoning_tokens_per_episode": sum(thinking) / count if thinking and count else None,
+        "reasoning_cost_usd": sum(thinking) * price_out / 1e6 if thinking else None,
         "timing": {
             "mean_latency_s": sum(step.latency_s for step in steps) / len(steps) if steps else 0.0,
             "episode_latency_s": sum(episode.latency_s for _, episode in agent_episodes) / count if count else 0.0,

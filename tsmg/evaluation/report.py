@@ -42,13 +42,20 @@ def markdown_table(rows: Sequence[dict[str, Any]], with_run: bool = False) -> st
             f"{row['mean_return']:+.3f} ± {row['return_stderr']:.3f}",
             _percent(row["invalid_rate"]),
             f"{row['mean_turns']:.2f}",
-            f"{row['tokens_in_per_episode']:.0f}/{row['tokens_out_per_episode']:.0f}",
-            f"{row['cost_usd']:.4f}",
+            f"{row['tokens_in_per_episode']:.0f}/{row['tokens_out_per_episode']:.0f}" + _thinking(row),
+            f"{row['cost_usd']:.4f}"
+            + ("" if row.get("reasoning_cost_usd") is None else f" ({row['reasoning_cost_usd']:.4f} thinking)"),
         ]
         if with_run:
             cells.insert(0, row["run"])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _thinking(row: dict[str, Any]) -> str:
+    """`` (thinking N)`` after the tokens out, where the model reported thinking tokens."""
+    thinking = row.get("reasoning_tokens_per_episode")
+    return "" if thinking is None else f" (thinking {thinking:.0f})"
 
 
 def head_to_head_table(game: dict[str, Any]) -> str:
@@ -83,6 +90,14 @@ def write_report(summary: dict[str, Any], folder: Path) -> None:
         "",
         markdown_table(rows),
     ]
+    if any(row.get("reasoning_tokens_per_episode") is not None for row in rows):
+        parts += [
+            "",
+            "Tokens are per episode. Thinking tokens are part of tokens out and are billed as output "
+            "tokens, so the cost includes them.",
+        ]
+    if summary.get("stopped"):
+        parts[2:2] = [f"**Stopped early:** {summary['stopped']}", ""]
     for game in summary["games"]:
         if "head_to_head" in game:
             parts += ["", f"## {game['game']}: head to head", "", head_to_head_table(game)]

@@ -5,6 +5,11 @@ finished episode per line, flushed as each finishes), ``failures.jsonl`` (episod
 finish, with their error), ``summary.json``, ``report.md`` and plots. Rerunning the same command
 plays only the planned episodes missing from ``episodes.jsonl``; after a ``kill -9`` a torn last
 line is cut off first, so nothing is lost or duplicated.
+
+A run may have a budget (:class:`Budget`: USD, tokens, or both, counted over the whole folder).
+Once it is spent no model request is started; the episodes cut short are not counted (they are
+neither in ``episodes.jsonl`` nor failures), the summary says the run stopped at its budget, and
+rerunning with a larger budget plays on from there.
 """
 
 from __future__ import annotations
@@ -12,18 +17,21 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
 from typing import IO, Any
 
+from tsmg.core import Invalid
 from tsmg.episode import Episode, read_episodes
 from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.metrics import summarize_eval
 from tsmg.evaluation.plan import PlannedEpisode, plan_evaluation
-from tsmg.policies import Policy, policy_from_spec
+from tsmg.model_spec import parse_model_spec
+from tsmg.policies import Decision, DecisionRequest, Policy, policy_from_spec
 from tsmg.rollout import EpisodePlan, rollout
 
 logger = logging.getLogger(__name__)
@@ -41,6 +49,7 @@ class EvalResult:
         completed: Episodes in ``episodes.jsonl`` after the run.
         failures: Episodes that still failed after the retries (with their errors).
         summary: The content of ``summary.json``.
+        stopped: Why the run stopped before its plan was played (its budget was spent), or None.
     """
 
     out_dir: Path
@@ -48,6 +57,7 @@ class EvalResult:
     completed: int
     failures: list[Episode] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
+    stopped: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -82,6 +92,7 @@ def run_eval(
     progress: bool = False,
     policy_factory: PolicyFactory = build_policy,
     write_report: bool = True,
+    budget: Budget | None = None,
 ) -> EvalResult:
     """Play the missing episodes of the plan and write the summary and report.
 
@@ -93,19 +104,30 @@ def run_eval(
         progress: Show a progress bar with ETA and live success rate on stderr.
         policy_factory: Builds the policy of a model spec (built once per spec and run).
         write_report: Also write ``report.md`` and the plots.
+        budget: Spending limits over the whole run folder (what earlier runs of it spent counts).
 
     Raises:
         ConfigMismatchError: the folder holds a run with another configuration.
+        ValueError: a cost budget with a model that has no price.
     """
     folder = Path(out_dir)
     # Bad input fails before any file is written and before any progress bar: the plan makes every
     # game (an unknown id or a bad option), and every model is built (a bad spec, a missing API key).
+    if budget is not None:
+        budget.check_prices(config)
     plan = plan_evaluation(config)
     config.check_folder(folder, write=False)
     episodes_path = folder / "episodes.jsonl"
-    done = {episode.episode_id for episode in read_episodes(episodes_path)} if episodes_path.exists() else set()
+    previous = list(read_episodes(episodes_path)) if episodes_path.exists() else []
+    done = {episode.episode_id for episode in previous}
     todo = [planned for planned in plan if planned.episode_id not in done]
-    policies = {spec: policy_factory(spec, config) for spec in dict.fromkeys(spec for p in todo for _, spec in p.seats)}
+    policies: dict[str, Policy] = {}
+    for spec in dict.fromkeys(spec for p in todo for _, spec in p.seats):
+        policy = policy_factory(spec, config)
+        policies[spec] = policy if budget is None else BudgetedPolicy(policy, spec, budget, config)
+    if budget is not None:
+        for episode in previous:
+            budget.charge_episode(episode, config.prices)
     config.check_folder(folder)
     if repair_jsonl(episodes_path):
         logger.warning("cut a torn last line off %s (an interrupted run)", episodes_path)
@@ -114,8 +136,10 @@ def run_eval(
         for _attempt in range(retries + 1):
             failures = []
             for (game_id, seats), group in groupby(todo, key=lambda p: (p.game_id, p.seats)):
+                if budget is not None and budget.spent:
+                    break  # nothing more is started; what was cut short is played by a rerun
                 _play(config, game_id, seats, list(group), policies, concurrency, sink, failures, advance)
-            if not failures:
+            if not failures or (budget is not None and budget.spent):
                 break
             failed_ids = {episode.episode_id for episode in failures}
             todo = [planned for planned in todo if planned.episode_id in failed_ids]
@@ -129,12 +153,15 @@ def run_eval(
         by_game.setdefault(episode.game_id, []).append(episode)
     summary = summarize_eval(config, by_game)
     summary["planned"], summary["completed"], summary["failed"] = len(plan), len(completed), len(failures)
+    stopped = budget.stop_message() if budget is not None and budget.spent and len(completed) < len(plan) else None
+    if stopped is not None:
+        summary["stopped"] = stopped
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if write_report:
         from tsmg.evaluation.report import write_report as write_markdown_and_plots
 
         write_markdown_and_plots(summary, folder)
-    return EvalResult(folder, len(plan), len(completed), failures, summary)
+    return EvalResult(folder, len(plan), len(completed), failures, summary, stopped)
 
 
 def _play(
@@ -154,7 +181,9 @@ def _play(
     def on_episode(episode: Episode) -> None:
         # Name seats by model spec so summaries group by what the user asked for.
         episode.policies = dict(names)
-        if episode.error is not None:
+        if episode.error is not None and episode.error.startswith(BUDGET_STOP):
+            pass  # cut short by the budget: not finished, not failed; a rerun with more budget plays it
+        elif episode.error is not None:
             failures.append(episode)
         else:
             sink.write(episode.to_json() + "\n")
@@ -207,3 +236,107 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[Episode], None]]:
             bar.update(task, advance=1, description=f"success {100 * rate:5.1f}%  failed {counts['failed']}")
 
         yield advance
+
+
+BUDGET_STOP = "stopped: the run's budget is spent"
+"""How the error of an episode cut short by its run's budget begins."""
+
+
+class Budget:
+    """A run's spending limits, in USD and in tokens (prompt plus completion, thinking included).
+
+    Thread-safe: episodes against a server run on worker threads and charge it concurrently.
+    Requests already in flight when it is spent still finish, so a run may overshoot by them.
+
+    Args:
+        max_cost_usd: Stop once this much is spent (needs a price for every model: ``EvalConfig.prices``).
+        max_tokens: Stop once this many tokens are spent.
+    """
+
+    def __init__(self, max_cost_usd: float | None = None, max_tokens: int | None = None) -> None:
+        if max_cost_usd is not None and max_cost_usd <= 0:
+            raise ValueError(f"--max-cost must be > 0 USD, got {max_cost_usd}")
+        if max_tokens is not None and max_tokens <= 0:
+            raise ValueError(f"--max-tokens-total must be > 0, got {max_tokens}")
+        self.max_cost_usd = max_cost_usd
+        self.max_tokens = max_tokens
+        self.cost_usd = 0.0
+        self.tokens = 0
+        self._lock = threading.Lock()
+
+    @property
+    def spent(self) -> bool:
+        """Whether a limit has been reached."""
+        with self._lock:
+            over_cost = self.max_cost_usd is not None and self.cost_usd >= self.max_cost_usd
+            return over_cost or (self.max_tokens is not None and self.tokens >= self.max_tokens)
+
+    def check_prices(self, config: EvalConfig) -> None:
+        """Refuse a cost budget when a model of the run has no price (its spending could not be counted).
+
+        Raises:
+            ValueError: naming the models without a price and the option that gives one.
+        """
+        if self.max_cost_usd is None:
+            return
+        missing = [spec for spec in config.models if is_language_model(spec) and spec not in config.prices]
+        if missing:
+            prices = " ".join(f"--price {spec}=IN,OUT" for spec in missing)
+            raise ValueError(f"--max-cost needs the price of every model (USD per million tokens): add {prices}")
+
+    def charge(self, prompt_tokens: int, completion_tokens: int, price: tuple[float, float] | None) -> None:
+        """Count one model call (or several) of a model with ``price`` (USD per million in and out)."""
+        price_in, price_out = price or (0.0, 0.0)
+        with self._lock:
+            self.tokens += prompt_tokens + completion_tokens
+            self.cost_usd += (prompt_tokens * price_in + completion_tokens * price_out) / 1e6
+
+    def charge_episode(self, episode: Episode, prices: Mapping[str, tuple[float, float]]) -> None:
+        """Count what a finished episode spent, seat by seat (each seat at its model's price)."""
+        for step in episode.steps:
+            spec = episode.policies.get(step.agent, "")
+            self.charge(step.prompt_tokens or 0, step.completion_tokens or 0, prices.get(spec))
+
+    def stop_message(self) -> str:
+        """What the summary says when the run stopped at its budget."""
+        with self._lock:
+            parts = []
+            if self.max_cost_usd is not None:
+                parts.append(f"${self.cost_usd:.4f} of --max-cost {self.max_cost_usd:g}")
+            if self.max_tokens is not None:
+                parts.append(f"{self.tokens:,} of --max-tokens-total {self.max_tokens:,} tokens")
+        return (
+            f"the run stopped at its budget (spent {' and '.join(parts)}); episodes cut short are not counted: "
+            "rerun the same command with a larger budget to play the rest"
+        )
+
+
+class BudgetedPolicy:
+    """A policy that charges its decisions to a :class:`Budget` and makes none once it is spent.
+
+    A refused decision carries ``error`` (starting with :data:`BUDGET_STOP`), so the rollout
+    engine ends that episode without playing it further.
+    """
+
+    def __init__(self, policy: Policy, spec: str, budget: Budget, config: EvalConfig) -> None:
+        """Wrap ``policy`` (the model spec ``spec``), charging at its price in ``config.prices``."""
+        self.policy = policy
+        self.name = policy.name
+        self.budget = budget
+        self.price = config.prices.get(spec)
+        self.prefers_independent_episodes = bool(getattr(policy, "prefers_independent_episodes", False))
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """The wrapped policy's decisions while the budget lasts; refusals after."""
+        if self.budget.spent:
+            return [Decision(action=Invalid(BUDGET_STOP), error=BUDGET_STOP) for _ in requests]
+        decisions = self.policy.act(requests)
+        prompt = sum(decision.prompt_tokens or 0 for decision in decisions)
+        written = sum(decision.completion_tokens or 0 for decision in decisions)
+        self.budget.charge(prompt, written, self.price)
+        return decisions
+
+
+def is_language_model(spec: str) -> bool:
+    """Whether a model spec names a language model (not a scripted policy)."""
+    return not parse_model_spec(spec).scripted
