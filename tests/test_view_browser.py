@@ -8,10 +8,11 @@ single-agent and a two-player game.
 import json
 
 import pytest
-from view_browser import chromium, click_and_wait, navigate, open_report, screenshot
+from view_helpers import SCRIPT, THINKING, chromium, click_and_wait, damage, navigate, open_report, screenshot
 
 from tsmg.cli import main
 from tsmg.evaluation import EvalConfig, run_eval
+from tsmg.view import build_report
 
 GAMES = ["FrozenLake-NoSlip-v0", "TicTacToe-v0"]
 MODELS = ["random", "oracle", "fixed:5"]
@@ -158,3 +159,43 @@ def test_two_models_side_by_side_on_the_same_seed(eval_report, driver):
     # Both start from the same map.
     assert left[0] == right[0]
     screenshot(driver, "view-side-by-side.png")
+
+
+def test_bad_run_report_marks_what_it_could_not_read_and_never_runs_transcript_text(eval_report, driver, tmp_path):
+    run, _, _ = eval_report
+    what = damage(run, tmp_path / "damaged")
+    report = build_report([tmp_path / "damaged"], tmp_path / "report")
+    open_report(driver, report.index_html)
+    panel = driver.find_element("css selector", "#problems").text
+    assert "truncated last line (an interrupted write): skipped" in panel
+    assert "summary.json: missing: figures recomputed from episodes.jsonl" in panel
+    assert "1 episode(s) with missing or malformed fields" in panel
+
+    # The episode whose answer is markup: shown as text, nothing of it runs or renders.
+    navigate(driver, "#browse?size=500")
+    row = driver.find_element("css selector", f"tr[data-episode='{what['hostile']}'] a.open")
+    click_and_wait(driver, row)
+    first = driver.find_element("css selector", "article.step")
+    assert first.find_element("css selector", ".answer pre").text == SCRIPT
+    assert first.find_element("css selector", ".thinking pre").text == THINKING  # the thinking, apart
+    assert first.find_element("css selector", ".thinking h5").get_attribute("textContent") == "Thinking (9 tokens)"
+    assert first.find_element("css selector", ".verdict .reason").text == "<i>not a move</i>"
+    assert first.find_element("css selector", ".choices").text == "offered: left | <u>down</u>"
+    assert driver.execute_script("return window.__pwned") is None
+    # No element made from transcript text: no image, SVG, underline or italics, nothing inside a <pre>.
+    assert driver.execute_script("return document.querySelectorAll('img[src=x], svg, u, i, pre *').length") == 0
+    extra = first.find_element("css selector", "details.extra")
+    assert extra.find_element("css selector", "summary").text == "Other fields (1, not known to this viewer)"
+    assert extra.get_attribute("textContent").endswith('field_from_the_future{"nested": ["<svg onload=alert(1)>"]}')
+    screenshot(driver, "view-bad-input.png")
+
+    # The older record: marked, with what could not be read, and its steps still shown.
+    navigate(driver, "#browse?issues=1")
+    rows = driver.find_elements("css selector", "tr.episode-row")
+    assert [r.get_attribute("data-episode") for r in rows] == [what["older"]]
+    click_and_wait(driver, rows[0].find_element("css selector", "a.open"))
+    issues = driver.find_element("css selector", ".issues").text
+    assert "missing agents, policies (an older or foreign record)" in issues
+    assert "step 0: reward is not a finite number" in issues
+    assert len(driver.find_elements("css selector", "article.step")) > 0
+    assert driver.execute_script("return window.__pwned") is None

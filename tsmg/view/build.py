@@ -51,7 +51,7 @@ class ViewReport:
         chunks: Episode chunk files.
         data_bytes: Bytes of the data files.
         problems: Everything that could not be read, per run name.
-        flagged_episodes: Episodes shown with issues (missing, unknown or malformed fields).
+        flagged_episodes: Episodes shown with issues (missing or malformed fields).
     """
 
     out_dir: Path
@@ -178,16 +178,16 @@ def _flagged_by_run(index: EpisodeIndex, runs: int) -> list[int]:
 
 def _summary_section(number: int, run: RunFolder, out: Path, plots: bool) -> str:
     """Tables (and plots) of an evaluation or episodes-only run."""
-    summary, source = run.summary, "summary.json"
+    summary, source = run.summary, "from summary.json"
     if summary is None:
-        summary, source = recompute_summary(run), "recomputed from episodes.jsonl"
+        summary, source = recompute_summary(run), "recomputed from episodes.jsonl (no usable summary.json)"
     parts = [f"<h3>{page.escape(run.name)} <small>({page.escape(run.kind)} run, {page.escape(run.path)})</small></h3>"]
     if summary is None:
         parts.append("<p>No summary and no readable episodes: nothing to tabulate.</p>")
         return "\n".join(parts)
     rows = [row for game in summary["games"] for row in game["rows"]]
     counts = [summary.get(key) for key in ("planned", "completed", "failed")]
-    note = f"Figures from {source}."
+    note = f"Figures {source}."
     if all(isinstance(count, int) for count in counts):
         note += f" Planned episodes: {counts[0]}, completed: {counts[1]}, failed: {counts[2]}."
     parts.append(f'<p class="source">{page.escape(note)}</p>')

@@ -41,8 +41,8 @@ def _clean(value: Any) -> Any:
 def script_literal(value: Any) -> str:
     r"""JSON text of ``value`` that is safe anywhere in a script or an HTML page.
 
-    >>> script_literal({"answer": "</script><b>&"})
-    '{"answer":"\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e\\\\u0026"}'
+    >>> print(script_literal({"answer": "</script><b>&"}))
+    {"answer":"\u003c/script\u003e\u003cb\u003e\u0026"}
     """
     text = json.dumps(_clean(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.translate(_ESCAPE_TABLE)

@@ -194,7 +194,7 @@ def problems_panel(problems_by_run: Sequence[tuple[str, Sequence[ReadProblem], i
             parts.append(f"<li>… and {len(problems) - PROBLEMS_SHOWN} more</li>")
         if flagged:
             parts.append(
-                f"<li>{flagged} episode(s) with missing, unknown or malformed fields: shown with what they hold, "
+                f"<li>{flagged} episode(s) with missing or malformed fields: shown with what they hold, "
                 f'marked ⚠ in the <a href="#browse?issues=1">transcript browser</a></li>'
             )
         parts.append("</ul>")

@@ -208,6 +208,12 @@ def normalise_episode(raw: dict[str, Any], line: int) -> dict[str, Any]:
     success = {
         str(agent): value if isinstance(value, bool) else None for agent, value in fields.mapping("success").items()
     }
+    for agent, value in fields.mapping("returns").items():
+        if finite(value) is None:
+            issues.append(f"returns of {agent} is not a finite number ({_json_text(value, 40)}): ignored")
+    for agent, value in fields.mapping("success").items():
+        if value is not None and not isinstance(value, bool):
+            issues.append(f"success of {agent} is not true/false/null ({_json_text(value, 40)}): ignored")
     invalid = fields.integer("invalid_answers")
     counted_invalid = sum(1 for step in steps if not step["valid"])
     version = raw.get("schema_version", raw.get("version"))

@@ -1,4 +1,6 @@
-"""Headless Chromium (Debian's package) driven through Selenium and Debian's chromedriver.
+"""Helpers of the `tsmg view` tests: a run folder with every kind of bad input, and headless Chromium.
+
+The browser is Debian's package, driven through Selenium and Debian's chromedriver.
 
 Why Selenium + chromedriver: Debian builds ``chromium-driver`` from the same source as
 ``chromium``, so the two always match, and Selenium is a pure-Python client of the W3C
@@ -12,6 +14,7 @@ fail instead, because CI must run them (``make test`` installs Chromium when it 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -37,6 +40,8 @@ CHROMIUM_FLAGS = (
     "--disable-dev-shm-usage",
     "--window-size=1400,1000",
 )
+SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+THINKING = "The hole is <b>below</b>; I go </pre> right."
 ARTIFACTS = Path(os.environ.get("TSMG_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts"))
 
 
@@ -130,3 +135,34 @@ def click_and_wait(driver: Any, element: Any) -> None:
     driver.execute_script("document.getElementById('browser').dataset.status = 'moving';")
     element.click()
     wait_for_view(driver)
+
+
+def damage(clean: Path, folder: Path) -> dict:
+    """A copy of a real run with every kind of bad input the viewer must survive; returns what was done."""
+    shutil.copytree(clean, folder)
+    (folder / "summary.json").unlink()
+    lines = (folder / "episodes.jsonl").read_text().splitlines()
+    hostile = json.loads(lines[0])
+    step = hostile["steps"][0]
+    step.update(
+        completion=SCRIPT,
+        valid=False,
+        reason="<i>not a move</i>",
+        reasoning=THINKING,
+        reasoning_tokens=9,
+        choices=["left", "<u>down</u>"],
+        prompt_token_ids=[1, 2, 3],
+        field_from_the_future={"nested": ["<svg onload=alert(1)>"]},
+    )
+    hostile.update(schema_version=2, error_budget_left=3)
+    older = json.loads(lines[1])
+    for key in ("agents", "policies", "num_rounds"):
+        older.pop(key)
+    for old_step in older["steps"]:
+        for key in ("round", "index", "attempts", "latency_s"):
+            old_step.pop(key, None)
+    older["steps"][0]["reward"] = "a lot"
+    torn = lines[-1][: len(lines[-1]) // 2]
+    text = "\n".join([json.dumps(hostile), json.dumps(older), "this line is not JSON", "[1, 2]", *lines[2:-1], torn])
+    (folder / "episodes.jsonl").write_text(text)  # no newline at the end: a torn write
+    return {"hostile": hostile["episode_id"], "older": older["episode_id"], "lines": len(lines) + 2}
