@@ -158,3 +158,49 @@ def test_cli_refuses_what_is_not_a_run_in_one_sentence(tmp_path, capsys, eval_ru
     assert main(["view", str(eval_run), str(eval_run), "--out", str(out), "--no-plots"]) == 0
     meta = json.loads((out / "data" / "meta.js").read_text().removeprefix("tsmgMeta(").rstrip().removesuffix(");"))
     assert [run["name"] for run in meta["runs"]] == ["clean", f"{eval_run.parent.name}/clean"]
+
+
+def test_training_run_report_has_curves_and_the_chosen_updates(tmp_path):
+    pytest.importorskip("torch")
+    from training.config import TrainConfig
+    from training.trainer import base_model_source, train
+
+    lake = {"rollout": {"game_id": "FrozenLake-v0"}, "model": {"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}}
+    model_dir = base_model_source(TrainConfig.model_validate(lake), tmp_path / "models")
+    config = TrainConfig.model_validate(
+        {
+            "rollout": {
+                "game_id": "FrozenLake-v0",
+                "game_options": {"desc": ["SF", "FG"], "max_steps": 4},
+                "group_size": 4,
+                "groups_per_update": 2,
+                "observation_lines": "[_OPG]+",
+                "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
+            },
+            "model": {"spec": f"hf:{model_dir}", "finetune": "full"},
+            "optim": {"lr": 1e-3, "micro_batch_size": 8},
+            "run": {
+                "out_dir": str(tmp_path / "train"),
+                "updates": 3,
+                "threads": 1,
+                "tensorboard": False,
+                "episodes_every": 1,
+                "eval_every": 3,
+                "eval_episodes": 8,
+            },
+        }
+    )
+    train(config)
+    run = tmp_path / "train"
+    assert main(["view", str(run), "--updates", "1,3"]) == 0
+    out = run / "view"
+    meta = json.loads((out / "data" / "meta.js").read_text().removeprefix("tsmgMeta(").rstrip().removesuffix(");"))
+    assert meta["runs"][0]["kind"] == "train" and meta["episodes"] == 2 * 8
+    index = json.loads(
+        (out / "data" / "index-000.js").read_text().removeprefix("tsmgIndex(0,").rstrip().removesuffix(");")
+    )
+    assert sorted({row[11] for row in index}) == [1, 3]  # the update column
+    page = (out / "index.html").read_text()
+    assert "success-rate.png" in page and (out / "plots" / "train-success-rate.png").stat().st_size > 0
+    assert page.count('href="#browse?run=0&amp;game=FrozenLake-v0&amp;model=') == 2  # one link per stored update
+    assert main(["view", str(run), "--updates", "1,x"]) == 2

@@ -32,7 +32,8 @@ CURVE_PANELS = (
     ("loss", ("loss/total", "loss/policy")),
     ("KL", ("loss/approx_kl", "loss/kl_ref")),
     ("entropy", ("loss/entropy", "loss/rollout_entropy")),
-    ("gradient norm and learning rate", ("optim/grad_norm", "optim/lr")),
+    ("gradient norm", ("optim/grad_norm",)),
+    ("learning rate", ("optim/lr",)),
 )
 
 

@@ -71,7 +71,7 @@ class ChunkWriter:
 
     def add(self, episode: dict[str, Any]) -> tuple[int, int]:
         """Queue one episode; returns ``(chunk number, position in chunk)``."""
-        literal = script_literal(episode)
+        literal = script_literal(compact_episode(episode))
         if self._pending and self._pending_bytes + len(literal) > self.chunk_bytes:
             self.flush()
         self._pending.append(literal)
@@ -120,9 +120,11 @@ class EpisodeIndex:
     """One compact row per episode: what the page filters on, and where the episode is stored.
 
     A row is ``[run, game, options, seed, agents, models, success, returns, error, steps,
-    invalid steps, update, chunk, position, issues, episode id]`` where games, options, agents
-    and models are numbers into string tables, ``success`` holds 1/0/null per seat, and
-    ``invalid steps`` lists ``[step position, agent]`` for every invalid answer.
+    invalid steps, update, chunk, position, issues, id prefix, id suffix]`` where games, options,
+    agents, models and id prefixes are numbers into string tables, ``success`` holds 1/0/null per
+    seat, and ``invalid steps`` lists ``[step position, agent]`` for every invalid answer. An
+    episode id is cut after its last ``|`` or ``/`` (``game|matchup|`` + ``17``): ids share
+    their prefixes, and 100,000 rows stay a few MB.
     """
 
     def __init__(self) -> None:
@@ -131,11 +133,13 @@ class EpisodeIndex:
         self.options = StringTable()
         self.agents = StringTable()
         self.models = StringTable()
+        self.id_prefixes = StringTable()
         self.rows: list[list[Any]] = []
 
     def add(self, run: int, episode: dict[str, Any], chunk: int, position: int) -> None:
         """Index one display episode stored at ``(chunk, position)``."""
         agents = episode["agents"]
+        prefix, suffix = split_id(episode["episode_id"])
         success = [episode["success"].get(agent) for agent in agents]
         invalid = [
             [place, self.agents.number(step["agent"])]
@@ -151,7 +155,7 @@ class EpisodeIndex:
                 [self.agents.number(agent) for agent in agents],
                 [self.models.number(episode["policies"].get(agent, "?")) for agent in agents],
                 [None if value is None else int(value) for value in success],
-                [episode["returns"].get(agent) for agent in agents],
+                [_compact_number(episode["returns"].get(agent)) for agent in agents],
                 1 if episode["error"] else 0,
                 len(episode["steps"]),
                 invalid,
@@ -159,7 +163,8 @@ class EpisodeIndex:
                 chunk,
                 position,
                 len(episode["issues"]),
-                episode["episode_id"],
+                self.id_prefixes.number(prefix),
+                suffix,
             ]
         )
 
@@ -181,4 +186,32 @@ class EpisodeIndex:
             "options": self.options.values,
             "agents": self.agents.values,
             "models": self.models.values,
+            "id_prefixes": self.id_prefixes.values,
         }
+
+
+def split_id(episode_id: str) -> tuple[str, str]:
+    """An episode id cut after its last ``|`` or ``/``.
+
+    >>> split_id("TicTacToe-v0|random vs oracle|17"), split_id("u5/s382133/g0"), split_id("plain")
+    (('TicTacToe-v0|random vs oracle|', '17'), ('u5/s382133/', 'g0'), ('', 'plain'))
+    """
+    cut = max(episode_id.rfind("|"), episode_id.rfind("/")) + 1
+    return episode_id[:cut], episode_id[cut:]
+
+
+def _compact_number(value: float | None) -> float | int | None:
+    """Whole floats as ints (``1`` rather than ``1.0``: the index has one per seat and episode)."""
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 else value
+
+
+def compact_episode(episode: dict[str, Any]) -> dict[str, Any]:
+    """The display episode without empty fields (the page reads a missing field as null).
+
+    Steps repeat every field name; leaving out the null ones keeps a chunk close to the size of
+    the text it shows.
+    """
+    steps = [
+        {key: value for key, value in step.items() if value is not None and value != {}} for step in episode["steps"]
+    ]
+    return {**{key: value for key, value in episode.items() if value is not None}, "steps": steps}

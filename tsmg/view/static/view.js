@@ -9,7 +9,7 @@
 (function () {
   // Columns of an index row (see tsmg/view/data.py, EpisodeIndex).
   const RUN = 0, GAME = 1, OPTIONS = 2, SEED = 3, AGENTS = 4, MODELS = 5, SUCCESS = 6, RETURNS = 7,
-    ERROR = 8, STEPS = 9, INVALID = 10, UPDATE = 11, CHUNK = 12, POSITION = 13, ISSUES = 14, ID = 15;
+    ERROR = 8, STEPS = 9, INVALID = 10, UPDATE = 11, CHUNK = 12, POSITION = 13, ISSUES = 14, ID_PREFIX = 15, ID_SUFFIX = 16;
   const CHUNK_CACHE = 40;          // chunks kept in memory (each at most a few hundred kB)
   const STEPS_PER_BATCH = 200;     // steps drawn at once in an episode view
   const COMPARE_CANDIDATES = 20;   // other episodes offered for a side-by-side
@@ -89,6 +89,8 @@
     }
     return chunkWaiters.get(number);
   }
+
+  function idOf(row) { return meta.id_prefixes[row[ID_PREFIX]] + row[ID_SUFFIX]; }
 
   function loadEpisode(rowNumber) {
     const row = rows[rowNumber];
@@ -242,7 +244,7 @@
     bar.append(select("seat", "seat", meta.agents.map((name) => [name, name]), state.seat, state));
     bar.append(select("outcome", "outcome", [["success", "success"], ["failure", "failure"],
       ["undefined", "no success defined"], ["error", "failed to run"]], state.outcome, state));
-    const updates = [...new Set(rows.map((row) => row[UPDATE]).filter((value) => value !== null))].sort((a, b) => a - b);
+    const updates = [...new Set(rows.map((row) => row[UPDATE]).filter((value) => value != null))].sort((a, b) => a - b);
     if (updates.length) bar.append(select("update", "update", updates.map((value) => [value, String(value)]), state.update, state));
     const seed = el("input", { type: "text", name: "seed", "data-filter": "seed", size: 10, value: state.seed || "", placeholder: "any" });
     seed.addEventListener("change", () => {
@@ -306,7 +308,7 @@
 
   function episodeTable(numbers, state) {
     const multipleRuns = meta.runs.length > 1;
-    const hasUpdates = numbers.some((number) => rows[number][UPDATE] !== null);
+    const hasUpdates = numbers.some((number) => rows[number][UPDATE] != null);
     const head = el("tr", {}, multipleRuns ? el("th", {}, "run") : null, el("th", {}, "game"), el("th", {}, "seed"),
       hasUpdates ? el("th", {}, "update") : null, el("th", {}, "seats: model, outcome, return"),
       el("th", {}, "steps"), el("th", {}, "invalid"), el("th", {}, "episode"));
@@ -314,13 +316,13 @@
     for (const number of numbers) {
       const row = rows[number];
       const flags = (row[ERROR] ? " failed" : "") + (row[ISSUES] ? " ⚠" : "");
-      body.append(el("tr", { class: "episode-row", "data-row": number, "data-episode": row[ID] },
+      body.append(el("tr", { class: "episode-row", "data-row": number, "data-episode": idOf(row) },
         multipleRuns ? el("td", {}, meta.runs[row[RUN]].name) : null,
-        el("td", {}, meta.games[row[GAME]]), el("td", {}, row[SEED] === null ? "?" : String(row[SEED])),
-        hasUpdates ? el("td", {}, row[UPDATE] === null ? "" : String(row[UPDATE])) : null,
+        el("td", {}, meta.games[row[GAME]]), el("td", {}, row[SEED] == null ? "?" : String(row[SEED])),
+        hasUpdates ? el("td", {}, row[UPDATE] == null ? "" : String(row[UPDATE])) : null,
         el("td", { class: "seats" }, seatsText(row)), el("td", {}, String(row[STEPS])),
         el("td", {}, String(row[INVALID].length)),
-        el("td", {}, el("a", { href: link({ ...filtersOf(state), ep: number }), class: "open" }, row[ID]), flags)));
+        el("td", {}, el("a", { href: link({ ...filtersOf(state), ep: number }), class: "open" }, idOf(row)), flags)));
     }
     return el("table", { class: "episodes" }, el("thead", {}, head), body);
   }
@@ -331,9 +333,9 @@
     const body = el("tbody");
     for (const [number, step] of items) {
       const row = rows[number];
-      body.append(el("tr", { class: "invalid-row", "data-row": number, "data-step": step, "data-episode": row[ID] },
-        el("td", {}, meta.games[row[GAME]]), el("td", {}, row[SEED] === null ? "?" : String(row[SEED])),
-        el("td", {}, el("a", { href: link({ ...filtersOf(state), ep: number, step }), class: "open" }, row[ID])),
+      body.append(el("tr", { class: "invalid-row", "data-row": number, "data-step": step, "data-episode": idOf(row) },
+        el("td", {}, meta.games[row[GAME]]), el("td", {}, row[SEED] == null ? "?" : String(row[SEED])),
+        el("td", {}, el("a", { href: link({ ...filtersOf(state), ep: number, step }), class: "open" }, idOf(row))),
         el("td", { class: "step-number" }, String(step)), el("td", { class: "agent" }, "…"),
         el("td", { class: "answer" }, "…"), el("td", { class: "reason" }, "…")));
     }
@@ -360,7 +362,7 @@
       ["update", episode.update], ["rounds", episode.num_rounds],
       ["ended", episode.terminated ? "terminated" : episode.truncated ? "truncated (step limit)" : "—"],
       ["tokens in/out", `${episode.prompt_tokens ?? "?"}/${episode.completion_tokens ?? "?"}`],
-      ["latency", episode.latency_s === null ? null : fmt(episode.latency_s, 3) + " s"],
+      ["latency", episode.latency_s == null ? null : fmt(episode.latency_s, 3) + " s"],
       ["record version", episode.schema_version], ["error", episode.error],
     ];
     const list = el("dl", { class: "meta" });
@@ -392,9 +394,9 @@
     const invalid = !step.valid;
     const card = el("article", { class: "step" + (invalid ? " invalid" : "") + (highlighted ? " highlighted" : ""),
       id: "step-" + position, "data-step": position, "data-index": step.index });
-    const reward = step.reward === null ? "n/a" : (step.reward >= 0 ? "+" : "") + step.reward;
+    const reward = step.reward == null ? "n/a" : (step.reward >= 0 ? "+" : "") + step.reward;
     card.append(el("header", {}, el("b", {}, `Step ${step.index}`),
-      step.round === null ? "" : ` · round ${step.round}`, ` · ${step.agent} (${episode.policies[step.agent] || "?"})`,
+      step.round == null ? "" : ` · round ${step.round}`, ` · ${step.agent} (${episode.policies[step.agent] || "?"})`,
       el("span", { class: "reward" }, ` reward ${reward}`)));
     card.append(el("div", { class: "observation" }, el("h5", {}, "Observation"), pre(step.observation, "board")));
     if (step.prompt) {
@@ -416,8 +418,8 @@
     card.append(verdict);
     if (step.choices) card.append(el("p", { class: "choices" }, "offered: " + step.choices.join(" | ")));
     const counts = [];
-    if (step.prompt_tokens !== null) counts.push(`prompt ${step.prompt_tokens} tokens`);
-    if (step.completion_tokens !== null) counts.push(`answer ${step.completion_tokens} tokens`);
+    if (step.prompt_tokens != null) counts.push(`prompt ${step.prompt_tokens} tokens`);
+    if (step.completion_tokens != null) counts.push(`answer ${step.completion_tokens} tokens`);
     for (const [key, value] of Object.entries(step.token_counts || {})) counts.push(`${key}: ${value}`);
     if (step.latency_s) counts.push(`${fmt(step.latency_s, 3)} s`);
     if (step.state_key) counts.push(`state ${step.state_key}`);
@@ -458,7 +460,7 @@
     }
     const view = el("div", { class: "episode", "data-episode": episode.episode_id });
     view.append(back, el("h3", {}, `Episode ${episode.episode_id}`), metaList(episode, row), seatTable(episode));
-    if (episode.issues.length) {
+    if (episode.issues && episode.issues.length) {
       view.append(el("div", { class: "issues" }, el("b", {}, "⚠ Could not read everything in this record:"),
         el("ul", {}, episode.issues.map((issue) => el("li", {}, issue)))));
     }
@@ -469,7 +471,7 @@
       const list = el("ul", { class: "compare" });
       for (const other of others.slice(0, COMPARE_CANDIDATES)) {
         list.append(el("li", {}, el("a", { href: link({ ...filtersOf(state), ep: number, cmp: other }), class: "side-by-side" },
-          "side by side"), ` with ${rows[other][ID]} (${meta.runs[rows[other][RUN]].name}): ${seatsText(rows[other])}`));
+          "side by side"), ` with ${idOf(rows[other])} (${meta.runs[rows[other][RUN]].name}): ${seatsText(rows[other])}`));
       }
       view.append(el("h4", {}, "Same game and seed, other models"), list);
     }
@@ -497,7 +499,7 @@
     const keyed = episodes.map((episode) => {
       const byRound = new Map();
       episode.steps.forEach((step, position) => {
-        const key = step.round === null ? position : step.round;
+        const key = step.round == null ? position : step.round;
         if (!byRound.has(key)) byRound.set(key, []);
         byRound.get(key).push([step, position]);
       });
