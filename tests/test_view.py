@@ -204,3 +204,23 @@ def test_training_run_report_has_curves_and_the_chosen_updates(tmp_path):
     assert "success-rate.png" in page and (out / "plots" / "train-success-rate.png").stat().st_size > 0
     assert page.count('href="#browse?run=0&amp;game=FrozenLake-v0&amp;model=') == 2  # one link per stored update
     assert main(["view", str(run), "--updates", "1,x"]) == 2
+
+
+def test_serve_hands_out_the_report_on_loopback(bad_report):
+    import threading
+    import urllib.request
+
+    from tsmg.view.serve import make_server
+
+    _, report, _ = bad_report
+    server = make_server(report.out_dir, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        assert host == "127.0.0.1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/e-00000.js", timeout=10) as response:
+            assert response.read() == (report.out_dir / "data" / "e-00000.js").read_bytes()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -165,7 +165,7 @@ def test_bad_run_report_marks_what_it_could_not_read_and_never_runs_transcript_t
     run, _, _ = eval_report
     what = damage(run, tmp_path / "damaged")
     report = build_report([tmp_path / "damaged"], tmp_path / "report")
-    open_report(driver, report.index_html)
+    open_report(driver, report.index_html, "#problems")
     panel = driver.find_element("css selector", "#problems").text
     assert "truncated last line (an interrupted write): skipped" in panel
     assert "summary.json: missing: figures recomputed from episodes.jsonl" in panel

@@ -118,17 +118,18 @@ def build_report(
             summaries.append(_summary_section(number, run, out, plots))
         problems_by_run.append((run.name, run.problems, flagged_by_run[number]))
         report.problems[run.name] = list(run.problems)
-    panel = page.problems_panel(problems_by_run)
-    if panel:
-        sections.append(panel)
-        total = sum(len(problems) for _, problems, _ in problems_by_run) + report.flagged_episodes
-        navigation.append(("problems", f"Could not read ({total})"))
     if summaries:
         sections.append('<section id="summary"><h2>Summary</h2>' + "\n".join(summaries) + "</section>")
         navigation.append(("summary", "Summary"))
     if training:
         sections.append('<section id="training"><h2>Training</h2>' + "\n".join(training) + "</section>")
         navigation.append(("training", "Training"))
+    navigation.append(("browse", "Transcripts"))
+    panel = page.problems_panel(problems_by_run)
+    if panel:
+        sections.append(panel)
+        total = sum(len(problems) for _, problems, _ in problems_by_run) + report.flagged_episodes
+        navigation.append(("problems", f"Could not read ({total})"))
 
     parts, index_bytes = index.write(out / "data")
     meta = {

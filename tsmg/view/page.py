@@ -203,7 +203,10 @@ def problems_panel(problems_by_run: Sequence[tuple[str, Sequence[ReadProblem], i
 
 
 def page(title: str, sections: Sequence[str], navigation: Sequence[tuple[str, str]]) -> str:
-    """The whole ``index.html``: ``sections`` (HTML already escaped) and the browser's mount point."""
+    """The whole ``index.html``: ``sections`` (HTML already escaped) and the browser's mount point.
+
+    ``navigation`` holds the header's links, (anchor, text); ``browse`` opens the transcript browser.
+    """
     links = " ".join(f'<a href="#{escape(anchor)}">{escape(text)}</a>' for anchor, text in navigation)
     return "\n".join(
         [
@@ -214,7 +217,7 @@ def page(title: str, sections: Sequence[str], navigation: Sequence[tuple[str, st
             f"<title>{escape(title)}</title>",
             '<link rel="stylesheet" href="assets/view.css">',
             "</head><body>",
-            f'<header><h1>{escape(title)}</h1><nav>{links} <a href="#browse">Transcripts</a></nav></header>',
+            f"<header><h1>{escape(title)}</h1><nav>{links}</nav></header>",
             "<main>",
             *sections,
             '<section id="transcripts"><h2>Transcripts</h2>',

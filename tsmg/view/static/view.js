@@ -158,16 +158,29 @@
     return kept;
   }
 
+  // The page's sections are tabs: the header's links pick one (all show when scripts are off).
+  function showTab(name) {
+    for (const section of document.querySelectorAll("main > section")) section.hidden = section.id !== name;
+    for (const anchor of document.querySelectorAll("header nav a")) {
+      const target = anchor.getAttribute("href").slice(1).split("?")[0];
+      anchor.classList.toggle("current", (target === "browse" ? "transcripts" : target) === name);
+    }
+    window.scrollTo(0, 0);
+  }
+
   function route() {
     const { active, state } = readState();
-    if (active && document.getElementById("transcripts")) {
+    const tab = location.hash.slice(1);
+    if (active) {
+      showTab("transcripts");
       if (state.ep !== undefined && state.cmp !== undefined) showCompare(state);
       else if (state.ep !== undefined) showEpisode(state);
       else showList(state);
-      if (location.hash.startsWith("#browse")) document.getElementById("transcripts").scrollIntoView();
-    } else if (!browser.dataset.status) {
-      showList(state);
+      return;
     }
+    const sections = [...document.querySelectorAll("main > section")].map((section) => section.id);
+    showTab(sections.includes(tab) ? tab : ["summary", "training", "transcripts"].find((id) => sections.includes(id)));
+    if (!browser.dataset.status) showList(state);
   }
 
   // ------------------------------------------------------------------ filtering
@@ -459,7 +472,7 @@
       browser.replaceChildren(back, el("p", { class: "error" }, error.message)); return;
     }
     const view = el("div", { class: "episode", "data-episode": episode.episode_id });
-    view.append(back, el("h3", {}, `Episode ${episode.episode_id}`), metaList(episode, row), seatTable(episode));
+    view.append(back, el("h3", {}, `Episode ${episode.episode_id}`), el("div", { class: "episode-head" }, metaList(episode, row), seatTable(episode)));
     if (episode.issues && episode.issues.length) {
       view.append(el("div", { class: "issues" }, el("b", {}, "⚠ Could not read everything in this record:"),
         el("ul", {}, episode.issues.map((issue) => el("li", {}, issue)))));
@@ -482,7 +495,7 @@
     browser.replaceChildren(view);
     if (highlight !== null) {
       const target = document.getElementById("step-" + highlight);
-      if (target) target.scrollIntoView();
+      if (target) target.scrollIntoView({ block: "center" });
     }
     browser.dataset.status = "ready";
   }
