@@ -53,7 +53,7 @@ def test_bad_run_folder_still_builds_and_lists_what_it_could_not_read(bad_report
 
 def test_episode_records_of_other_versions_show_what_they_hold(bad_report):
     folder, report, what = bad_report
-    episodes = [record for _, record in open_run(folder).episodes()]
+    episodes = list(open_run(folder).episodes())
     hostile = next(e for e in episodes if e["episode_id"] == what["hostile"])
     first = hostile["steps"][0]
     assert first["completion"] == SCRIPT and first["reasoning"] == THINKING and first["reasoning_tokens"] == 9
@@ -162,33 +162,19 @@ def test_cli_refuses_what_is_not_a_run_in_one_sentence(tmp_path, capsys, eval_ru
 
 def test_training_run_report_has_curves_and_the_chosen_updates(tmp_path):
     pytest.importorskip("torch")
+    from tests.training.test_trainer import make_config
     from training.config import TrainConfig
     from training.trainer import base_model_source, train
 
     lake = {"rollout": {"game_id": "FrozenLake-v0"}, "model": {"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}}
     model_dir = base_model_source(TrainConfig.model_validate(lake), tmp_path / "models")
-    config = TrainConfig.model_validate(
-        {
-            "rollout": {
-                "game_id": "FrozenLake-v0",
-                "game_options": {"desc": ["SF", "FG"], "max_steps": 4},
-                "group_size": 4,
-                "groups_per_update": 2,
-                "observation_lines": "[_OPG]+",
-                "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
-            },
-            "model": {"spec": f"hf:{model_dir}", "finetune": "full"},
-            "optim": {"lr": 1e-3, "micro_batch_size": 8},
-            "run": {
-                "out_dir": str(tmp_path / "train"),
-                "updates": 3,
-                "threads": 1,
-                "tensorboard": False,
-                "episodes_every": 1,
-                "eval_every": 3,
-                "eval_episodes": 8,
-            },
-        }
+    # The trainer tests' 2x2 lake: 3 updates of 2 groups of 4, every update's episodes kept.
+    config = make_config(
+        tmp_path / "train",
+        model_dir,
+        rollout={"groups_per_update": 2},
+        optim={"micro_batch_size": 8},
+        run={"updates": 3, "episodes_every": 1, "eval_every": 3, "eval_episodes": 8},
     )
     train(config)
     run = tmp_path / "train"

@@ -93,22 +93,24 @@ def build_report(
     index = EpisodeIndex()
     chunks = ChunkWriter(out / "data")
     runs_meta: list[dict[str, Any]] = []
+    flagged_by_run = []
     for number, run in enumerate(folders):
-        stored = 0
-        for _, episode in run.episodes():
+        stored = flagged = 0
+        for episode in run.episodes():
             if run.kind == "train" and wanted is not None and episode["update"] not in wanted:
                 continue
             chunk, position = chunks.add(episode)
             index.add(number, episode, chunk, position)
             stored += 1
-            report.flagged_episodes += bool(episode["issues"])
+            flagged += bool(episode["issues"])
         runs_meta.append({"name": run.name, "kind": run.kind, "path": str(run.path), "episodes": stored})
+        flagged_by_run.append(flagged)
         report.episodes += stored
+        report.flagged_episodes += flagged
     chunks.flush()
 
     sections, navigation = [], []
     problems_by_run = []
-    flagged_by_run = _flagged_by_run(index, len(folders))
     summaries: list[str] = []
     training: list[str] = []
     for number, run in enumerate(folders):
@@ -169,13 +171,6 @@ def _copy_assets(folder: Path) -> None:
     static = resources.files("tsmg.view") / "static"
     for name in ("view.js", "view.css"):
         (folder / name).write_bytes((static / name).read_bytes())
-
-
-def _flagged_by_run(index: EpisodeIndex, runs: int) -> list[int]:
-    counts = [0] * runs
-    for row in index.rows:
-        counts[row[0]] += row[14] > 0
-    return counts
 
 
 def _summary_section(number: int, run: RunFolder, out: Path, plots: bool) -> str:

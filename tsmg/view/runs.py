@@ -60,8 +60,8 @@ class RunFolder:
         """The JSONL files holding episodes (finished ones, then failed ones)."""
         return [self.path / name for name in (EPISODES_FILE, FAILURES_FILE) if (self.path / name).exists()]
 
-    def episodes(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``(file name, display record)`` of every readable episode, streaming; problems are recorded."""
+    def episodes(self) -> Iterator[dict[str, Any]]:
+        """The display record of every readable episode, streaming; problems are recorded."""
         for path in self.episode_files():
             for line, raw, problem in read_jsonl(path):
                 if problem is not None:
@@ -72,7 +72,7 @@ class RunFolder:
                 if path.name == FAILURES_FILE and record["error"] is None:
                     record["error"] = "listed in failures.jsonl"
                 record["update"] = update_of(raw, record["episode_id"])
-                yield path.name, record
+                yield record
 
     def statistics_episodes(self) -> Iterator[Episode]:
         """Finished episodes as :class:`Episode` objects for the statistics (text dropped)."""
