@@ -108,6 +108,16 @@ def test_invalid_answer_filter_shows_exactly_the_invalid_steps(eval_report, driv
     rows = driver.find_elements("css selector", "tr.invalid-row")
     narrowed = {(row.get_attribute("data-episode"), int(row.get_attribute("data-step"))) for row in rows}
     assert narrowed == invalid_steps(episodes, "TicTacToe-v0", "fixed:5") and narrowed < expected
+    # One seat: only that seat's invalid answers, whoever played it.
+    navigate(driver, "#browse?invalid=1&game=TicTacToe-v0&seat=player_1&size=500")
+    rows = driver.find_elements("css selector", "tr.invalid-row")
+    seat = {(row.get_attribute("data-episode"), int(row.get_attribute("data-step"))) for row in rows}
+    by_id = {episode["episode_id"]: episode for episode in episodes}
+    assert seat and seat == {
+        (episode_id, step)
+        for episode_id, step in invalid_steps(episodes, "TicTacToe-v0")
+        if by_id[episode_id]["steps"][step]["agent"] == "player_1"
+    }
 
 
 def test_episode_steps_appear_in_order(eval_report, driver):
