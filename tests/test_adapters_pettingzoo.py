@@ -21,7 +21,6 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # pettingzoo.test imports its own envs the old way
     from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
-
 def tictactoe_env():
     return pettingzoo.make("aec", "classic/tictactoe-v3")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     """Serves files without a log line per request (a report loads many chunks)."""
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         return
 
 
