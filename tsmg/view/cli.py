@@ -61,7 +61,11 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.serve:
         from tsmg.view.serve import make_server
 
-        server = make_server(report.out_dir, args.port)
+        try:
+            server = make_server(report.out_dir, args.port)
+        except OSError as error:
+            reason = f"cannot serve on 127.0.0.1:{args.port} ({error.strerror})"
+            raise ValueError(f"{reason}: pass --port N (0: any free port)") from None
         host, port = server.server_address[:2]
         print(f"serving the report at http://{host!s}:{port}/ (Ctrl-C stops)", flush=True)
         try:
