@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # constraints-cpu.txt pins torch to the CPU build so extras never pull a multi-GB CUDA build.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt
 
-.PHONY: setup vllm-env demo test test-fast lint typecheck unit bench
+.PHONY: setup vllm-env browser demo test test-fast lint typecheck unit bench
 
 setup:
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,18 @@ setup:
 vllm-env:
 	@bash scripts/setup_vllm_cpu_env.sh
 
+# Debian's Chromium and its matching driver, for the `tsmg view` browser tests: installed with apt
+# when missing and when run as root (CI is); elsewhere those tests skip and say how to install it.
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing chromium and chromium-driver (apt)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+		else \
+			echo "chromium is missing and cannot be installed here (needs root and apt-get): the browser tests skip"; \
+		fi; \
+	fi
+
 demo: setup
 	$(BIN)/tsmg demo --no-train
 	$(BIN)/tsmg demo
@@ -29,14 +41,14 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-unit: setup vllm-env
+unit: setup vllm-env browser
 	TSMG_REQUIRE_VLLM=1 $(BIN)/pytest
 
 # Everything CI runs: lint, types, and the whole test suite with the real vLLM server and engine.
 test: lint typecheck unit
 
 # The same without building the vLLM environment (its tests are skipped, saying why).
-test-fast: setup
+test-fast: setup browser
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest

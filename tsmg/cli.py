@@ -183,6 +183,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from tsmg.evaluation.cli import add_commands
 
     add_commands(commands)
+    from tsmg.view.cli import add_commands as add_view_commands
+
+    add_view_commands(commands)
     try:  # the training package is part of the distribution; its heavy imports happen only when used
         from training.cli import add_commands as add_training_commands
         from training.demo import add_demo_arguments

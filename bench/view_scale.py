@@ -1,0 +1,135 @@
+"""How `tsmg view` scales: 100,000 real episodes against a 1,000-episode baseline in the same run.
+
+Both runs come from the real harness: random, oracle and a fixed answer ("5", never a legal
+Frozen Lake move, so a third of the episodes are all invalid answers) on FrozenLake-NoSlip-v0.
+For each run the script times the report build and measures what the page loads when it opens
+(the index) against the whole report; then, in headless Chromium (the browser tests' own set-up),
+it times opening the report from disk, the invalid-answer filter over every episode, and opening
+the last episode, and records the longest main-thread task (a frozen page shows up there).
+
+Usage: python bench/view_scale.py [--episodes 100000] [--baseline 1000] [--out runs/view-scale]
+The last line printed is one JSON object with the headline figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tsmg.evaluation import EvalConfig, run_eval
+from tsmg.view import build_report
+
+REPO = Path(__file__).resolve().parents[1]
+GAME = "FrozenLake-NoSlip-v0"
+MODELS = ["random", "oracle", "fixed:5"]
+# Collects main-thread tasks over 50 ms from the first moment of the page (Long Tasks API).
+LONG_TASKS = """
+window.__longTasks = [];
+new PerformanceObserver((list) => { for (const entry of list.getEntries()) window.__longTasks.push(entry.duration); })
+  .observe({ type: "longtask", buffered: true });
+"""
+
+
+def make_run(folder: Path, episodes: int) -> float:
+    """A real eval run of about ``episodes`` episodes; returns its wall time."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    started = time.perf_counter()
+    per_model = -(-episodes // len(MODELS))
+    assert run_eval(EvalConfig(games=[GAME], models=MODELS, episodes=per_model), folder, write_report=False).ok
+    return time.perf_counter() - started
+
+
+def build(folder: Path) -> dict[str, Any]:
+    """Build the report; its time and sizes."""
+    started = time.perf_counter()
+    report = build_report([folder], folder / "view", plots=False)
+    seconds = time.perf_counter() - started
+    data = folder / "view" / "data"
+    opened = sum(path.stat().st_size for path in data.glob("index-*.js")) + (data / "meta.js").stat().st_size
+    chunks = [path.stat().st_size for path in data.glob("e-*.js")]
+    return {
+        "episodes": report.episodes,
+        "build_s": seconds,
+        "jsonl_bytes": (folder / "episodes.jsonl").stat().st_size,
+        "report_bytes": report.data_bytes,
+        "opened_bytes": opened,
+        "largest_chunk_bytes": max(chunks),
+    }
+
+
+def browse(index_html: Path, episodes: int) -> dict[str, float] | None:
+    """Page timings in headless Chromium; None when Chromium is not installed."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import view_helpers
+
+    if not (Path(view_helpers.CHROMIUM).exists() and Path(view_helpers.CHROMEDRIVER).exists()):
+        return None
+    with view_helpers.chromium() as driver:
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LONG_TASKS})
+        started = time.perf_counter()
+        view_helpers.open_report(driver, index_html, "#browse")
+        open_s = time.perf_counter() - started
+        started = time.perf_counter()
+        view_helpers.navigate(driver, "#browse?invalid=1")
+        invalid_s = time.perf_counter() - started
+        matches = int(driver.find_element("css selector", "p.count").get_attribute("data-count"))
+        started = time.perf_counter()
+        view_helpers.navigate(driver, f"#browse?ep={episodes - 1}")
+        episode_s = time.perf_counter() - started
+        longest = driver.execute_script("return Math.max(0, ...window.__longTasks)")
+        heap = driver.execute_script("return performance.memory ? performance.memory.usedJSHeapSize : 0")
+    return {
+        "open_s": open_s,
+        "invalid_filter_s": invalid_s,
+        "invalid_matches": matches,
+        "open_last_episode_s": episode_s,
+        "longest_task_ms": float(longest),
+        "js_heap_mb": heap / 1e6,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--baseline", type=int, default=1_000)
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "view-scale")
+    args = parser.parse_args()
+    results = {}
+    for label, count in (("baseline", args.baseline), ("large", args.episodes)):
+        folder = args.out / label
+        eval_s = make_run(folder, count)
+        figures = {"eval_s": eval_s, **build(folder)}
+        figures["browser"] = browse(folder / "view" / "index.html", figures["episodes"])
+        results[label] = figures
+        print(f"{label}: {json.dumps(figures)}", flush=True)
+    base, large = results["baseline"], results["large"]
+    scale = large["episodes"] / base["episodes"]
+    headline: dict[str, Any] = {
+        "episodes": large["episodes"],
+        "baseline_episodes": base["episodes"],
+        "build_s": round(large["build_s"], 2),
+        "build_time_ratio_per_episode": round(large["build_s"] / base["build_s"] / scale, 3),
+        "report_over_jsonl": round(large["report_bytes"] / large["jsonl_bytes"], 3),
+        "opened_bytes_per_episode": round(large["opened_bytes"] / large["episodes"], 1),
+        "opened_share_of_report": round(large["opened_bytes"] / large["report_bytes"], 4),
+        "largest_chunk_kb": round(large["largest_chunk_bytes"] / 1e3, 1),
+    }
+    if base["browser"] and large["browser"]:
+        for key in ("open_s", "invalid_filter_s", "open_last_episode_s", "js_heap_mb"):
+            headline[key] = round(large["browser"][key], 3)
+            headline[f"{key}_ratio_to_baseline"] = round(large["browser"][key] / base["browser"][key], 2)
+        headline["longest_task_ms"] = large["browser"]["longest_task_ms"]  # 0 when no task passed 50 ms
+        headline["invalid_matches"] = large["browser"]["invalid_matches"]
+    else:
+        headline["browser"] = "skipped: chromium not installed (apt-get install chromium chromium-driver)"
+    print(json.dumps(headline))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""`tsmg view` without a browser: bad run folders still build, the data stays inert, training runs.
+
+The browser half (the page really shows these things, and nothing in a transcript runs) is in
+test_view_browser.py.
+"""
+
+import json
+import shutil
+
+import pytest
+from view_helpers import SCRIPT, THINKING, damage
+
+from tsmg.cli import main
+from tsmg.evaluation import EvalConfig, run_eval
+from tsmg.view import build_report
+from tsmg.view.data import script_literal
+from tsmg.view.records import normalise_episode, read_jsonl
+from tsmg.view.runs import open_run, recompute_summary
+
+GAMES = ["FrozenLake-NoSlip-v0", "TicTacToe-v0"]
+
+
+@pytest.fixture(scope="module")
+def eval_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("view-bad") / "clean"
+    assert run_eval(EvalConfig(games=GAMES, models=["random", "oracle"], episodes=3), run).ok
+    return run
+
+
+@pytest.fixture(scope="module")
+def bad_report(eval_run, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("view-bad") / "damaged"
+    what = damage(eval_run, folder)
+    report = build_report([folder], folder / "view")
+    return folder, report, what
+
+
+def test_bad_run_folder_still_builds_and_lists_what_it_could_not_read(bad_report):
+    folder, report, what = bad_report
+    problems = {(p.file, p.line): p.message for p in report.problems[folder.name]}
+    assert problems[("summary.json", None)].startswith("missing: figures recomputed")
+    assert problems[("episodes.jsonl", 3)] == "not a JSON line: skipped"
+    assert problems[("episodes.jsonl", 4)].startswith("a JSON list")
+    assert problems[("episodes.jsonl", what["lines"])].startswith("truncated last line")
+    assert len(problems) == 4
+    # The clean episodes, the hostile one and the old one are all there; only the torn one is not.
+    assert report.episodes == what["lines"] - 3
+    assert report.flagged_episodes == 1  # the old one; the newer one only has fields shown as "other fields"
+    page = report.index_html.read_text()
+    assert "Figures recomputed from episodes.jsonl (no usable summary.json)." in page
+    assert "truncated last line" in page and 'href="#browse?issues=1"' in page
+
+
+def test_episode_records_of_other_versions_show_what_they_hold(bad_report):
+    folder, report, what = bad_report
+    episodes = list(open_run(folder).episodes())
+    hostile = next(e for e in episodes if e["episode_id"] == what["hostile"])
+    first = hostile["steps"][0]
+    assert first["completion"] == SCRIPT and first["reasoning"] == THINKING and first["reasoning_tokens"] == 9
+    assert first["choices"] == ["left", "<u>down</u>"] and first["token_counts"] == {"prompt_token_ids": 3}
+    assert first["extra"] == {"field_from_the_future": '{"nested": ["<svg onload=alert(1)>"]}'}
+    assert hostile["schema_version"] == "2" and hostile["extra"] == {"error_budget_left": "3"}
+    older = next(e for e in episodes if e["episode_id"] == what["older"])
+    assert any("missing agents, policies" in issue for issue in older["issues"])
+    assert any("step 0: reward is not a finite number" in issue for issue in older["issues"])
+    assert older["agents"] == list(older["returns"]) and older["policies"] == dict.fromkeys(older["agents"], "?")
+    assert [step["index"] for step in older["steps"]] == list(range(len(older["steps"])))
+
+
+def test_transcript_text_is_escaped_in_every_data_file(bad_report):
+    _, report, _ = bad_report
+    data = report.out_dir / "data"
+    texts = {path.name: path.read_text() for path in data.iterdir()}
+    assert any("\\u003cscript\\u003ewindow.__pwned" in text for text in texts.values())
+    for name, text in texts.items():
+        assert "<" not in text and ">" not in text, name
+    assert "__pwned" not in report.index_html.read_text()
+
+
+def test_script_literal_survives_every_separator_and_stays_json():
+    value = {"text": "a\u2028b\u2029c</script>&<!--", "nan": float("nan"), "list": [float("inf"), 1.5]}
+    literal = script_literal(value)
+    assert not set("<>&\u2028\u2029") & set(literal)
+    assert json.loads(literal) == {"text": "a\u2028b\u2029c</script>&<!--", "nan": None, "list": [None, 1.5]}
+
+
+def test_missing_summary_is_recomputed_with_the_harness_statistics(eval_run, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(eval_run, folder)
+    original = json.loads((folder / "summary.json").read_text())
+    (folder / "summary.json").unlink()
+    recomputed = recompute_summary(open_run(folder))
+
+    def figures(summary):
+        return [{k: v for k, v in row.items() if k != "timing"} for game in summary["games"] for row in game["rows"]]
+
+    assert figures(recomputed) == figures(original)
+    assert [game.get("head_to_head") for game in recomputed["games"]] == [
+        game.get("head_to_head") for game in original["games"]
+    ]
+
+
+def test_read_jsonl_cuts_only_a_torn_last_line(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"broken\n\n{"b": 2}\n{"c": 3')
+    results = list(read_jsonl(path))
+    assert [(line, value) for line, value, _ in results if value] == [(1, {"a": 1}), (4, {"b": 2})]
+    assert [(p.line, p.message) for _, _, p in results if p] == [
+        (2, "not a JSON line: skipped"),
+        (5, "truncated last line (an interrupted write): skipped"),
+    ]
+    path.write_bytes(b'{"a": 1}\n{"complete": true}')  # a last line without newline that parses is kept
+    assert [value for _, value, _ in read_jsonl(path)] == [{"a": 1}, {"complete": True}]
+    path.write_bytes(b'{"a": "caf\xe9"}\n')
+    [(_, value, _)] = list(read_jsonl(path))
+    assert value["a"] == "caf\ufffd"
+    assert normalise_episode(value, 1)["issues"][0] == "bytes that are not UTF-8 were replaced"
+
+
+def test_normalise_episode_never_raises_on_wrong_types():
+    raw = {
+        "episode_id": 7,
+        "game_id": "G",
+        "seed": "twelve",
+        "agents": ["a"],
+        "policies": "nobody",
+        "returns": {"a": "NaN"},
+        "success": {"a": "yes"},
+        "steps": [{"agent": "a", "observation": ["x"], "valid": "no", "prompt": [{"role": "user", "content": [1]}]}, 3],
+        "terminated": 1,
+    }
+    episode = normalise_episode(raw, 9)
+    assert episode["episode_id"] == "7" and episode["seed"] is None and episode["policies"] == {"a": "?"}
+    assert episode["returns"] == {"a": None} and episode["success"] == {"a": None} and episode["terminated"] is False
+    [step] = episode["steps"]
+    assert step["observation"] == '["x"]' and step["valid"] is True and step["prompt"] == [["user", "[1]"]]
+    assert len(episode["issues"]) == 9, episode["issues"]
+
+
+def test_cli_refuses_what_is_not_a_run_in_one_sentence(tmp_path, capsys, eval_run):
+    assert main(["view", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {tmp_path / 'nowhere'} is not a folder: give a run folder made by `tsmg eval` or `tsmg train`"
+    )
+    (tmp_path / "empty").mkdir()
+    assert main(["view", str(tmp_path / "empty")]) == 2
+    assert "holds no episodes.jsonl, summary.json or metrics.jsonl" in capsys.readouterr().err
+    assert main(["view", str(eval_run), str(eval_run)]) == 2
+    assert "give its folder with --out" in capsys.readouterr().err
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    assert main(["view", str(eval_run), "--out", str(tmp_path / "taken")]) == 2
+    assert "is not a tsmg view report" in capsys.readouterr().err
+    assert (tmp_path / "taken" / "notes.txt").read_text() == "mine"
+    # The same folder twice, into a report folder built before: rebuilt in place, names kept apart.
+    out = tmp_path / "both"
+    assert main(["view", str(eval_run), str(eval_run), "--out", str(out), "--no-plots"]) == 0
+    assert main(["view", str(eval_run), str(eval_run), "--out", str(out), "--no-plots"]) == 0
+    meta = json.loads((out / "data" / "meta.js").read_text().removeprefix("tsmgMeta(").rstrip().removesuffix(");"))
+    assert [run["name"] for run in meta["runs"]] == ["clean", f"{eval_run.parent.name}/clean"]
+
+
+def test_training_run_report_has_curves_and_the_chosen_updates(tmp_path):
+    pytest.importorskip("torch")
+    from tests.training.test_trainer import make_config
+    from training.config import TrainConfig
+    from training.trainer import base_model_source, train
+
+    lake = {"rollout": {"game_id": "FrozenLake-v0"}, "model": {"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}}
+    model_dir = base_model_source(TrainConfig.model_validate(lake), tmp_path / "models")
+    # The trainer tests' 2x2 lake: 3 updates of 2 groups of 4, every update's episodes kept.
+    config = make_config(
+        tmp_path / "train",
+        model_dir,
+        rollout={"groups_per_update": 2},
+        optim={"micro_batch_size": 8},
+        run={"updates": 3, "episodes_every": 1, "eval_every": 3, "eval_episodes": 8},
+    )
+    train(config)
+    run = tmp_path / "train"
+    assert main(["view", str(run), "--updates", "1,3"]) == 0
+    out = run / "view"
+    meta = json.loads((out / "data" / "meta.js").read_text().removeprefix("tsmgMeta(").rstrip().removesuffix(");"))
+    assert meta["runs"][0]["kind"] == "train" and meta["episodes"] == 2 * 8
+    index = json.loads(
+        (out / "data" / "index-000.js").read_text().removeprefix("tsmgIndex(0,").rstrip().removesuffix(");")
+    )
+    assert sorted({row[11] for row in index}) == [1, 3]  # the update column
+    page = (out / "index.html").read_text()
+    assert "success-rate.png" in page and (out / "plots" / "train-success-rate.png").stat().st_size > 0
+    assert page.count('href="#browse?run=0&amp;game=FrozenLake-v0&amp;model=') == 2  # one link per stored update
+    assert main(["view", str(run), "--updates", "1,x"]) == 2
+
+
+def test_serve_hands_out_the_report_on_loopback(bad_report):
+    import threading
+    import urllib.request
+
+    from tsmg.view.serve import make_server
+
+    _, report, _ = bad_report
+    server = make_server(report.out_dir, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        assert host == "127.0.0.1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/e-00000.js", timeout=10) as response:
+            assert response.read() == (report.out_dir / "data" / "e-00000.js").read_bytes()
+    finally:
+        server.shutdown()
+        server.server_close()

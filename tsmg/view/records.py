@@ -1,0 +1,316 @@
+"""Tolerant reading of run files: JSONL lines and episodes of any tsmg version, as plain dicts.
+
+A report must build from whatever a run folder holds: a torn last line left by ``kill -9``, a
+line that is not JSON, an episode written before a field existed (or after one was added), text
+of any kind in a model's answer. Nothing here raises on bad content; each problem becomes a
+:class:`ReadProblem` (for the report's "could not read" panel) or an issue on the episode itself.
+
+Episodes are read as dicts, never through the :class:`~tsmg.episode.Episode` model, so that
+records of older and newer versions (missing or extra fields) still show what they hold.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tsmg.episode import Episode, StepRecord
+
+#: Most characters of an unknown field's JSON shown in the report (the rest is cut, and says so).
+EXTRA_FIELD_CHARS = 2_000
+
+# Fields the viewer shows in places of their own. Beyond the current record's fields these are
+# the ones newer versions add (per-step offered choices, prompt token ids, a model's thinking
+# text and its token count; a schema version on the episode); anything else unknown is shown
+# as an "other field".
+STEP_FIELDS_SHOWN = set(StepRecord.model_fields) | {"choices", "prompt_token_ids", "reasoning", "reasoning_tokens"}
+EPISODE_FIELDS_SHOWN = set(Episode.model_fields) | {"schema_version", "version"}
+# Token-level arrays are kept out of the report (their size would dwarf the text); their
+# lengths are shown instead.
+TOKEN_ARRAYS = ("token_ids", "logprobs", "prompt_token_ids")
+_STEP_KEPT = set(StepRecord.model_fields)
+
+
+@dataclass(frozen=True)
+class ReadProblem:
+    """Something in a run folder the report could not read (or read only in part).
+
+    Attributes:
+        file: The file, relative to the run folder.
+        line: Line number (1-based) in a JSONL file, or None for the whole file.
+        message: What was wrong and what the report did about it.
+    """
+
+    file: str
+    line: int | None
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The problem as a JSON-ready dict."""
+        return {"file": self.file, "line": self.line, "message": self.message}
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, ReadProblem | None]]:
+    """Yield ``(line number, object, problem)`` for every non-blank line, streaming.
+
+    Exactly one of object and problem is set. A last line without its newline that does not
+    parse is reported as a torn write (an interrupted run); bytes that are not UTF-8 are
+    replaced and reported.
+    """
+    name = path.name
+    with open(path, "rb") as handle:
+        previous: bytes | None = None
+        number = 0
+        for raw in handle:
+            if previous is not None:
+                yield _parse_line(name, number, previous, last=False)
+            number += 1
+            previous = raw
+        if previous is not None:
+            yield _parse_line(name, number, previous, last=True)
+
+
+def _parse_line(
+    name: str, number: int, raw: bytes, last: bool
+) -> tuple[int, dict[str, Any] | None, ReadProblem | None]:
+    if not raw.strip():
+        return number, None, None
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        if last and not raw.endswith(b"\n"):
+            return number, None, ReadProblem(name, number, "truncated last line (an interrupted write): skipped")
+        return number, None, ReadProblem(name, number, "not a JSON line: skipped")
+    if not isinstance(value, dict):
+        return number, None, ReadProblem(name, number, f"a JSON {type(value).__name__}, not an object: skipped")
+    if "\ufffd" in text and b"\xef\xbf\xbd" not in raw:
+        value.setdefault("_read_issues", []).append("bytes that are not UTF-8 were replaced")
+    return number, value, None
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float if it is a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+class _Fields:
+    """Typed access to one raw record that notes every field it had to drop or convert."""
+
+    def __init__(self, raw: dict[str, Any], where: str, issues: list[str]) -> None:
+        self.raw = raw
+        self.where = where
+        self.issues = issues
+
+    def text(self, key: str) -> str | None:
+        value = self.raw.get(key)
+        if value is None or isinstance(value, str):
+            return value
+        self.issues.append(f"{self.where}{key} is a {type(value).__name__}, not text: shown as JSON")
+        return _json_text(value)
+
+    def integer(self, key: str) -> int | None:
+        value = self.raw.get(key)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        self.issues.append(f"{self.where}{key} is not a whole number ({_json_text(value, 40)}): ignored")
+        return None
+
+    def number(self, key: str, default: float | None = None) -> float | None:
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        number = finite(value)
+        if number is None:
+            self.issues.append(f"{self.where}{key} is not a finite number ({_json_text(value, 40)}): ignored")
+            return default
+        return number
+
+    def flag(self, key: str, default: bool | None = None) -> bool | None:
+        value = self.raw.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        self.issues.append(f"{self.where}{key} is not true/false ({_json_text(value, 40)}): ignored")
+        return default
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        value = self.raw.get(key)
+        if value is None:
+            return {}
+        if isinstance(value, dict):
+            return value
+        self.issues.append(f"{self.where}{key} is not an object: ignored")
+        return {}
+
+    def strings(self, key: str) -> list[str] | None:
+        value = self.raw.get(key)
+        if value is None:
+            return None
+        if isinstance(value, list):
+            return [item if isinstance(item, str) else _json_text(item) for item in value]
+        self.issues.append(f"{self.where}{key} is not a list: ignored")
+        return None
+
+    def extras(self, known: set[str]) -> dict[str, str]:
+        return {
+            key: _json_text(value, EXTRA_FIELD_CHARS)
+            for key, value in self.raw.items()
+            if key not in known and not key.startswith("_read")
+        }
+
+
+def _json_text(value: Any, limit: int | None = None) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    if limit is not None and len(text) > limit:
+        return text[:limit] + f"… ({len(text) - limit} more characters)"
+    return text
+
+
+def normalise_episode(raw: dict[str, Any], line: int) -> dict[str, Any]:
+    """The display record of one raw episode dict: every known field checked, nothing raised.
+
+    The result holds the episode's fields under their own names (``policies``, ``returns``,
+    ``success`` per agent; ``steps`` as display steps, see :func:`normalise_step`), plus
+    ``issues`` (what could not be read, in words) and ``extra`` (fields this version does not
+    know, as JSON text). Token-id and log-probability arrays are replaced by their lengths.
+    """
+    issues: list[str] = list(raw.get("_read_issues", []))
+    fields = _Fields(raw, "", issues)
+    missing = [name for name, info in Episode.model_fields.items() if info.is_required() and name not in raw]
+    if missing:
+        issues.append(f"missing {', '.join(missing)} (an older or foreign record): shown with what it has")
+    raw_steps = raw.get("steps")
+    if raw_steps is not None and not isinstance(raw_steps, list):
+        issues.append("steps is not a list: ignored")
+        raw_steps = None
+    steps = []
+    for position, raw_step in enumerate(raw_steps or []):
+        if isinstance(raw_step, dict):
+            steps.append(normalise_step(raw_step, position, issues))
+        else:
+            issues.append(f"step {position} is not an object: skipped")
+    policies = {str(agent): str(name) for agent, name in fields.mapping("policies").items()}
+    agents = fields.strings("agents") or list(policies) or list(dict.fromkeys(step["agent"] for step in steps))
+    for agent in agents:
+        policies.setdefault(agent, "?")
+    returns = {str(agent): finite(value) for agent, value in fields.mapping("returns").items()}
+    success = {
+        str(agent): value if isinstance(value, bool) else None for agent, value in fields.mapping("success").items()
+    }
+    for agent, value in fields.mapping("returns").items():
+        if finite(value) is None:
+            issues.append(f"returns of {agent} is not a finite number ({_json_text(value, 40)}): ignored")
+    for agent, value in fields.mapping("success").items():
+        if value is not None and not isinstance(value, bool):
+            issues.append(f"success of {agent} is not true/false/null ({_json_text(value, 40)}): ignored")
+    invalid = fields.integer("invalid_answers")
+    counted_invalid = sum(1 for step in steps if not step["valid"])
+    version = raw.get("schema_version", raw.get("version"))
+    return {
+        "line": line,
+        "episode_id": fields.text("episode_id") or f"line {line}",
+        "game_id": fields.text("game_id") or "?",
+        "game_options": fields.mapping("game_options"),
+        "seed": fields.integer("seed"),
+        "group_id": fields.text("group_id"),
+        "agents": agents,
+        "policies": policies,
+        "returns": returns,
+        "success": success,
+        "terminated": fields.flag("terminated", False),
+        "truncated": fields.flag("truncated", False),
+        "num_rounds": fields.integer("num_rounds"),
+        "invalid_answers": counted_invalid if invalid is None or steps else invalid,
+        "prompt_tokens": fields.integer("prompt_tokens"),
+        "completion_tokens": fields.integer("completion_tokens"),
+        "latency_s": fields.number("latency_s"),
+        "error": fields.text("error"),
+        "schema_version": None if version is None else _json_text(version, 40).strip('"'),
+        "steps": steps,
+        "extra": fields.extras(EPISODE_FIELDS_SHOWN),
+        "issues": issues,
+    }
+
+
+def normalise_step(raw: dict[str, Any], position: int, issues: list[str]) -> dict[str, Any]:
+    """The display record of one raw step dict (see :func:`normalise_episode`).
+
+    Problems are appended to ``issues``, each naming the step.
+    """
+    fields = _Fields(raw, f"step {position}: ", issues)
+    index = fields.integer("index")
+    valid = fields.flag("valid", True)
+    return {
+        "index": position if index is None else index,
+        "round": fields.integer("round"),
+        "agent": fields.text("agent") or "?",
+        "observation": fields.text("observation"),
+        "prompt": _prompt_messages(raw.get("prompt"), fields),
+        "completion": fields.text("completion"),
+        "reasoning": fields.text("reasoning"),
+        "action": fields.text("action"),
+        "parsed_action": fields.text("parsed_action"),
+        "valid": bool(valid),
+        "reason": fields.text("reason"),
+        "attempts": fields.integer("attempts"),
+        "reward": fields.number("reward"),
+        "choices": fields.strings("choices"),
+        "state_key": fields.text("state_key"),
+        "prompt_tokens": fields.integer("prompt_tokens"),
+        "completion_tokens": fields.integer("completion_tokens"),
+        "reasoning_tokens": fields.integer("reasoning_tokens"),
+        "latency_s": fields.number("latency_s"),
+        "token_counts": {key: len(raw[key]) for key in TOKEN_ARRAYS if isinstance(raw.get(key), list)},
+        "extra": fields.extras(STEP_FIELDS_SHOWN),
+    }
+
+
+def _prompt_messages(value: Any, fields: _Fields) -> list[list[str]] | None:
+    """Chat messages as ``[role, content]`` pairs (content that is not text is shown as JSON)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [["prompt", value]]
+    if not isinstance(value, list):
+        fields.issues.append(f"{fields.where}prompt is not a list of messages: shown as JSON")
+        return [["prompt", _json_text(value)]]
+    messages = []
+    for message in value:
+        if isinstance(message, dict):
+            content = message.get("content")
+            text = content if isinstance(content, str) else _json_text(content)
+            messages.append([str(message.get("role", "?")), text])
+        else:
+            messages.append(["?", message if isinstance(message, str) else _json_text(message)])
+    return messages
+
+
+def lenient_episode(raw: dict[str, Any]) -> Episode | None:
+    """An :class:`Episode` for the statistics, from the fields this version knows; None if it cannot be.
+
+    Text the statistics never read (observations, prompts, answers, token arrays) is dropped,
+    so recomputing a summary over a large run keeps memory small.
+    """
+    data = {key: value for key, value in raw.items() if key in Episode.model_fields and key != "steps"}
+    dropped = {"observation", "prompt", "completion", *TOKEN_ARRAYS}
+    raw_steps = raw.get("steps")
+    data["steps"] = [
+        {"observation": "", **{key: value for key, value in step.items() if key in _STEP_KEPT and key not in dropped}}
+        for step in (raw_steps if isinstance(raw_steps, list) else [])
+        if isinstance(step, dict)
+    ]
+    try:
+        return Episode.model_validate(data)
+    except ValueError:
+        return None
