@@ -87,8 +87,10 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_cmd_demo)
 
     from tsmg.evaluation.cli import add_commands
+    from tsmg.serve.cli import add_command as add_serve_command
 
     add_commands(commands)
+    add_serve_command(commands)
     try:  # the training package is part of the distribution; its heavy imports happen only when used
         from training.cli import add_commands as add_training_commands
         from training.demo import add_demo_arguments
