@@ -311,18 +311,20 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             answers[agent] = Invalid(reason)
         if not answers:
             raise RequestError("the action holds no answer: send `text` (or `answers`, or `invalid`)")
-        limit = self._settings.max_answer_chars
         for agent, answer in answers.items():
             if agent not in self._seats:
                 seats = ", ".join(self._seats)
                 raise RequestError(f"{agent!r:.40} is not a seat of this session (it plays: {seats})")
-            length = len(answer.reason if isinstance(answer, Invalid) else answer)
-            if length > limit:
-                raise AnswerTooLong(
-                    f"the answer of {agent} is {length} characters; this server accepts at most {limit} "
-                    "(tsmg serve --max-answer-chars)"
-                )
+            self._check_length(agent, answer.reason if isinstance(answer, Invalid) else answer)
         return answers
+
+    def _check_length(self, agent: AgentID, text: str) -> None:
+        limit = self._settings.max_answer_chars
+        if len(text) > limit:
+            raise AnswerTooLong(
+                f"the answer of {agent} is {len(text)} characters; this server accepts at most {limit} "
+                "(tsmg serve --max-answer-chars)"
+            )
 
     def _play_others(self, rewards: dict[AgentID, float]) -> StepResult | None:
         """Let the opponent policy move until one of the session's seats is to move or the game ends.
@@ -356,6 +358,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         if action.query == "parse":
             if action.text is None:
                 raise RequestError("a parse query needs `text`")
+            self._check_length(agent, action.text)
             parsed = game.parse(agent, action.text)
             if isinstance(parsed, Invalid):
                 info: dict[str, Any] = {"valid": False, "reason": parsed.reason, "action": None}
@@ -366,9 +369,8 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             if not self._started:
                 raise EpisodeConflict("no episode in progress: reset first")
             info = {"oracle": game.oracle_action(agent)}
-        observation = self._observation(dict.fromkeys(game.agents, 0.0), {}, None)
-        observation.info.update(info)
-        return observation
+        # A query leaves the episode as it was; its answer is all the client reads.
+        return GameObservation(agent=agent, info=info, done=self._started and game.done, round=self._round)
 
     def _observation(
         self,
@@ -384,11 +386,6 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         # The step's own texts save rendering every observation a second time.
         text_of = last.observations.__getitem__ if last is not None else game.observe
         keys = self._state_keys  # only seats to move get one: the record keys the state an answer was given in
-        info = dict(infos.get(focus, ()))
-        info["round"] = self._round
-        if done:
-            info["success"] = game.is_success(focus)
-            info["returns"] = dict(self._returns)
         views = None
         if len(seats) > 1:
             views = {
@@ -413,6 +410,9 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             done=done,
             truncated=last is not None and last.truncated[focus],
             state_key=dumps_key(game.state_key(focus)) if keys and active else None,
-            info=info,
+            info=infos.get(focus, {}),
+            round=self._round,
+            success=game.is_success(focus) if done else None,
+            returns=dict(self._returns) if done else None,
             seats=views,
         )

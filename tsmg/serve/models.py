@@ -80,9 +80,9 @@ class GameObservation(Observation):
     """What a session sees: its seat's text, legal answers, reward, and whether the episode is over.
 
     ``done`` is terminated or truncated; ``truncated`` says which. ``reward`` is the reward of
-    ``agent`` since its previous answer (the other seats' moves included). ``info`` holds
-    ``action`` / ``valid`` / ``reason`` of the session's last answer, ``round``, and at the end
-    ``success`` and ``returns``; a ``query`` answers in ``info`` as well.
+    ``agent`` since its previous answer (the other seats' moves included). ``info`` is the game's
+    own info of ``agent``'s last answer (``action``, ``valid``, ``reason``); a ``query`` answers
+    in ``info`` instead.
     """
 
     text: str = Field(default="", description="What `agent` observes now.")
@@ -92,6 +92,9 @@ class GameObservation(Observation):
     truncated: bool = Field(default=False, description="Whether the episode ended by the step limit.")
     state_key: str | None = Field(default=None, description="The game's state key for `agent`, as text.")
     info: dict[str, Any] = Field(default_factory=dict)
+    round: int = Field(default=0, description="Rounds played so far.")
+    success: bool | None = Field(default=None, description="Whether `agent` succeeded (once the episode is over).")
+    returns: dict[str, float] | None = Field(default=None, description="Every seat's return (once it is over).")
     seats: dict[str, SeatView] | None = Field(
         default=None, description="Every seat's view, for a session that plays several seats."
     )
