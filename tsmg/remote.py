@@ -171,7 +171,7 @@ class RemoteGame(Game):
             match = _SERVER_ERROR.match(str(error))
             message = match.group("message") if match else str(error)
             raise RemoteGameError(f"{self.game_id}: {message}") from None
-        except (OSError, asyncio.TimeoutError, TimeoutError) as error:
+        except (OSError, TimeoutError) as error:
             raise RemoteGameError(f"{self.game_id}: the connection failed ({error!r})") from None
         except Exception as error:  # websockets' ConnectionClosed and the like
             raise RemoteGameError(f"{self.game_id}: the connection failed ({error!r})") from None

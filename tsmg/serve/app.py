@@ -149,7 +149,7 @@ class _HTTPSessions:
 
 
 def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: GameInfo) -> None:
-    """tsmg's routes; added before OpenEnv's, so its stateless /reset, /step and /state are shadowed."""
+    """Add the session routes before OpenEnv's, so that its stateless /reset, /step and /state are shadowed."""
     sessions = _HTTPSessions(server, info)
 
     @app.post("/reset", tags=["Environment Control"], summary="Open (or reuse) an HTTP session and reset it")

@@ -26,7 +26,9 @@ def add_command(commands: Any) -> None:
         "--idle-timeout", type=float, default=300.0, help="close sessions idle this many seconds (0: never)"
     )
     serve.add_argument(
-        "--opponent", default="random", help="default policy of the seats a one-seat session leaves: random, oracle, fixed:TEXT"
+        "--opponent",
+        default="random",
+        help="default policy of the seats a one-seat session leaves: random, oracle, fixed:TEXT",
     )
     serve.add_argument("--max-answer-chars", type=int, default=262_144, help="longest answer accepted")
     serve.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024, help="largest HTTP body accepted")
@@ -41,13 +43,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from tsmg.serve.environment import ServeSettings
         from tsmg.serve.server import bind, serve
     except ImportError as error:
-        print(f"error: tsmg serve needs the serve extra ({error.name} is missing): pip install 'tsmg[serve]'", file=sys.stderr)
+        missing = f"tsmg serve needs the serve extra ({error.name} is missing)"
+        print(f"error: {missing}: pip install 'tsmg[serve]'", file=sys.stderr)
         return 2
     import tsmg
     from tsmg.policies import policy_from_spec
 
-    for name, value in (("--max-sessions", args.max_sessions), ("--max-answer-chars", args.max_answer_chars),
-                        ("--max-request-bytes", args.max_request_bytes)):
+    for name, value in (
+        ("--max-sessions", args.max_sessions),
+        ("--max-answer-chars", args.max_answer_chars),
+        ("--max-request-bytes", args.max_request_bytes),
+    ):
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
     if not 0 <= args.port <= 65535:

@@ -343,7 +343,9 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
                 for agent in game.active_agents
             ]
             decisions = opponent.act(requests)
-            last = game.step({request.agent: decision.action for request, decision in zip(requests, decisions)})
+            last = game.step(
+                {request.agent: decision.action for request, decision in zip(requests, decisions, strict=True)}
+            )
             self._round += 1
             for agent, reward in last.rewards.items():
                 rewards[agent] += reward

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 def _valid_unicode(text: str) -> str:
-    """Refuse text that cannot be sent back as UTF-8 (a lone surrogate written as ``\\ud800``)."""
+    """Refuse text that cannot be sent back as UTF-8 (a lone surrogate, sent as a JSON escape)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
