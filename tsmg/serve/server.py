@@ -64,6 +64,9 @@ def serve(
         log_level=log_level,
         access_log=access_log,
         ws_max_size=WS_MAX_BYTES,
+        # Observations are a few hundred bytes: compressing each costs both ends more CPU than it
+        # saves on loopback or a LAN (bench/serve_speed.py).
+        ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
     )
     # uvicorn configures its loggers when the config is built; the filter goes on after.
