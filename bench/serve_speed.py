@@ -77,6 +77,9 @@ def stock_app(game_id: str) -> Any:
         def state(self) -> State:
             return State()
 
+    # Made once before serving, as `tsmg serve` does: the registry loads its plugins on first use,
+    # and 64 sessions opened at once must not race on that.
+    tsmg.make(game_id)
     return create_fastapi_app(StockGame, TextAction, TextObservation, max_concurrent_envs=256)
 
 

@@ -214,13 +214,25 @@ class RemoteGame(Game):
     def reset(
         self, seed: int | None = None, options: Mapping[str, Any] | None = None
     ) -> tuple[dict[AgentID, str], dict[AgentID, dict[str, Any]]]:
-        """Start an episode on the server with ``seed`` (the same seed gives the same episode as in-process)."""
+        """Start an episode on the server with ``seed`` (the same seed gives the same episode as in-process).
+
+        A session the server closed for idleness is replaced by a new one.
+        """
+        from tsmg.serve.environment import SESSION_CLOSED
+
         fields: dict[str, Any] = {"seed": seed, "state_keys": True}
         if options:
             fields["options"] = dict(options)
         if self._game_options:
             fields["game_options"] = self._game_options
-        result = self._call(lambda: self._client.reset(**fields))
+        try:
+            result = self._call(lambda: self._client.reset(**fields))
+        except RemoteGameError as error:
+            if SESSION_CLOSED not in str(error):
+                raise
+            # The server closed this idle session; a new connection opens a new one.
+            self._call(self._client.disconnect)
+            result = self._call(lambda: self._client.reset(**fields))
         self._view = result.observation
         return {agent: self._seat(agent).text for agent in self._agents}, {agent: {} for agent in self._agents}
 

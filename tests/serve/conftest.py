@@ -81,6 +81,7 @@ def served(tmp_path_factory):
         "FrozenLake-NoSlip-v0",
         "TicTacToe-v0",
         "SnakeArena-2p-v0",
+        "FrozenLake-v0",
         "--max-sessions",
         "64",
     ) as server:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def test_schema_and_health_are_openenv_s(served):
         schema["observation"]["properties"]
     )
     assert httpx.get(f"{served.url(FROZEN)}/health").json()["status"] == "healthy"
-    assert httpx.get(f"{served.base}/health").json()["games"] == [FROZEN, "TicTacToe-v0", "SnakeArena-2p-v0"]
+    assert httpx.get(f"{served.base}/health").json()["games"][:3] == [FROZEN, "TicTacToe-v0", "SnakeArena-2p-v0"]
 
 
 def test_32_concurrent_sessions_do_not_interfere(served):
@@ -262,6 +263,18 @@ def test_unknown_game_path_is_404_listing_the_served_games(served):
     assert "serves /FrozenLake-NoSlip-v0, /TicTacToe-v0, /SnakeArena-2p-v0" in response.json()["detail"]
 
 
+def test_readme_examples_run_against_the_server(served, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    for needle in ("GenericEnvClient", 'rollout("http://'):
+        block = next(b for b in blocks if needle in b).replace("http://127.0.0.1:8000", served.base)
+        namespace = {"__name__": "readme"}
+        exec(compile(block, "README.md", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "{'valid': True, 'reason': None, 'action': 'right'}" in out
+    assert " X " in out  # the server's oracle has played X before O's first turn
+    assert len(namespace["episodes"]) == 10 and not any(e.error for e in namespace["episodes"])
+
+
 def test_a_10_mb_answer_is_refused_and_the_session_goes_on(served):
     base = served.url(FROZEN)
     huge = "x" * (10 * 1024 * 1024)
@@ -374,3 +387,14 @@ def test_import_tsmg_and_its_cli_loads_no_server_library():
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert output.stdout.strip() == "[]"
+
+
+def test_remote_game_reopens_a_session_the_server_reaped(small_server):
+    game = tsmg.make(small_server.url(FROZEN))
+    first, _ = game.reset(seed=0)
+    assert wait_for(lambda: small_server.sessions(FROZEN) == 0, timeout=15)  # idle: reaped
+    with pytest.raises(RemoteGameError, match="this session was closed"):
+        game.step({"player": "right"})
+    assert game.reset(seed=0)[0] == first  # a new session, the same start
+    assert game.step({"player": "right"}).infos["player"]["valid"]
+    game.close()

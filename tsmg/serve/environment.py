@@ -28,6 +28,8 @@ from tsmg.policies import DecisionRequest, Policy, policy_from_spec
 from tsmg.registry import GameOptionsError, make, spec
 from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState, SeatView
 
+#: How a request to a closed session starts its refusal (clients reconnect when they see it).
+SESSION_CLOSED = "this session was closed"
 #: Policies a one-seat session may choose for the other seats.
 OPPONENTS = ("random", "oracle", "fixed:TEXT")
 _RESET_FIELDS = ("seed", "episode_id", "agent", "opponent", "options", "game_options", "state_keys")
@@ -262,7 +264,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
     # ------------------------------------------------------------------------- helpers
     def _require_open(self) -> None:
         if self._closed:
-            raise SessionExpired("this session was closed (idle too long, or closed by its client); open a new one")
+            raise SessionExpired(f"{SESSION_CLOSED} (idle too long, or closed by its client); open a new one")
 
     def _remake(self, game_options: Any) -> None:
         if game_options is None:
