@@ -29,7 +29,11 @@ _SERVER_ERROR = re.compile(r"^Server error: (?P<message>.*) \(code: (?P<code>\w+
 
 
 class RemoteGameError(GameError):
-    """The game server refused a request or could not be reached; the message says which and why."""
+    """The game server refused a request, or the connection failed; the message says which and why."""
+
+
+class UnreachableGameError(UnknownGameError):
+    """No server answers at a game URL: like an unknown id, the URL names no game one can play."""
 
 
 class _SharedLoop:
@@ -78,7 +82,8 @@ def fetch_game_info(url: str, timeout_s: float = 10.0) -> Any:
 
     Raises:
         UnknownGameError: The server answers but serves no game there.
-        RemoteGameError: No server answers there.
+        UnreachableGameError: No server answers there.
+        RemoteGameError: The server answers something else than a game's description.
     """
     import httpx
 
@@ -91,7 +96,7 @@ def fetch_game_info(url: str, timeout_s: float = 10.0) -> Any:
     try:
         response = httpx.get(f"{base}/info", timeout=timeout_s)
     except httpx.HTTPError as error:
-        raise RemoteGameError(f"cannot reach {base} ({error}); is `tsmg serve` running there?") from None
+        raise UnreachableGameError(f"cannot reach {base} ({error}); is `tsmg serve` running there?") from None
     if response.status_code == 404:
         raise UnknownGameError(f"{base}: {_detail(response)}")
     if response.status_code != 200:
@@ -144,8 +149,8 @@ class RemoteGame(Game):
                 the server at the first reset).
 
         Raises:
-            UnknownGameError: The server serves no game at ``url``.
-            RemoteGameError: No server answers at ``url``.
+            UnknownGameError: The server serves no game at ``url`` (:class:`UnreachableGameError`:
+                no server answers there).
         """
         from tsmg.serve.client import GameEnvClient
 

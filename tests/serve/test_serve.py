@@ -20,7 +20,7 @@ import tsmg
 from tsmg.checker import check_game
 from tsmg.episode import read_episodes
 from tsmg.policies import RandomPolicy
-from tsmg.remote import RemoteGameError
+from tsmg.remote import RemoteGameError, UnreachableGameError
 from tsmg.rollout import rollout
 from tsmg.serve.client import GameEnvClient
 from tsmg.serve.models import GameAction
@@ -169,8 +169,15 @@ def test_remote_game_oracle_invalid_answers_and_options(served):
 def test_unknown_or_unreachable_game_is_a_clear_error(served):
     with pytest.raises(tsmg.UnknownGameError, match="serves /FrozenLake-NoSlip-v0"):
         tsmg.make(served.url("Nope-v0"))
-    with pytest.raises(RemoteGameError, match="cannot reach"):
+    with pytest.raises(UnreachableGameError, match="cannot reach"):
         tsmg.make("http://127.0.0.1:9/FrozenLake-v0")
+    cli = subprocess.run(
+        [sys.executable, "-m", "tsmg.cli", "check", "http://127.0.0.1:9/FrozenLake-v0"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert cli.returncode == 2 and cli.stderr.startswith("error: cannot reach") and "Traceback" not in cli.stderr
 
 
 def test_tsmg_check_and_eval_on_a_served_game(served, tmp_path):
