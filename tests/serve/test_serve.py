@@ -234,6 +234,7 @@ BAD_REQUESTS = [
     ("state", None, 400, "no session_id"),
     ("reset", b'{"seed": -3}', 400, "non-negative integer"),
     ("reset", b'{"seed": 1, "colour": "red"}', 400, "unknown reset field(s) ['colour']"),
+    ("reset", b'{"self": 1}', 400, "unknown reset field(s) ['self']"),
     ("reset", b'{"agent": "player_9"}', 400, "no seat 'player_9'"),
     ("reset", b'{"game_options": {"max_stepz": 3}}', 400, "max_stepz: unknown option"),
 ]

@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tsmg.serve.environment import GameEnvironment, RequestError, ServeSettings, game_info
+from tsmg.serve.environment import GameEnvironment, RequestError, ServeSettings, check_reset_fields, game_info
 from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState
 
 logger = logging.getLogger(__name__)
@@ -155,6 +155,8 @@ def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: GameInfo) -> 
     @app.post("/reset", tags=["Environment Control"], summary="Open (or reuse) an HTTP session and reset it")
     async def reset(request: Request) -> JSONResponse:
         body = await _json_object(request, empty_ok=True)
+        arguments = {key: value for key, value in body.items() if key != "session_id"}
+        check_reset_fields(arguments)
         created = "session_id" not in body
         if created:
             try:
@@ -169,11 +171,10 @@ def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: GameInfo) -> 
             env.on_close = partial(sessions.remember_closed, session_id)
         else:
             session_id, env = sessions.find(body)
-        arguments = {key: value for key, value in body.items() if key != "session_id"}
         try:
             observation = await env.reset_async(**arguments)
-        except RequestError:
-            if created:  # a refused first reset must not hold a slot
+        except Exception:
+            if created:  # a failed first reset must not hold a slot
                 await server._destroy_session(session_id)
             raise
         server._update_session_activity(session_id)

@@ -32,7 +32,8 @@ from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState, 
 SESSION_CLOSED = "this session was closed"
 #: Policies a one-seat session may choose for the other seats.
 OPPONENTS = ("random", "oracle", "fixed:TEXT")
-_RESET_FIELDS = ("seed", "episode_id", "agent", "opponent", "options", "game_options", "state_keys")
+#: What ``reset`` takes.
+RESET_FIELDS = ("seed", "episode_id", "agent", "opponent", "options", "game_options", "state_keys")
 
 
 class RequestError(ValueError):
@@ -96,6 +97,13 @@ def game_info(game_id: str, options: Mapping[str, Any], settings: ServeSettings)
     )
 
 
+def check_reset_fields(fields: Mapping[str, Any]) -> None:
+    """Refuse reset fields nobody defined (a typo must not be silently ignored)."""
+    unknown = sorted(str(name)[:40] for name in fields if name not in RESET_FIELDS)
+    if unknown:
+        raise RequestError(f"unknown reset field(s) {unknown}; reset takes {list(RESET_FIELDS)}")
+
+
 class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
     """One session's game behind OpenEnv's server."""
 
@@ -147,9 +155,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             RequestError: A field is unknown or of the wrong type, or names no seat or policy.
         """
         self._require_open()
-        unknown = sorted(set(kwargs) - set(_RESET_FIELDS))
-        if unknown:
-            raise RequestError(f"unknown reset field(s) {unknown}; reset takes {list(_RESET_FIELDS)}")
+        check_reset_fields(kwargs)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise RequestError(f"seed must be a non-negative integer or null, got {seed!r:.40}")
         if episode_id is not None and not isinstance(episode_id, str):
@@ -344,7 +350,10 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
                 )
                 for agent in game.active_agents
             ]
-            decisions = opponent.act(requests)
+            try:
+                decisions = opponent.act(requests)
+            except ValueError as error:  # e.g. the oracle policy on a game without an oracle
+                raise RequestError(f"the {self._opponent_spec} policy cannot play the other seats: {error}") from None
             last = game.step(
                 {request.agent: decision.action for request, decision in zip(requests, decisions, strict=True)}
             )
