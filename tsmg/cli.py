@@ -181,8 +181,10 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_cmd_demo)
 
     from tsmg.evaluation.cli import add_commands
+    from tsmg.serve.cli import add_command as add_serve_command
 
     add_commands(commands)
+    add_serve_command(commands)
     from tsmg.view.cli import add_commands as add_view_commands
 
     add_view_commands(commands)

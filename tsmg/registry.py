@@ -242,11 +242,23 @@ def import_game_modules(modules: Iterable[str] = ()) -> list[str]:
 def make(id: str, **overrides: Any) -> Game:
     """Build the game registered as ``id`` with its default options updated by ``overrides``.
 
+    A URL (``http://HOST:PORT/GAME_ID``, also ``https``, ``ws``, ``wss``) makes a
+    :class:`tsmg.remote.RemoteGame` that plays the game served there by ``tsmg serve``.
+
     Raises:
         UnknownGameError: ``id`` is not registered (the message lists the closest ids).
         GameOptionsError: an option is unknown or of the wrong type (names the field).
     """
+    if is_remote(id):
+        from tsmg.remote import RemoteGame
+
+        return RemoteGame(id, **overrides)
     return spec(id).make(**overrides)
+
+
+def is_remote(id: str) -> bool:
+    """Whether ``id`` is the URL of a served game rather than a registered id."""
+    return id.startswith(("http://", "https://", "ws://", "wss://"))
 
 
 def specs() -> Iterator[GameSpec]:

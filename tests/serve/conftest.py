@@ -1,0 +1,88 @@
+"""``tsmg serve`` as a real subprocess on loopback, for the serve tests."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("openenv", reason="the serve tests need tsmg[serve] (make setup installs it)")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Served:
+    """A running ``tsmg serve``: its base URL and what it has logged so far."""
+
+    def __init__(self, process: subprocess.Popen, base: str, log: Path) -> None:
+        self.process = process
+        self.base = base
+        self.log = log
+
+    def url(self, game_id: str) -> str:
+        return f"{self.base}/{game_id}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def sessions(self, game_id: str) -> int:
+        return httpx.get(f"{self.url(game_id)}/sessions", timeout=10).json()["active"]
+
+
+@contextlib.contextmanager
+def serve_process(tmp_path: Path, *arguments: str):
+    """Start ``tsmg serve ARGUMENTS --port 0``, wait until it answers, stop it afterwards."""
+    log = tmp_path / f"serve-{time.monotonic_ns()}.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tsmg.cli", "serve", *arguments, "--port", "0"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+        )
+    try:
+        base = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert process.poll() is None, f"tsmg serve exited early:\n{log.read_text()}"
+            lines = log.read_text().splitlines()
+            if lines and " on http://" in lines[0]:
+                base = lines[0].split(" on ", 1)[1].split()[0]
+                try:
+                    if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"tsmg serve did not start within 60 s:\n{log.read_text()}")
+        yield Served(process, base, log)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One server with a single-agent, a turn-based and a simultaneous game."""
+    with serve_process(
+        tmp_path_factory.mktemp("serve"),
+        "FrozenLake-NoSlip-v0",
+        "TicTacToe-v0",
+        "SnakeArena-2p-v0",
+        "FrozenLake-v0",
+        "--max-sessions",
+        "64",
+    ) as server:
+        yield server

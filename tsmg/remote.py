@@ -1,0 +1,333 @@
+"""Play a served game over the wire: ``tsmg.make("http://HOST:PORT/GAME_ID")`` is a :class:`RemoteGame`.
+
+A :class:`RemoteGame` is a whole :class:`~tsmg.core.Game` (every seat), so the checker, the
+rollout engine, ``tsmg eval`` and ``tsmg train`` use it unchanged. Each instance is one session
+of the server, held on OpenEnv's own WebSocket client; every reset and step is one round trip,
+and what the game's methods return between steps (observations, legal actions, state keys,
+success) comes with it. ``parse`` and ``oracle_action`` ask the server.
+
+All clients of the process share one background event loop, so a thousand live games cost a
+thousand sockets, not a thousand threads. A session is closed by :meth:`RemoteGame.close` or
+when the game is garbage-collected. Needs ``tsmg[serve]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Any, TypeVar
+
+from tsmg.core import AgentID, Game, GameError, Invalid, StepResult, check_answers
+from tsmg.registry import UnknownGameError
+
+ResultT = TypeVar("ResultT")
+
+_SERVER_ERROR = re.compile(r"^Server error: (?P<message>.*) \(code: (?P<code>\w+)\)$", re.DOTALL)
+
+
+class RemoteGameError(GameError):
+    """The game server refused a request, or the connection failed; the message says which and why."""
+
+
+class UnreachableGameError(UnknownGameError):
+    """No server answers at a game URL: like an unknown id, the URL names no game one can play."""
+
+
+class _SharedLoop:
+    """One event loop on a daemon thread, for every remote game of the process."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None or not cls._loop.is_running():
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+                thread = threading.Thread(target=cls._run, args=(loop, started), name="tsmg-remote", daemon=True)
+                thread.start()
+                started.wait()
+                cls._loop = loop
+            return cls._loop
+
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(started.set)
+        loop.run_forever()
+
+
+_info_cache: dict[str, Any] = {}
+_info_lock = threading.Lock()
+
+
+def http_base(url: str) -> str:
+    """The game's HTTP base URL (``ws://`` and ``wss://`` become ``http://`` and ``https://``).
+
+    >>> http_base("ws://127.0.0.1:8000/FrozenLake-v0/")
+    'http://127.0.0.1:8000/FrozenLake-v0'
+    """
+    base = url.rstrip("/")
+    if base.startswith(("ws://", "wss://")):
+        base = "http" + base[2:]
+    return base
+
+
+def fetch_game_info(url: str, timeout_s: float = 10.0) -> Any:
+    """The served game's :class:`~tsmg.serve.models.GameInfo` (cached per URL for the process).
+
+    Raises:
+        UnknownGameError: The server answers but serves no game there.
+        UnreachableGameError: No server answers there.
+        RemoteGameError: The server answers something else than a game's description.
+    """
+    import httpx
+
+    from tsmg.serve.models import GameInfo
+
+    base = http_base(url)
+    with _info_lock:
+        if base in _info_cache:
+            return _info_cache[base]
+    try:
+        response = httpx.get(f"{base}/info", timeout=timeout_s)
+    except httpx.HTTPError as error:
+        raise UnreachableGameError(f"cannot reach {base} ({error}); is `tsmg serve` running there?") from None
+    if response.status_code == 404:
+        raise UnknownGameError(f"{base}: {_detail(response)}")
+    if response.status_code != 200:
+        raise RemoteGameError(f"{base}/info answered {response.status_code}: {_detail(response)}")
+    info = GameInfo.model_validate(response.json())
+    with _info_lock:
+        _info_cache[base] = info
+    return info
+
+
+def _detail(response: Any) -> str:
+    try:
+        return str(response.json().get("detail", response.text))[:300]
+    except ValueError:
+        return response.text[:300]
+
+
+async def _close_client(client: Any) -> None:
+    try:
+        await client.close()
+    except Exception:  # the session ends with the socket anyway
+        pass
+
+
+def _close_in_background(client: Any) -> None:
+    """Close a client's session without waiting (runs from ``weakref.finalize`` too)."""
+    try:
+        asyncio.run_coroutine_threadsafe(_close_client(client), _SharedLoop.get())
+    except RuntimeError:  # the interpreter is shutting down: the socket closes with the process
+        pass
+
+
+class RemoteGame(Game):
+    """A game served by ``tsmg serve``, played over OpenEnv's WebSocket client.
+
+    Example:
+        >>> game = tsmg.make("http://127.0.0.1:8000/FrozenLake-v0")   # doctest: +SKIP
+        >>> observations, _ = game.reset(seed=0)                       # doctest: +SKIP
+        >>> game.step({"player": "right"}).rewards                     # doctest: +SKIP
+        {'player': 0.0}
+    """
+
+    def __init__(self, url: str, *, message_timeout_s: float = 60.0, **game_options: Any) -> None:
+        """Connect lazily to the game at ``url`` (``http(s)://`` or ``ws(s)://HOST:PORT/GAME_ID``).
+
+        Args:
+            url: Where ``tsmg serve`` serves the game.
+            message_timeout_s: How long to wait for the server's answer to one request.
+            **game_options: Options to make the game with instead of the server's (checked by
+                the server at the first reset).
+
+        Raises:
+            UnknownGameError: The server serves no game at ``url`` (:class:`UnreachableGameError`:
+                no server answers there).
+        """
+        from tsmg.serve.client import GameEnvClient
+
+        self.info = fetch_game_info(url)
+        self.game_id = url
+        self._agents: tuple[AgentID, ...] = tuple(self.info.agents)
+        # turn_based is a class-level attribute of Game; a remote game learns it from the server.
+        setattr(self, "turn_based", self.info.turn_based)  # noqa: B010
+        self._game_options = dict(game_options)
+        self._client = GameEnvClient(base_url=http_base(url), message_timeout_s=message_timeout_s)
+        self._view: Any = None  # the GameObservation of the last reset or step
+        self._close = weakref.finalize(self, _close_in_background, self._client)
+
+    # ---------------------------------------------------------------------- transport
+    def _call(self, make_call: Callable[[], Awaitable[ResultT]]) -> ResultT:
+        async def call() -> ResultT:
+            return await make_call()
+
+        future = asyncio.run_coroutine_threadsafe(call(), _SharedLoop.get())
+        try:
+            return future.result()
+        except RuntimeError as error:  # OpenEnv reports the server's error frames as RuntimeError
+            match = _SERVER_ERROR.match(str(error))
+            message = match.group("message") if match else str(error)
+            raise RemoteGameError(f"{self.game_id}: {message}") from None
+        except (OSError, TimeoutError) as error:
+            raise RemoteGameError(f"{self.game_id}: the connection failed ({error!r})") from None
+        except Exception as error:  # websockets' ConnectionClosed and the like
+            raise RemoteGameError(f"{self.game_id}: the connection failed ({error!r})") from None
+
+    def _require_view(self) -> Any:
+        if self._view is None:
+            raise GameError("no episode in progress; call reset() first")
+        return self._view
+
+    def _seat(self, agent: AgentID) -> Any:
+        """The server's view of ``agent`` (one-seat games have it at the top level)."""
+        view = self._require_view()
+        if view.seats is not None:
+            return view.seats[agent]
+        if agent != view.agent:
+            raise GameError(f"{self.game_id} has no agent {agent!r}")
+        return view
+
+    # ---------------------------------------------------------------------- Game API
+    @property
+    def agents(self) -> tuple[AgentID, ...]:
+        """Every seat of the served game."""
+        return self._agents
+
+    @property
+    def active_agents(self) -> tuple[AgentID, ...]:
+        """The seats that answer next (as the server says)."""
+        return tuple(self._require_view().active_agents)
+
+    @property
+    def done(self) -> bool:
+        """Whether the current episode has ended."""
+        return self._view is not None and bool(self._view.done)
+
+    @property
+    def has_random_start(self) -> bool:
+        """As the served game declares it."""
+        return bool(self.info.has_random_start)
+
+    def reset(
+        self, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[dict[AgentID, str], dict[AgentID, dict[str, Any]]]:
+        """Start an episode on the server with ``seed`` (the same seed gives the same episode as in-process).
+
+        A session the server closed for idleness is replaced by a new one.
+        """
+        from tsmg.serve.environment import SESSION_CLOSED
+
+        fields: dict[str, Any] = {"seed": seed, "state_keys": True}
+        if options:
+            fields["options"] = dict(options)
+        if self._game_options:
+            fields["game_options"] = self._game_options
+        try:
+            result = self._call(lambda: self._client.reset(**fields))
+        except RemoteGameError as error:
+            if SESSION_CLOSED not in str(error):
+                raise
+            # The server closed this idle session; a new connection opens a new one.
+            self._call(self._client.disconnect)
+            result = self._call(lambda: self._client.reset(**fields))
+        self._view = result.observation
+        return {agent: self._seat(agent).text for agent in self._agents}, {agent: {} for agent in self._agents}
+
+    def step(self, actions: Mapping[AgentID, str | Invalid]) -> StepResult:
+        """Send the active seats' answers; see :meth:`tsmg.core.Game.step`."""
+        from tsmg.serve.models import GameAction
+
+        view = self._require_view()
+        if view.done:
+            raise GameError("the episode is over; call reset() before step()")
+        check_answers(view.active_agents, actions)
+        answers: dict[str, str] = {}
+        invalid: dict[str, str] = {}
+        for agent, answer in actions.items():
+            if isinstance(answer, Invalid):
+                invalid[agent] = answer.reason
+            elif isinstance(answer, str):
+                answers[agent] = answer
+            else:  # what Game.parse says of a non-text answer in-process
+                invalid[agent] = f"expected text, got {type(answer).__name__}"
+        if len(answers) == 1 and not invalid:
+            ((agent, text),) = answers.items()
+            action = GameAction(text=text, agent=agent)
+        else:
+            action = GameAction(answers=answers or None, invalid=invalid or None)
+        result = self._call(lambda: self._client.step(action))
+        self._view = view = result.observation
+        if view.seats is not None:
+            seats = view.seats
+            return StepResult(
+                observations={agent: seat.text for agent, seat in seats.items()},
+                rewards={agent: seat.reward for agent, seat in seats.items()},
+                terminated={agent: seat.terminated for agent, seat in seats.items()},
+                truncated={agent: seat.truncated for agent, seat in seats.items()},
+                infos={agent: seat.info for agent, seat in seats.items()},
+            )
+        agent = view.agent
+        return StepResult(
+            observations={agent: view.text},
+            rewards={agent: float(view.reward or 0.0)},
+            terminated={agent: bool(view.done and not view.truncated)},
+            truncated={agent: bool(view.truncated)},
+            infos={agent: view.info},
+        )
+
+    def observe(self, agent: AgentID) -> str:
+        """The current observation text of ``agent``."""
+        return str(self._seat(agent).text)
+
+    def legal_actions(self, agent: AgentID) -> list[str] | None:
+        """Legal answers of ``agent`` now ([] when it is not to move)."""
+        legal = self._seat(agent).legal_actions
+        return None if legal is None else list(legal)
+
+    def state_key(self, agent: AgentID) -> Hashable:
+        """The server's state key of ``agent`` (as text), for seats to move."""
+        return self._seat(agent).state_key
+
+    def is_success(self, agent: AgentID) -> bool | None:
+        """Whether ``agent`` succeeded, once the episode is over."""
+        return self._seat(agent).success
+
+    def parse(self, agent: AgentID, text: str) -> Any:
+        """Ask the server whether ``text`` is a valid answer; returns its canonical text or :class:`Invalid`.
+
+        Never raises: a failed request is an :class:`Invalid` that says so.
+        """
+        from tsmg.serve.models import GameAction
+
+        if not isinstance(text, str):
+            return Invalid(f"expected text, got {type(text).__name__}")
+        try:
+            action = GameAction(query="parse", agent=agent, text=text)
+            info = self._call(lambda: self._client.step(action)).observation.info
+        except Exception as error:
+            return Invalid(f"the game server could not parse the answer: {error}")
+        return info["action"] if info.get("valid") else Invalid(str(info.get("reason")))
+
+    def oracle_action(self, agent: AgentID) -> str | None:
+        """The served game's oracle move for ``agent`` now (None without oracle)."""
+        from tsmg.serve.models import GameAction
+
+        action = GameAction(query="oracle", agent=agent)
+        oracle = self._call(lambda: self._client.step(action)).observation.info.get("oracle")
+        return None if oracle is None else str(oracle)
+
+    def close(self) -> None:
+        """Close the session on the server."""
+        self._close()
+
+    def __repr__(self) -> str:
+        """Show where the game is served."""
+        return f"RemoteGame({self.game_id!r})"

@@ -1,0 +1,363 @@
+"""The ASGI app of ``tsmg serve``: OpenEnv's own server per game, plus tsmg's layer on top.
+
+Each game is an OpenEnv ``HTTPEnvServer`` (WebSocket ``/ws``, ``/schema``, ``/health``,
+``/metadata``) mounted under ``/GAME_ID``. What tsmg adds, and why:
+
+* **Sessions over HTTP.** Stock OpenEnv keeps sessions on the WebSocket only: its HTTP ``/step``
+  builds a fresh environment per request (so it answers 500: no episode). Here ``POST /reset``
+  opens a session in the server's own session table and returns its ``session_id``;
+  ``POST /step``, ``GET /state`` and ``POST /close`` take it. Idle sessions are reaped by the
+  server's reaper like any other; a WebSocket may attach to one with ``/ws?session_id=…``.
+* **Every bad request is a 4xx with the reason.** Bodies are parsed here (NaN, ``1e999``, lone
+  surrogates and deep nesting included, which crash the stock error handler into a 500), errors
+  never echo the input back, and requests the game refuses carry the status of their
+  :class:`~tsmg.serve.environment.RequestError`. Bodies over ``max_request_bytes`` get 413.
+* **Logs hold no credentials.** Query strings are cut from access logs; headers are never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from openenv.core.env_server.exceptions import SessionCapacityError
+from openenv.core.env_server.http_server import HTTPEnvServer
+from openenv.core.env_server.serialization import serialize_observation
+from openenv.core.env_server.types import ConcurrencyConfig
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tsmg.serve.environment import GameEnvironment, RequestError, ServeSettings, check_reset_fields, game_info
+from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState
+
+logger = logging.getLogger(__name__)
+
+_RECENTLY_CLOSED = 10_000  # closed HTTP session ids remembered, to say "expired" rather than "unknown"
+
+
+class _Refused(Exception):
+    """A request refused with an HTTP status and one sentence."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _refusal(status: int, reason: str) -> JSONResponse:
+    return JSONResponse({"detail": reason}, status_code=status)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:20]} is out of range")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _valid_unicode(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(value, dict):
+        return all(_valid_unicode(key) and _valid_unicode(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_valid_unicode(item) for item in value)
+    return True
+
+
+async def _json_object(request: Request, *, empty_ok: bool) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400 that says what is wrong with it."""
+    raw = await request.body()
+    if not raw.strip():
+        if empty_ok:
+            return {}
+        raise _Refused(400, "the body is empty: send a JSON object")
+    try:
+        body = json.loads(raw, parse_float=_finite_float, parse_constant=_reject_constant)
+    except RecursionError:
+        raise _Refused(400, "the body is nested too deeply") from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError and the two above
+        raise _Refused(400, f"the body is not valid JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise _Refused(400, f"the body must be a JSON object, got {type(body).__name__}")
+    # A lone surrogate (written as \ud800) decodes but cannot be sent back as UTF-8.
+    if b"\\ud" in raw.lower() and not _valid_unicode(body):
+        raise _Refused(400, "the body holds text that is not valid Unicode (a lone surrogate)")
+    return body
+
+
+def _explain(error: ValidationError | RequestValidationError, prefix: str = "") -> str:
+    """One line per problem, never echoing the input (it may be huge or unprintable)."""
+    problems = []
+    for problem in error.errors():
+        location = ".".join(str(part) for part in (prefix, *problem.get("loc", ())) if part != "")
+        problems.append(f"{location or 'body'}: {problem.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"
+
+
+class _HTTPSessions:
+    """tsmg's HTTP session routes over one OpenEnv server's session table."""
+
+    def __init__(self, server: HTTPEnvServer, info: GameInfo) -> None:
+        self.server = server
+        self.info = info
+        self.closed: OrderedDict[str, float] = OrderedDict()
+
+    def find(self, body_or_query: Mapping[str, Any]) -> tuple[str, GameEnvironment]:
+        session_id = body_or_query.get("session_id")
+        if session_id is None:
+            raise _Refused(
+                400,
+                "no session_id: POST /reset opens an HTTP session and returns its session_id "
+                "(or play over the WebSocket /ws, where the connection is the session)",
+            )
+        if not isinstance(session_id, str):
+            raise _Refused(400, "session_id must be a string")
+        # OpenEnv keeps its sessions in this table (None while one is being created).
+        env = self.server._sessions.get(session_id)
+        if isinstance(env, GameEnvironment):
+            return session_id, env
+        if session_id in self.closed:
+            timeout = self.info.idle_timeout_s
+            why = f"idle for more than {timeout:g} s, or closed" if timeout else "closed"
+            raise _Refused(410, f"session {session_id} has expired ({why}); POST /reset opens a new one")
+        raise _Refused(404, f"no session {session_id!r:.60} on {self.info.id}; POST /reset opens one")
+
+    def remember_closed(self, session_id: str) -> None:
+        self.closed[session_id] = time.time()
+        while len(self.closed) > _RECENTLY_CLOSED:
+            self.closed.popitem(last=False)
+
+
+def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: GameInfo) -> None:
+    """Add the session routes before OpenEnv's, so that its stateless /reset, /step and /state are shadowed."""
+    sessions = _HTTPSessions(server, info)
+
+    @app.post("/reset", tags=["Environment Control"], summary="Open (or reuse) an HTTP session and reset it")
+    async def reset(request: Request) -> JSONResponse:
+        body = await _json_object(request, empty_ok=True)
+        arguments = {key: value for key, value in body.items() if key != "session_id"}
+        check_reset_fields(arguments)
+        created = "session_id" not in body
+        if created:
+            try:
+                session_id, env = await server._create_session()
+            except SessionCapacityError as error:
+                raise _Refused(
+                    429,
+                    f"the server is at capacity ({error.active_sessions} of {error.max_sessions} sessions); "
+                    "close a session or retry later",
+                ) from None
+            assert isinstance(env, GameEnvironment)
+            env.on_close = partial(sessions.remember_closed, session_id)
+        else:
+            session_id, env = sessions.find(body)
+        try:
+            observation = await env.reset_async(**arguments)
+        except Exception:
+            if created:  # a failed first reset must not hold a slot
+                await server._destroy_session(session_id)
+            raise
+        server._update_session_activity(session_id)
+        return JSONResponse({"session_id": session_id, **serialize_observation(observation)})
+
+    @app.post("/step", tags=["Environment Control"], summary="Play an answer in an HTTP session")
+    async def step(request: Request) -> JSONResponse:
+        body = await _json_object(request, empty_ok=False)
+        session_id, env = sessions.find(body)
+        if "action" not in body:
+            raise _Refused(400, "no action: send {'session_id': ..., 'action': {'text': ...}}")
+        try:
+            action = GameAction.model_validate(body["action"])
+        except ValidationError as error:
+            raise _Refused(422, _explain(error, "action")) from None
+        observation = await env.step_async(action)
+        server._update_session_activity(session_id, increment_step=True)
+        return JSONResponse(serialize_observation(observation))
+
+    @app.get("/state", tags=["State Management"], summary="The state of an HTTP session")
+    async def state(request: Request) -> JSONResponse:
+        _, env = sessions.find(request.query_params)
+        return JSONResponse(env.state.model_dump())
+
+    @app.post("/close", tags=["Environment Control"], summary="Close an HTTP session")
+    async def close(request: Request) -> JSONResponse:
+        body = await _json_object(request, empty_ok=False)
+        session_id, _ = sessions.find(body)
+        await server._destroy_session(session_id)
+        return JSONResponse({"closed": session_id})
+
+    @app.get("/sessions", tags=["Health"], summary="Open sessions and capacity")
+    async def open_sessions() -> dict[str, Any]:
+        return {
+            "active": server.active_sessions,
+            "max": server.max_concurrent_envs,
+            "idle_timeout_s": info.idle_timeout_s,
+        }
+
+    @app.get("/info", response_model=GameInfo, tags=["Environment Info"], summary="The served game")
+    async def game() -> GameInfo:
+        return info
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every refusal as ``{"detail": reason}`` with its status; never the input echoed, never a 500."""
+
+    @app.exception_handler(_Refused)
+    async def refused(request: Request, error: _Refused) -> JSONResponse:
+        return _refusal(error.status, error.reason)
+
+    @app.exception_handler(RequestError)
+    async def request_error(request: Request, error: RequestError) -> JSONResponse:
+        return _refusal(error.status, str(error))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        return _refusal(422, _explain(error))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        detail = error.detail if isinstance(error.detail, str) else "the request was refused"
+        return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
+
+
+def game_app(game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> FastAPI:
+    """One game behind OpenEnv's server, with tsmg's session routes and error handling."""
+    info = game_info(game_id, options, settings)
+    factory = partial(GameEnvironment, game_id, dict(options), settings)
+    server = HTTPEnvServer(
+        factory,
+        GameAction,
+        GameObservation,
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=settings.max_sessions, session_timeout=settings.idle_timeout_s
+        ),
+        env_name=game_id,
+        state_cls=GameState,
+    )
+    app = FastAPI(title=f"{game_id} (tsmg)", description=info.description, version="1.0.0")
+    _add_session_routes(app, server, info)
+    server.register_routes(app)
+    _add_error_handlers(app)
+    return app
+
+
+def build_app(
+    game_ids: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    settings: ServeSettings | None = None,
+) -> FastAPI:
+    """The app of ``tsmg serve``: each game under ``/GAME_ID``, plus ``/health`` and ``/games``.
+
+    Args:
+        game_ids: Registered ids to serve.
+        options: Options per game id to make it with (default: the registered defaults).
+        settings: Capacity, limits and the default opponent policy.
+
+    Raises:
+        UnknownGameError, GameOptionsError: A game id or its options are wrong.
+    """
+    settings = settings or ServeSettings()
+    options = options or {}
+    games = {game_id: game_app(game_id, options.get(game_id, {}), settings) for game_id in dict.fromkeys(game_ids)}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Starlette runs no lifespan of a mounted app; OpenEnv's session reaper starts in one.
+        async with AsyncExitStack() as stack:
+            for game in games.values():
+                await stack.enter_async_context(game.router.lifespan_context(game))
+            yield
+
+    app = FastAPI(title="tsmg games", lifespan=lifespan)
+    app.add_middleware(_BodySizeLimit, limit=settings.max_request_bytes)
+    served = ", ".join(f"/{game_id}" for game_id in games)
+
+    @app.get("/health", tags=["Health"])
+    async def health() -> dict[str, Any]:
+        return {"status": "healthy", "games": list(games)}
+
+    @app.get("/games", tags=["Environment Info"])
+    async def served_games() -> list[str]:
+        return list(games)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def not_served(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 404:
+            return _refusal(404, f"no game is served at {request.url.path[:80]}; this server serves {served}")
+        detail = error.detail if isinstance(error.detail, str) else "the request was refused"
+        return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
+
+    for game_id, game in games.items():
+        app.mount(f"/{game_id}", game)
+    return app
+
+
+class _BodySizeLimit:
+    """Refuse a request body over the limit with 413 and the limit in the reason.
+
+    A declared Content-Length over the limit is refused before reading; a body streamed without
+    one is counted as it arrives and refused (through the game app's handler) once it passes.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    def _reason(self, size: str) -> str:
+        return f"the request body is {size} bytes; this server accepts at most {self.limit} (--max-request-bytes)"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await _refusal(413, self._reason(value.decode()))(scope, receive, send)
+                return
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                raise _Refused(413, self._reason(f"more than {self.limit}"))
+            return message
+
+        await self.app(scope, counted, send)
+
+
+class RedactQueries(logging.Filter):
+    """Cut query strings (where tokens and session ids travel) from the server's log lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's arguments; never drop the record."""
+        if isinstance(record.args, tuple):
+            record.args = tuple(_without_query(arg) for arg in record.args)
+        return True
+
+
+def _without_query(value: Any) -> Any:
+    if isinstance(value, str) and "?" in value:
+        return value.split("?", 1)[0] + "?[redacted]"
+    return value

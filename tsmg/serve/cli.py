@@ -1,0 +1,82 @@
+"""``tsmg serve GAME_ID…``: registered games as OpenEnv environment servers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_command(commands: Any) -> None:
+    """Register ``serve`` on an argparse sub-parser set (imports nothing heavy)."""
+    serve = commands.add_parser(
+        "serve",
+        help="serve games as OpenEnv environments (HTTP and WebSocket)",
+        description=(
+            "Each game is served under /GAME_ID by OpenEnv's server: WebSocket /GAME_ID/ws (one session per "
+            "connection), HTTP POST /GAME_ID/reset (returns a session_id), /GAME_ID/step, GET /GAME_ID/state, "
+            "/GAME_ID/schema, /GAME_ID/info, /health. Play it from Python with tsmg.make('http://HOST:PORT/GAME_ID')."
+        ),
+    )
+    serve.add_argument("games", nargs="+", metavar="GAME_ID", help="registered game ids")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed at start)")
+    serve.add_argument("--max-sessions", type=int, default=256, help="sessions open at once, per game")
+    serve.add_argument(
+        "--idle-timeout", type=float, default=300.0, help="close sessions idle this many seconds (0: never)"
+    )
+    serve.add_argument(
+        "--opponent",
+        default="random",
+        help="default policy of the seats a one-seat session leaves: random, oracle, fixed:TEXT",
+    )
+    serve.add_argument("--max-answer-chars", type=int, default=262_144, help="longest answer accepted")
+    serve.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024, help="largest HTTP body accepted")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--no-access-log", action="store_true", help="do not log each HTTP request")
+    serve.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Check the games and options, bind the port, print the URLs, then serve until interrupted."""
+    try:
+        from tsmg.serve.environment import ServeSettings
+        from tsmg.serve.server import bind, serve
+    except ImportError as error:
+        missing = f"tsmg serve needs the serve extra ({error.name} is missing)"
+        print(f"error: {missing}: pip install 'tsmg[serve]'", file=sys.stderr)
+        return 2
+    import tsmg
+    from tsmg.policies import policy_from_spec
+
+    for name, value in (
+        ("--max-sessions", args.max_sessions),
+        ("--max-answer-chars", args.max_answer_chars),
+        ("--max-request-bytes", args.max_request_bytes),
+    ):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    if not 0 <= args.port <= 65535:
+        raise ValueError(f"--port must be 0..65535, got {args.port}")
+    policy_from_spec(args.opponent)  # an unknown policy fails here, naming the valid ones
+    for game_id in args.games:
+        tsmg.make(game_id)  # an unknown id fails here, naming the closest ones
+    settings = ServeSettings(
+        opponent=args.opponent,
+        max_answer_chars=args.max_answer_chars,
+        max_sessions=args.max_sessions,
+        idle_timeout_s=args.idle_timeout or None,
+        max_request_bytes=args.max_request_bytes,
+    )
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    host, port = sock.getsockname()[:2]
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    print(f"tsmg serve: {len(args.games)} game(s) on {base} (OpenEnv HTTP and WebSocket; Ctrl-C stops)", flush=True)
+    for game_id in dict.fromkeys(args.games):
+        print(f"  {base}/{game_id}", flush=True)
+    serve(args.games, sock=sock, settings=settings, log_level=args.log_level, access_log=not args.no_access_log)
+    return 0

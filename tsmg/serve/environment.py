@@ -1,0 +1,431 @@
+"""A registered tsmg game as an OpenEnv ``Environment``: one instance per session.
+
+A session plays either every seat of the game (``reset(agent=None)``, the default: what
+:class:`tsmg.remote.RemoteGame` uses, so a remote game is the whole game) or one seat
+(``reset(agent="player_1")``), in which case the server plays the other seats with a scripted
+policy (``opponent``: ``random``, ``oracle`` or ``fixed:TEXT``) before handing the turn back.
+
+``reset(seed=S)`` calls the game's own ``reset(seed=S)``, so a seed over the wire gives the same
+episode as in-process. Requests the game cannot honour raise :class:`RequestError` subclasses
+carrying the HTTP status that says why; OpenEnv's WebSocket handler sends their message in an
+error frame and keeps the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import EnvironmentMetadata
+
+from tsmg.core import AgentID, Game, GameError, Invalid, StepResult
+from tsmg.episode import dumps_key
+from tsmg.policies import DecisionRequest, Policy, policy_from_spec
+from tsmg.registry import GameOptionsError, make, spec
+from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState, SeatView
+
+#: How a request to a closed session starts its refusal (clients reconnect when they see it).
+SESSION_CLOSED = "this session was closed"
+#: Policies a one-seat session may choose for the other seats.
+OPPONENTS = ("random", "oracle", "fixed:TEXT")
+#: What ``reset`` takes.
+RESET_FIELDS = ("seed", "episode_id", "agent", "opponent", "options", "game_options", "state_keys")
+
+
+class RequestError(ValueError):
+    """A request the server refuses; ``status`` is the HTTP status that says why."""
+
+    status = 400
+
+
+class EpisodeConflict(RequestError):
+    """The request does not fit the episode's state (over, not started, not that seat's turn)."""
+
+    status = 409
+
+
+class AnswerTooLong(RequestError):
+    """An answer longer than the server accepts."""
+
+    status = 413
+
+
+class SessionExpired(RequestError):
+    """The session was closed (idle too long, or by its client)."""
+
+    status = 410
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """How ``tsmg serve`` runs its games.
+
+    Attributes:
+        opponent: Default policy of the seats a one-seat session does not play.
+        max_answer_chars: Longest answer accepted (longer ones are refused with 413).
+        max_sessions: Most sessions open at once, per game.
+        idle_timeout_s: Sessions idle this long are closed (None: never).
+        max_request_bytes: Largest HTTP request body accepted.
+    """
+
+    opponent: str = "random"
+    max_answer_chars: int = 262_144
+    max_sessions: int = 256
+    idle_timeout_s: float | None = 300.0
+    max_request_bytes: int = 4 * 1024 * 1024
+
+
+def game_info(game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> GameInfo:
+    """Describe a served game (made once to read its agents)."""
+    game = make(game_id, **options)
+    return GameInfo(
+        id=game_id,
+        description=spec(game_id).description,
+        agents=list(game.agents),
+        turn_based=game.turn_based,
+        has_random_start=game.has_random_start,
+        options=dict(options),
+        opponents=list(OPPONENTS),
+        default_opponent=settings.opponent,
+        max_answer_chars=settings.max_answer_chars,
+        max_sessions=settings.max_sessions,
+        idle_timeout_s=settings.idle_timeout_s,
+    )
+
+
+def check_reset_fields(fields: Mapping[str, Any]) -> None:
+    """Refuse reset fields nobody defined (a typo must not be silently ignored)."""
+    unknown = sorted(str(name)[:40] for name in fields if name not in RESET_FIELDS)
+    if unknown:
+        raise RequestError(f"unknown reset field(s) {unknown}; reset takes {list(RESET_FIELDS)}")
+
+
+class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
+    """One session's game behind OpenEnv's server."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> None:
+        """Make the game with the server's options (each session has its own instance)."""
+        super().__init__()
+        self._game_id = game_id
+        self._server_options = dict(options)
+        self._options = dict(options)
+        self._settings = settings
+        self._game: Game = make(game_id, **options)
+        self._seats: tuple[AgentID, ...] = self._game.agents
+        self._opponent_spec: str | None = None
+        self._opponent: Policy | None = None
+        self._policies: dict[str, Policy] = {}
+        self._seed: int | None = None
+        self._episode_id: str | None = None
+        self._started = False
+        self._closed = False
+        self._round = 0
+        self._steps = 0
+        self._returns: dict[AgentID, float] = {}
+        self._state_keys = False
+        self._lock = asyncio.Lock()  # one request at a time per session, whichever transport it came by
+        #: Called once when the session closes (the app uses it to tell "expired" from "unknown").
+        self.on_close: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------------ OpenEnv interface
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        **kwargs: Any,
+    ) -> GameObservation:
+        """Start an episode.
+
+        Args:
+            seed: Passed to the game's ``reset`` (None continues its generator, as in-process).
+            episode_id: Echoed in the state.
+            **kwargs: ``agent`` (the one seat to play; default every seat), ``opponent``
+                (policy of the other seats: ``random``, ``oracle``, ``fixed:TEXT``), ``options``
+                (per-episode game options), ``game_options`` (options to make the game with,
+                instead of the server's) and ``state_keys`` (send the game's state keys, which
+                GiGPO-style credit needs; off by default because they cost a render per seat).
+
+        Raises:
+            RequestError: A field is unknown or of the wrong type, or names no seat or policy.
+        """
+        self._require_open()
+        check_reset_fields(kwargs)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise RequestError(f"seed must be a non-negative integer or null, got {seed!r:.40}")
+        if episode_id is not None and not isinstance(episode_id, str):
+            raise RequestError("episode_id must be a string")
+        self._remake(kwargs.get("game_options"))
+        game = self._game
+        agent = kwargs.get("agent")
+        if agent is None:
+            self._seats = game.agents
+        elif agent in game.agents:
+            self._seats = (agent,)
+        else:
+            raise RequestError(f"{self._game_id} has no seat {agent!r:.40}; seats: {', '.join(game.agents)}")
+        self._choose_opponent(kwargs.get("opponent"))
+        self._state_keys = bool(kwargs.get("state_keys", False))
+        options = kwargs.get("options")
+        if options is not None and not isinstance(options, dict):
+            raise RequestError("options must be an object of per-episode game options")
+        try:
+            observations, _ = game.reset(seed=seed, options=options)
+        except (GameError, ValueError, TypeError) as error:
+            raise RequestError(f"the game refused the reset: {error}") from None
+        self._seed, self._episode_id, self._started = seed, episode_id, True
+        self._round = self._steps = 0
+        self._returns = dict.fromkeys(game.agents, 0.0)
+        rewards = dict.fromkeys(game.agents, 0.0)
+        return self._observation(rewards, {}, self._play_others(rewards))
+
+    def step(self, action: GameAction, timeout_s: float | None = None, **kwargs: Any) -> GameObservation:
+        """Play the session's answers (then the other seats' policy), or answer a query.
+
+        Raises:
+            SessionExpired: The session was closed.
+            EpisodeConflict: No episode, the episode is over, or a seat answered out of turn.
+            AnswerTooLong: An answer is longer than ``max_answer_chars``.
+            RequestError: The action names no seat of the game.
+        """
+        self._require_open()
+        if action.query is not None:
+            return self._answer_query(action)
+        game = self._game
+        if not self._started:
+            raise EpisodeConflict("no episode in progress: reset first")
+        if game.done:
+            raise EpisodeConflict("the episode is over: reset to start a new one")
+        answers = self._answers_of(action)
+        try:
+            result = game.step(answers)
+        except GameError as error:
+            raise EpisodeConflict(str(error)) from None
+        self._round += 1
+        self._steps += 1
+        rewards = dict(result.rewards)
+        for agent, reward in result.rewards.items():
+            self._returns[agent] += reward
+        infos = {agent: result.infos[agent] for agent in answers}
+        if self._opponent is not None:
+            result = self._play_others(rewards) or result
+        return self._observation(rewards, infos, result)
+
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> GameObservation:
+        """Reset on a worker thread: making a start (e.g. generating a Sokoban level) may take a while."""
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, partial(self.reset, seed=seed, episode_id=episode_id, **kwargs))
+
+    async def step_async(self, action: GameAction, timeout_s: float | None = None, **kwargs: Any) -> GameObservation:
+        """Step on the event loop itself: a game step takes microseconds, a hop to a thread costs more.
+
+        Steps that run a server-side policy (other seats, the oracle) may search, so they go to
+        a worker thread instead.
+        """
+        async with self._lock:
+            if action.query == "oracle" or self._opponent_spec == "oracle":
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(None, partial(self.step, action))
+            return self.step(action)
+
+    @property
+    def state(self) -> GameState:
+        """The session's episode so far."""
+        game = self._game
+        return GameState(
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            game_id=self._game_id,
+            seed=self._seed,
+            agents=list(game.agents),
+            seats=list(self._seats),
+            opponent=self._opponent_spec,
+            round=self._round,
+            done=self._started and game.done,
+            returns=dict(self._returns),
+        )
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        """Name and description of the served game."""
+        description = spec(self._game_id).description or f"the tsmg game {self._game_id}"
+        return EnvironmentMetadata(name=self._game_id, description=description, version="tsmg")
+
+    def close(self) -> None:
+        """Close the session: later requests are refused as expired."""
+        if self._closed:
+            return
+        self._closed = True
+        self._game.close()
+        if self.on_close is not None:
+            self.on_close()
+
+    # ------------------------------------------------------------------------- helpers
+    def _require_open(self) -> None:
+        if self._closed:
+            raise SessionExpired(f"{SESSION_CLOSED} (idle too long, or closed by its client); open a new one")
+
+    def _remake(self, game_options: Any) -> None:
+        if game_options is None:
+            game_options = self._server_options
+        if not isinstance(game_options, dict):
+            raise RequestError("game_options must be an object of game options")
+        if game_options == self._options:
+            return
+        try:
+            self._game = make(self._game_id, **{**self._server_options, **game_options})
+        except GameOptionsError as error:
+            raise RequestError(str(error)) from None
+        self._options = dict(game_options)
+
+    def _choose_opponent(self, opponent: Any) -> None:
+        if len(self._seats) == self._game.num_agents:
+            self._opponent_spec, self._opponent = None, None
+            return
+        opponent = self._settings.opponent if opponent is None else opponent
+        if not isinstance(opponent, str):
+            raise RequestError(f"opponent must be one of {list(OPPONENTS)}")
+        if opponent not in self._policies:
+            try:
+                self._policies[opponent] = policy_from_spec(opponent, seed=0)
+            except ValueError as error:
+                raise RequestError(str(error)) from None
+        self._opponent_spec, self._opponent = opponent, self._policies[opponent]
+
+    def _answers_of(self, action: GameAction) -> dict[AgentID, str | Invalid]:
+        game = self._game
+        answers: dict[AgentID, str | Invalid] = {}
+        if action.text is not None:
+            agent = action.agent
+            if agent is None:
+                to_move = [seat for seat in game.active_agents if seat in self._seats]
+                if len(to_move) != 1:
+                    raise EpisodeConflict(
+                        f"seats {to_move} must answer: send `answers` with one answer per seat"
+                        if to_move
+                        else "none of this session's seats is to move"
+                    )
+                agent = to_move[0]
+            answers[agent] = action.text
+        answers.update(action.answers or {})
+        for agent, reason in (action.invalid or {}).items():
+            answers[agent] = Invalid(reason)
+        if not answers:
+            raise RequestError("the action holds no answer: send `text` (or `answers`, or `invalid`)")
+        for agent, answer in answers.items():
+            if agent not in self._seats:
+                seats = ", ".join(self._seats)
+                raise RequestError(f"{agent!r:.40} is not a seat of this session (it plays: {seats})")
+            self._check_length(agent, answer.reason if isinstance(answer, Invalid) else answer)
+        return answers
+
+    def _check_length(self, agent: AgentID, text: str) -> None:
+        limit = self._settings.max_answer_chars
+        if len(text) > limit:
+            raise AnswerTooLong(
+                f"the answer of {agent} is {len(text)} characters; this server accepts at most {limit} "
+                "(tsmg serve --max-answer-chars)"
+            )
+
+    def _play_others(self, rewards: dict[AgentID, float]) -> StepResult | None:
+        """Let the opponent policy move until one of the session's seats is to move or the game ends.
+
+        Returns the last step the policy played (None if it played none).
+        """
+        game, opponent = self._game, self._opponent
+        last = None
+        if opponent is None:
+            return last
+        while not game.done and not any(agent in self._seats for agent in game.active_agents):
+            requests = [
+                DecisionRequest(
+                    game, agent, game.observe(agent), game.legal_actions(agent), (), self._seed, 0, self._round
+                )
+                for agent in game.active_agents
+            ]
+            try:
+                decisions = opponent.act(requests)
+            except ValueError as error:  # e.g. the oracle policy on a game without an oracle
+                raise RequestError(f"the {self._opponent_spec} policy cannot play the other seats: {error}") from None
+            last = game.step(
+                {request.agent: decision.action for request, decision in zip(requests, decisions, strict=True)}
+            )
+            self._round += 1
+            for agent, reward in last.rewards.items():
+                rewards[agent] += reward
+                self._returns[agent] += reward
+        return last
+
+    def _answer_query(self, action: GameAction) -> GameObservation:
+        game = self._game
+        agent = action.agent or (self._seats[0] if len(self._seats) == 1 else None)
+        if agent not in game.agents:
+            raise RequestError(f"a query names a seat of the game in `agent`; seats: {', '.join(game.agents)}")
+        if action.query == "parse":
+            if action.text is None:
+                raise RequestError("a parse query needs `text`")
+            self._check_length(agent, action.text)
+            parsed = game.parse(agent, action.text)
+            if isinstance(parsed, Invalid):
+                info: dict[str, Any] = {"valid": False, "reason": parsed.reason, "action": None}
+            else:
+                text_of = getattr(game, "action_text", None)
+                info = {"valid": True, "reason": None, "action": text_of(agent, parsed) if text_of else action.text}
+        else:
+            if not self._started:
+                raise EpisodeConflict("no episode in progress: reset first")
+            info = {"oracle": game.oracle_action(agent)}
+        # A query leaves the episode as it was; its answer is all the client reads.
+        return GameObservation(agent=agent, info=info, done=self._started and game.done, round=self._round)
+
+    def _observation(
+        self,
+        rewards: Mapping[AgentID, float],
+        infos: Mapping[AgentID, dict[str, Any]],
+        last: StepResult | None,
+    ) -> GameObservation:
+        """The session's view after a reset or step (``last``: the step that led here, if any)."""
+        game, seats = self._game, self._seats
+        done = game.done
+        active = [] if done else [agent for agent in game.active_agents if agent in seats]
+        focus = active[0] if active else seats[0]
+        # The step's own texts save rendering every observation a second time.
+        text_of = last.observations.__getitem__ if last is not None else game.observe
+        keys = self._state_keys  # only seats to move get one: the record keys the state an answer was given in
+        views = None
+        if len(seats) > 1:
+            views = {
+                agent: SeatView(
+                    text=text_of(agent),
+                    reward=rewards.get(agent, 0.0),
+                    terminated=last is not None and last.terminated[agent],
+                    truncated=last is not None and last.truncated[agent],
+                    info=infos.get(agent, {}),
+                    legal_actions=game.legal_actions(agent) if agent in active else [],
+                    state_key=dumps_key(game.state_key(agent)) if keys and agent in active else None,
+                    success=game.is_success(agent) if done else None,
+                )
+                for agent in seats
+            }
+        return GameObservation(
+            text=text_of(focus),
+            agent=focus,
+            active_agents=active,
+            legal_actions=game.legal_actions(focus) if active else [],
+            reward=rewards.get(focus, 0.0),
+            done=done,
+            truncated=last is not None and last.truncated[focus],
+            state_key=dumps_key(game.state_key(focus)) if keys and active else None,
+            info=infos.get(focus, {}),
+            round=self._round,
+            success=game.is_success(focus) if done else None,
+            returns=dict(self._returns) if done else None,
+            seats=views,
+        )
