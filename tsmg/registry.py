@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -118,6 +119,8 @@ class GameSpec:
 
 _registry: dict[str, GameSpec] = {}
 _plugins_loaded = False
+_plugins_loading = False  # set while the entry points are imported (a plugin may make games meanwhile)
+_plugins_lock = threading.RLock()
 
 
 def register(
@@ -160,23 +163,35 @@ def unregister(id: str) -> None:
 
 
 def load_plugins() -> None:
-    """Import every package that declares games in the ``tsmg.games`` entry-point group."""
-    global _plugins_loaded
+    """Import every package that declares games in the ``tsmg.games`` entry-point group.
+
+    Thread-safe: a thread that asks while another is loading waits for the whole catalog (64
+    threads making games at once must never see a half-filled registry). A plugin that makes a game
+    while it is being imported gets the registry as it stands, as before.
+    """
+    global _plugins_loaded, _plugins_loading
     if _plugins_loaded:
         return
-    _plugins_loaded = True
-    found = list(entry_points(group=ENTRY_POINT_GROUP))
-    for entry in found:
+    with _plugins_lock:
+        if _plugins_loaded or _plugins_loading:
+            return
+        _plugins_loading = True
         try:
-            entry.load()
-        except Exception:  # a broken plugin must not break the others
-            logger.exception("could not load game plugin %s", entry.value)
-    if not any(entry.value.split(":")[0] == "games" for entry in found):
-        # Running from a source tree that was never installed: the catalog is still importable.
-        try:
-            importlib.import_module("games")
-        except ImportError:
-            pass
+            found = list(entry_points(group=ENTRY_POINT_GROUP))
+            for entry in found:
+                try:
+                    entry.load()
+                except Exception:  # a broken plugin must not break the others
+                    logger.exception("could not load game plugin %s", entry.value)
+            if not any(entry.value.split(":")[0] == "games" for entry in found):
+                # Running from a source tree that was never installed: the catalog is still importable.
+                try:
+                    importlib.import_module("games")
+                except ImportError:
+                    pass
+        finally:
+            _plugins_loaded = True
+            _plugins_loading = False
 
 
 def spec(id: str) -> GameSpec:
