@@ -47,7 +47,7 @@ class ConnectFour(RulesGame[ConnectFourState, int]):
     Example:
         >>> game = ConnectFour()
         >>> _ = game.reset(seed=0)
-        >>> game.step({"player_0": "column 4"}).infos["player_0"]["action"]
+        >>> game.step({"player_0": "4"}).infos["player_0"]["action"]
         '4'
         >>> game.oracle_action("player_1")
         '4'

@@ -163,8 +163,7 @@ def dry_run_text(config: EvalConfig) -> str:
 
 def _price(value: str) -> tuple[float, float]:
     """``MODEL=IN,OUT`` (USD per million tokens) as ``(IN, OUT)``."""
-    model, _, pair = value.rpartition("=")
-    price_in, _, price_out = pair.partition(",")
+    price_in, _, price_out = value.rpartition("=")[2].partition(",")
     try:
         return float(price_in), float(price_out)
     except ValueError:
