@@ -39,6 +39,10 @@ CASES = [
     ("train --game FrozenLake-v0 --model openai:gpt-4o", "missing key"),
     ("train --game FrozenLake-v0 --model tiny --set optim.lr", "bad option"),
     ("algos --bogus", "bad option"),
+    ("view {tmp}/no-such-run", "missing run folder"),
+    ("view --bogus", "bad option"),
+    ("serve Nope-v0 --port 0", "unknown game"),
+    ("serve FrozenLake-v0 --max-sessions none", "bad option"),
     ("--import no_such_module_of_games games", "bad option"),
 ]
 
