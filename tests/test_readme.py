@@ -41,9 +41,14 @@ EXPECTED_OUTPUT = {
 }
 
 
+# Blocks that play against a running `tsmg serve`: tests/serve/test_serve.py runs them against a
+# real server (test_readme_examples_run_against_the_server).
+RUN_AGAINST_A_SERVER = ("GenericEnvClient", 'rollout("http://')
+
+
 def test_every_python_block_is_tested():
-    assert len(BLOCKS) == len(EXPECTED_OUTPUT)
-    for marker in EXPECTED_OUTPUT:
+    assert len(BLOCKS) == len(EXPECTED_OUTPUT) + len(RUN_AGAINST_A_SERVER)
+    for marker in (*EXPECTED_OUTPUT, *RUN_AGAINST_A_SERVER):
         _block(marker)
 
 

@@ -145,13 +145,15 @@ def test_remote_game_reproduces_in_process_transcripts(served, game_id):
 
 @pytest.mark.parametrize("game_id", [FROZEN, "TicTacToe-v0", "SnakeArena-2p-v0"])
 def test_checker_passes_over_the_wire(served, game_id):
-    report = check_game(served.url(game_id))
-    assert report.episodes == 10 and report.legal_actions_checked > 0
+    report = check_game(served.url(game_id), nonsense_seeds=20)
+    assert report.legal_actions_checked > 0 and report.hostile_answers_checked > 0
+    assert report.nonsense  # the always-invalid seat was played against random over the wire
 
 
 def test_remote_game_oracle_invalid_answers_and_options(served):
-    game = tsmg.make(served.url(FROZEN), max_steps=3)
-    local = tsmg.make(FROZEN, max_steps=3)
+    # penalize: an invalid answer plays nothing (the id's own default_action would play "left")
+    game = tsmg.make(served.url(FROZEN), max_steps=3, on_invalid="penalize")
+    local = tsmg.make(FROZEN, max_steps=3, on_invalid="penalize")
     game.reset(seed=5)
     local.reset(seed=5)
     assert game.oracle_action("player") == local.oracle_action("player")
