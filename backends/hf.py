@@ -33,7 +33,14 @@ from typing import Any, Literal, get_args
 import numpy as np
 import torch
 
-from backends.base import BackendError, Completion, GenerationRequest, ModelNotFoundError, SamplingParams
+from backends.base import (
+    BackendError,
+    Completion,
+    GenerationRequest,
+    ModelNotFoundError,
+    SamplingParams,
+    combine_seeds,
+)
 from backends.hf_constraints import ChoiceTrie
 from backends.hf_generation import DecodeSettings, ModelCalls, RowSpec, decode_batch, sequence_logprobs
 from backends.hf_lora import AdapterMixin
@@ -179,7 +186,7 @@ class HFBackend(AdapterMixin):
                 # After a failed batch encoding, encode one by one so that only the bad requests fail
                 # (a request without messages, a template that rejects its roles, ...).
                 ids = prompt_ids[index] if prompt_ids else self.encode_prompts([request])[0]
-                specs[index] = self._row_spec(request, ids, sampling, index)
+                specs[index] = self._row_spec(request, ids, sampling)
             except Exception as error:
                 results[index] = Completion(text="", finish_reason="error", error=str(error))
         settings = DecodeSettings(
@@ -202,7 +209,7 @@ class HFBackend(AdapterMixin):
                     completion_tokens=len(output.token_ids),
                     token_ids=output.token_ids,
                     logprobs=output.logprobs,
-                    extra={"prompt_token_ids": specs[index].prompt_ids},
+                    prompt_token_ids=specs[index].prompt_ids,
                 )
         share = (time.perf_counter() - started) / max(len(requests), 1)
         completions = [
@@ -212,7 +219,7 @@ class HFBackend(AdapterMixin):
             completion.latency_s = share
         return completions
 
-    def _row_spec(self, request: GenerationRequest, ids: list[int], sampling: SamplingParams, index: int) -> RowSpec:
+    def _row_spec(self, request: GenerationRequest, ids: list[int], sampling: SamplingParams) -> RowSpec:
         window = self.context_window
         if window is not None and len(ids) + 1 > window:
             raise BackendError(
@@ -236,16 +243,12 @@ class HFBackend(AdapterMixin):
             if room is not None:
                 max_new = min(max_new, room)
         stop = request.stop if request.stop is not None else sampling.stop
-        return RowSpec(
-            prompt_ids=ids, max_new_tokens=max_new, seed=self._seed(request, sampling, index), stop=stop, trie=trie
-        )
+        return RowSpec(prompt_ids=ids, max_new_tokens=max_new, seed=self._seed(request, sampling), stop=stop, trie=trie)
 
-    def _seed(self, request: GenerationRequest, sampling: SamplingParams, index: int) -> int:
-        """The row's sampling seed: request seed and batch seed together; fresh entropy when neither is set."""
-        if request.seed is None and sampling.seed is None:
-            return int(self._entropy.integers(2**63))
-        own = request.seed if request.seed is not None else index
-        return ((sampling.seed or 0) * 1_000_003 + own) % 2**63
+    def _seed(self, request: GenerationRequest, sampling: SamplingParams) -> int:
+        """The row's sampling seed (:func:`~tsmg.seeding.combine_seeds`); fresh entropy when neither seed is set."""
+        seed = combine_seeds(sampling.seed, request.seed)
+        return int(self._entropy.integers(2**63)) if seed is None else seed
 
     def _trie(self, choices: Sequence[str]) -> ChoiceTrie:
         key = tuple(choices)

@@ -89,6 +89,7 @@ from training.schedule import lr_multiplier
 from tsmg.episode import Episode, read_episodes, write_episodes
 from tsmg.policies import policy_from_spec
 from tsmg.rollout import EpisodePlan, plan_episodes
+from tsmg.seeding import derive_seed, seed_generator
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ EPISODES_FILE = "episodes.jsonl"
 BASE_MODEL_DIR = "base_model"
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
 RESUMABLE_CHANGES = frozenset({("run", "updates"), ("run", "max_seconds"), ("run", "threads")})
+SAMPLING_KEY = 1  # tells an update's sampling seed apart from its game seeds (seed_generator(run seed, step))
 
 
 # ============================================================================ errors, hooks, results
@@ -424,9 +426,9 @@ def _truncate_episodes(path: Path, last_step: int) -> None:
 
 def _update_seeds(config: TrainConfig, step: int) -> tuple[list[int], int]:
     """The game seeds of update ``step`` and its sampling seed (a function of run seed and step only)."""
-    rng = np.random.default_rng([config.run.seed, step])
+    rng = seed_generator(config.run.seed, step)
     seeds = rng.choice(config.run.eval_seed_start, size=config.rollout.groups_per_update, replace=False)
-    return [int(seed) for seed in seeds], int(rng.integers(2**31))
+    return [int(seed) for seed in seeds], derive_seed(config.run.seed, step, SAMPLING_KEY)
 
 
 def _play_sharded(
@@ -442,51 +444,33 @@ def _play_sharded(
     if world.size == 1:
         return engine.play(plans, seed=seed, temperature=temperature)
     first, last = world.shard_bounds(len(plans) // group_size)
-    shard = plans[first * group_size : last * group_size]
-    mine = engine.play(shard, seed=seed, temperature=temperature, first_index=first * group_size)
+    mine = engine.play(plans[first * group_size : last * group_size], seed=seed, temperature=temperature)
     parts = world.gather(mine)
-    choices = {key: value for part in parts for key, value in part.choices.items()}
     return RolloutBatch(
         episodes=[episode for part in parts for episode in part.episodes],
-        choices=choices,
         temperature=mine.temperature,
         exact_logprobs=all(part.exact_logprobs for part in parts),
     )
 
 
 # ============================================================================ pieces of an update
-def _training_samples(
-    steps: Sequence[Any],
-    by_id: Mapping[str, Episode],
-    batch: RolloutBatch,
-    backend: Any,
-    cache: dict[tuple[tuple[str, str], ...], list[int]],
-) -> list[TrainSample]:
-    """One :class:`TrainSample` per sampled step (repeats kept); prompts re-encoded as the backend did."""
-    from backends.base import GenerationRequest
-
-    chosen = []
+def _training_samples(steps: Sequence[Any], by_id: Mapping[str, Episode], exact_logprobs: bool) -> list[TrainSample]:
+    """One :class:`TrainSample` per sampled step (repeats kept), straight from the episode records."""
+    samples = []
     for item in steps:
         record = by_id[item.episode_id].steps[item.step_index]
-        if record.token_ids and record.prompt is not None:  # scripted seats and failed calls have no tokens
-            chosen.append((item, record))
-    keys = [tuple((message.role, message.content) for message in record.prompt or ()) for _, record in chosen]
-    missing = list(dict.fromkeys(key for key in keys if key not in cache))
-    if missing:
-        requests = [
-            GenerationRequest(messages=[{"role": role, "content": text} for role, text in key]) for key in missing
-        ]
-        cache.update(zip(missing, backend.encode_prompts(requests), strict=True))
-    return [
-        TrainSample(
-            prompt_ids=cache[key],
-            completion_ids=list(record.token_ids or ()),
-            behaviour_logprobs=list(record.logprobs) if record.logprobs is not None and batch.exact_logprobs else None,
-            advantage=item.advantage,
-            choices=batch.choices.get((item.episode_id, record.round, record.agent)),
+        if not record.token_ids or record.prompt_token_ids is None:  # scripted seats and failed calls
+            continue
+        samples.append(
+            TrainSample(
+                prompt_ids=record.prompt_token_ids,
+                completion_ids=record.token_ids,
+                behaviour_logprobs=record.logprobs if exact_logprobs else None,
+                advantage=item.advantage,
+                choices=record.choices,
+            )
         )
-        for key, (item, record) in zip(keys, chosen, strict=True)
-    ]
+    return samples
 
 
 def _no_grad_logprobs(
@@ -837,7 +821,6 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     if checkpoint is not None:
         engine.sync()  # an engine with its own copy of the weights starts from the base ones
     choice_masks = ChoiceMasks(backend.tokenizer, backend.eos_ids)
-    prompt_cache: dict[tuple[tuple[str, str], ...], list[int]] = {}
     eval_plans = plan_episodes(config.rollout.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
     save_weights = weights_saver(backend, config.model.finetune)
 
@@ -922,11 +905,11 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
             # Samples: the prompt as the LAP showed it, the tokens the model wrote.
             by_id = {episode.episode_id: episode for episode in episodes}
-            samples = _training_samples(steps, by_id, batch, backend, prompt_cache)
+            samples = _training_samples(steps, by_id, batch.exact_logprobs)
             metrics["sampler/samples"] = float(len(samples))
             rollout_samples: list[TrainSample] = []
             if settings.entropy_coef and config.loss.entropy_scope == "rollout":
-                rollout_samples = _training_samples(credit.steps(), by_id, batch, backend, prompt_cache)
+                rollout_samples = _training_samples(credit.steps(), by_id, batch.exact_logprobs)
 
             # Update: clipped policy gradient over micro-batches, then the engine gets the weights.
             began = time.perf_counter()

@@ -23,7 +23,8 @@ class SamplingParams:
         top_p: Nucleus sampling mass.
         max_tokens: Most tokens to write.
         stop: Strings that end the completion (not included in the text).
-        seed: Base seed; backends combine it with each request's own seed.
+        seed: Base seed; backends combine it with each request's own seed
+            (:func:`tsmg.seeding.combine_seeds`).
     """
 
     temperature: float = 1.0
@@ -43,7 +44,8 @@ class GenerationRequest:
         max_tokens: Overrides the batch's ``max_tokens``.
         stop: Overrides the batch's stop strings.
         choices: Constrained decoding: the completion must be exactly one of these strings.
-        seed: Per-request sampling seed (reproducible sampling independent of batching).
+        seed: Per-request sampling seed (reproducible sampling independent of batching; the LAP
+            derives it from the decision's plan position, :func:`tsmg.seeding.decision_seed`).
     """
 
     messages: list[dict[str, str]] | None = None
@@ -67,6 +69,9 @@ class Completion:
         token_ids: Ids of the sampled tokens (local backends always fill it).
         logprobs: Log-probability of each sampled token under the sampling distribution.
         error: What went wrong when ``finish_reason == "error"``.
+        extra: Backend-specific details.
+        prompt_token_ids: The prompt exactly as the model read it (local backends, and vLLM's
+            server), so that a trainer scores the very tokens that were sampled from.
     """
 
     text: str
@@ -78,6 +83,7 @@ class Completion:
     logprobs: list[float] | None = None
     error: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    prompt_token_ids: list[int] | None = None
 
 
 @runtime_checkable

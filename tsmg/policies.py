@@ -42,6 +42,8 @@ class DecisionRequest:
         episode_seed: Seed of the episode (None if unseeded).
         episode_index: Position of the episode in the rollout plan.
         round: Game round about to be played.
+        group_index: The episode's index in its group (:attr:`tsmg.rollout.EpisodePlan.group_index`):
+            with the episode seed, what makes a group's episodes sample differently.
     """
 
     game: Game
@@ -52,6 +54,7 @@ class DecisionRequest:
     episode_seed: int | None = None
     episode_index: int = 0
     round: int = 0
+    group_index: int = 0
 
     def rng(self, policy_seed: int) -> np.random.Generator:
         """A generator determined by the policy seed and where this decision stands."""
@@ -75,6 +78,9 @@ class Decision:
         completion_tokens: Completion length in tokens.
         attempts: Answers written for this decision (re-prompts included).
         latency_s: Wall time attributed to this decision.
+        extra: Policy-specific details.
+        prompt_token_ids: The prompt's token ids as the model read them (local backends).
+        choices: The answers a constrained decision allowed (None: free text).
     """
 
     action: str | Invalid
@@ -87,6 +93,8 @@ class Decision:
     attempts: int = 1
     latency_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
+    prompt_token_ids: list[int] | None = None
+    choices: list[str] | None = None
 
 
 @runtime_checkable
