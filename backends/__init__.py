@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from backends.base import BackendError, Completion, GenerationRequest, LanguageModel, ModelNotFoundError, SamplingParams
-
-DEFAULT_MODEL = "smollm2"
+from tsmg.evaluation.config import DEFAULT_MODEL  # one default model, shared with `tsmg eval`
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -5,9 +5,10 @@ its own (:mod:`backends.hf_generation`), with per-request seeds that make sampli
 of batching, per-token logprobs of the sampled tokens, stop strings, and constrained choice
 (:mod:`backends.hf_constraints`). It never downloads anything: a name that is not a local folder
 or file must already be in the local Hugging Face cache. LoRA adapters come from
-:class:`backends.hf_lora.AdapterMixin`; a trainer uses ``.model``, ``.tokenizer``,
-:meth:`HFBackend.sequence_logprobs` and the prompt token ids every completion carries in
-``extra["prompt_token_ids"]``.
+:class:`backends.hf_lora.AdapterMixin`. A trainer uses ``.model``, ``.pad_id``, the choice tries
+(``.choice_tries``, for :class:`backends.scoring.ChoiceMasks`) and the prompt token ids every
+completion carries (``prompt_token_ids``); :meth:`HFBackend.sequence_logprobs` scores given
+tokens (:mod:`backends.scoring`).
 
 Example:
     >>> import tempfile
@@ -25,7 +26,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -41,16 +41,16 @@ from backends.base import (
     SamplingParams,
     combine_seeds,
 )
-from backends.hf_constraints import ChoiceTrie
-from backends.hf_generation import DecodeSettings, ModelCalls, RowSpec, decode_batch, sequence_logprobs
+from backends.hf_cache import ModelCalls
+from backends.hf_constraints import ChoiceTrie, ChoiceTries
+from backends.hf_generation import DecodeSettings, RowSpec, decode_batch
 from backends.hf_lora import AdapterMixin
+from backends.scoring import ChoiceMasks, sequence_logprobs
 
 logger = logging.getLogger(__name__)
 
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
-
-_TRIE_CACHE_SIZE = 256
 
 
 class HFBackend(AdapterMixin):
@@ -112,7 +112,8 @@ class HFBackend(AdapterMixin):
         self.eos_ids = _eos_ids(self.tokenizer, self.model)
         pad = self.tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
-        self._tries: OrderedDict[tuple[str, ...], ChoiceTrie] = OrderedDict()
+        #: The tries of constrained choices, shared by generation and scoring (:class:`ChoiceMasks`).
+        self.choice_tries = ChoiceTries(self.tokenizer, end_token=self.eos_ids[0] if self.eos_ids else None)
         self._entropy = np.random.default_rng()
         if adapter is not None:
             self.load_adapter(adapter)
@@ -251,19 +252,10 @@ class HFBackend(AdapterMixin):
         return int(self._entropy.integers(2**63)) if seed is None else seed
 
     def _trie(self, choices: Sequence[str]) -> ChoiceTrie:
-        key = tuple(choices)
-        trie = self._tries.get(key)
-        if trie is None:
-            if not choices:
-                raise BackendError("choices is empty: give at least one allowed answer")
-            encoded = self.tokenizer(list(choices), add_special_tokens=False)["input_ids"]
-            trie = ChoiceTrie(encoded, list(choices), end_token=self.eos_ids[0] if self.eos_ids else None)
-            self._tries[key] = trie
-            if len(self._tries) > _TRIE_CACHE_SIZE:
-                self._tries.popitem(last=False)
-        else:
-            self._tries.move_to_end(key)
-        return trie
+        try:
+            return self.choice_tries.get(choices)
+        except ValueError as error:
+            raise BackendError(str(error)) from None
 
     def _chunks(self, specs: dict[int, RowSpec]) -> list[list[int]]:
         indices = list(specs)
@@ -290,18 +282,21 @@ class HFBackend(AdapterMixin):
         completion_ids: Sequence[Sequence[int]],
         temperature: float = 1.0,
         *,
+        choices: Sequence[Sequence[str] | None] | None = None,
         requires_grad: bool = False,
     ) -> list[torch.Tensor]:
         """Per-token log-probabilities of given completions under the current weights.
 
-        Same distribution as the ``logprobs`` of :meth:`generate` for unconstrained requests
-        (``log_softmax(logits / temperature)``, temperature 0 counting as 1). The model's
-        train/eval mode is left as the caller set it.
+        The distribution :meth:`generate` reports ``logprobs`` under (:mod:`backends.scoring`):
+        ``log_softmax(logits / temperature)``, temperature 0 counting as 1, restricted to the
+        allowed tokens of a constrained choice. The model's train/eval mode is left as the
+        caller set it.
 
         Args:
-            prompt_ids: Prompt token ids per sequence (e.g. ``completion.extra["prompt_token_ids"]``).
+            prompt_ids: Prompt token ids per sequence (``completion.prompt_token_ids``).
             completion_ids: Completion token ids per sequence (``completion.token_ids``).
             temperature: The sampling temperature used.
+            choices: Per sequence, the choices of a constrained request (None: free text).
             requires_grad: Build the autograd graph (for a policy-gradient loss).
 
         Returns:
@@ -309,7 +304,13 @@ class HFBackend(AdapterMixin):
         """
         with torch.set_grad_enabled(requires_grad):
             return sequence_logprobs(
-                self.model, prompt_ids, completion_ids, temperature=temperature, pad_id=self.pad_id
+                self.model,
+                prompt_ids,
+                completion_ids,
+                pad_id=self.pad_id,
+                temperature=temperature,
+                choices=choices,
+                choice_masks=ChoiceMasks(self.choice_tries),
             )
 
 

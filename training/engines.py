@@ -18,7 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
+
 from training.config import RolloutConfig, TrainConfig
+from training.distributed import World
+from training.update import TrainingOOMError
 from training.vllm_sync import (
     AdapterFolders,
     EngineSyncError,
@@ -30,7 +34,7 @@ from training.vllm_sync import (
 from tsmg.episode import Episode
 from tsmg.lap import LAP
 from tsmg.policies import Decision, DecisionRequest, Policy
-from tsmg.rollout import EpisodePlan, rollout
+from tsmg.rollout import EpisodePlan, plan_episodes, rollout
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +167,66 @@ class _LAPRolloutEngine:
             return tuple(game.agents)
         finally:
             game.close()
+
+
+def independent_groups(
+    config: RolloutConfig, update: int, rng: np.random.Generator, seed_limit: int
+) -> list[EpisodePlan]:
+    """The rollout plan of one update: ``groups_per_update`` groups of ``group_size`` episodes, each from one game seed.
+
+    Args:
+        config: The rollout section.
+        update: The update (episode ids are ``u{update}/s{seed}/g{k}``).
+        rng: Draws the game seeds (distinct, below ``seed_limit``).
+        seed_limit: Held-out seeds start here.
+    """
+    seeds = rng.choice(seed_limit, size=config.groups_per_update, replace=False)
+    return plan_episodes(config.game_id, [int(seed) for seed in seeds], config.group_size, id_prefix=f"u{update}")
+
+
+def play_sharded(
+    engine: RolloutEngine,
+    plans: Sequence[EpisodePlan],
+    group_size: int,
+    world: World,
+    *,
+    seed: int,
+    temperature: float | None = None,
+) -> RolloutBatch:
+    """Play ``plans`` with each rank taking a contiguous share of whole groups; every rank gets the whole batch."""
+    if world.size == 1:
+        return engine.play(plans, seed=seed, temperature=temperature)
+    first, last = world.shard_bounds(len(plans) // group_size)
+    mine = engine.play(plans[first * group_size : last * group_size], seed=seed, temperature=temperature)
+    parts = world.gather(mine)
+    return RolloutBatch(
+        episodes=[episode for part in parts for episode in part.episodes],
+        temperature=mine.temperature,
+        exact_logprobs=all(part.exact_logprobs for part in parts),
+    )
+
+
+def check_rollout(batch: RolloutBatch, config: TrainConfig) -> None:
+    """Stop the run where the backend turned a failure into failed answers: out of memory, or every episode failed.
+
+    Raises:
+        TrainingOOMError: A model call ran out of memory (the message names what to lower).
+        RuntimeError: Every episode of the rollout failed (the message gives the first error).
+    """
+    messages = [episode.error for episode in batch.episodes if episode.error]
+    messages += [step.reason for episode in batch.episodes for step in episode.steps if step.reason]
+    if any("out of memory" in message.lower() for message in messages):
+        longest = max((step.prompt_tokens or 0 for episode in batch.episodes for step in episode.steps), default=0)
+        rollout_config = config.rollout
+        raise TrainingOOMError(
+            f"out of memory while generating: up to {rollout_config.max_concurrent} prompts decode together "
+            f"(rollout.max_concurrent; an update plays {rollout_config.groups_per_update * rollout_config.group_size} "
+            f"episodes), prompts up to {longest} tokens, up to {rollout_config.lap.max_tokens} new tokens: lower "
+            "rollout.max_concurrent, or shorten prompts (rollout.lap.template.history, rollout.observation_lines) "
+            "and rollout.lap.max_tokens"
+        )
+    if batch.episodes and all(episode.error for episode in batch.episodes):
+        raise RuntimeError(f"every episode of the rollout failed; the first error: {batch.episodes[0].error}")
 
 
 class HFRolloutEngine(_LAPRolloutEngine):

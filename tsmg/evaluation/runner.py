@@ -91,6 +91,7 @@ def run_eval(
     progress: bool = False,
     policy_factory: PolicyFactory = build_policy,
     write_report: bool = True,
+    token_ids: bool = True,
 ) -> EvalResult:
     """Play the missing episodes of the plan and write the summary and report.
 
@@ -102,6 +103,8 @@ def run_eval(
         progress: Show a progress bar with ETA and live success rate on stderr.
         policy_factory: Builds the policy of a model spec (built once per spec and run).
         write_report: Also write ``report.md`` and the plots.
+        token_ids: Keep the token ids and logprobs in ``episodes.jsonl`` (False: a smaller file
+            that training cannot use).
 
     Raises:
         ConfigMismatchError: the folder holds a run with another configuration.
@@ -123,7 +126,7 @@ def run_eval(
                 for _, spec in seats:
                     if spec not in policies:
                         policies[spec] = policy_factory(spec, config)
-                _play(config, game_id, seats, list(group), policies, concurrency, sink, failures, advance)
+                _play(config, game_id, seats, list(group), policies, concurrency, sink, failures, advance, token_ids)
             if not failures:
                 break
             failed_ids = {episode.episode_id for episode in failures}
@@ -156,6 +159,7 @@ def _play(
     sink: IO[str],
     failures: list[Episode],
     advance: Callable[[Episode], None],
+    token_ids: bool = True,
 ) -> None:
     by_agent = {agent: policies[spec] for agent, spec in seats}
     names = {agent: spec for agent, spec in seats}
@@ -166,7 +170,7 @@ def _play(
         if episode.error is not None:
             failures.append(episode)
         else:
-            sink.write(episode.to_json() + "\n")
+            sink.write(episode.to_json(token_ids=token_ids) + "\n")
             sink.flush()
         advance(episode)
 
