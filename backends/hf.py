@@ -45,7 +45,7 @@ from backends.hf_cache import ModelCalls
 from backends.hf_constraints import ChoiceTrie, ChoiceTries
 from backends.hf_generation import DecodeSettings, RowSpec, decode_batch
 from backends.hf_lora import AdapterMixin
-from backends.scoring import ChoiceMasks, sequence_logprobs
+from backends.scoring import ChoiceMasks, score_completions
 
 logger = logging.getLogger(__name__)
 
@@ -302,8 +302,10 @@ class HFBackend(AdapterMixin):
         Returns:
             One 1-D float32 tensor per sequence, as long as its completion.
         """
+        if not prompt_ids:
+            return []
         with torch.set_grad_enabled(requires_grad):
-            return sequence_logprobs(
+            scores = score_completions(
                 self.model,
                 prompt_ids,
                 completion_ids,
@@ -312,6 +314,7 @@ class HFBackend(AdapterMixin):
                 choices=choices,
                 choice_masks=ChoiceMasks(self.choice_tries),
             )
+        return scores.rows()
 
 
 def _check_choice(option: str, value: object, choices: Any) -> None:

@@ -8,7 +8,7 @@ reference), the HF backend (:meth:`backends.hf.HFBackend.sequence_logprobs`) and
   constrained choice allowed, as right-aligned ``(rows, tail)`` tensors with a mask. That is the
   distribution :mod:`backends.hf_generation` samples from and reports, so the log-probabilities a
   rollout recorded and a scoring forward agree token for token.
-* :func:`sequence_logprobs`: the same, one 1-D tensor per completion.
+  :meth:`TokenScores.rows` gives one 1-D tensor per completion.
 * :func:`tail_logits`: the logits that predict the last ``tail`` tokens of each row.
 * :func:`shared_prefix_length` with :data:`MIN_SHARED_PREFIX`: the prompt prefix every row shares,
   computed once (one rule for the decoding loop's prefill and for scoring).
@@ -255,28 +255,3 @@ def score_completions(
             finite = logprobs_all.masked_fill(~torch.isfinite(logprobs_all), 0.0)  # -inf * 0 would be NaN
             entropies = -(logprobs_all.exp() * finite).sum(-1)
     return TokenScores(picked, mask, entropies)
-
-
-def sequence_logprobs(
-    model: Any,
-    prompts: Sequence[Sequence[int]],
-    completions: Sequence[Sequence[int]],
-    *,
-    pad_id: int,
-    temperature: float = 1.0,
-    choices: Sequence[Sequence[str] | None] | None = None,
-    choice_masks: ChoiceMasks | None = None,
-) -> list[torch.Tensor]:
-    """:func:`score_completions` as one 1-D tensor per completion (as long as the completion)."""
-    if not prompts:
-        return []
-    scores = score_completions(
-        model,
-        prompts,
-        completions,
-        pad_id=pad_id,
-        temperature=temperature,
-        choices=choices,
-        choice_masks=choice_masks,
-    )
-    return scores.rows()

@@ -79,3 +79,18 @@ def test_token_ids_can_be_left_out_of_a_file(tmp_path):
     [lean] = read_episodes(tmp_path / "lean.jsonl")
     assert lean.steps[0].token_ids is None and lean.steps[0].prompt_token_ids is None and lean.steps[0].choices
     assert (tmp_path / "lean.jsonl").stat().st_size < (tmp_path / "full.jsonl").stat().st_size
+
+
+def test_an_eval_folder_of_a_newer_version_is_refused_in_one_sentence(tmp_path):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "tsmg.cli", "eval", "--game", "FrozenLake-v0", "--model", "random"]
+    command += ["--episodes", "2", "--out", str(tmp_path / "run"), "--no-progress"]
+    assert subprocess.run(command, capture_output=True, text=True, timeout=120).returncode == 0
+    path = tmp_path / "run" / "episodes.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**record, "schema_version": 9}) + "\n" for record in records[:1]))
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 2 and "Traceback" not in rerun.stderr
+    assert "schema version 9; this tsmg reads versions 1 to 2" in rerun.stderr

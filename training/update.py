@@ -332,9 +332,15 @@ class PolicyUpdate:
 
     # ------------------------------------------------------------------ log-probabilities
     def score(
-        self, model: Any, samples: Sequence[TrainSample], temperature: float, *, entropy_grad: bool = False
+        self,
+        model: Any,
+        samples: Sequence[TrainSample],
+        temperature: float,
+        *,
+        entropy: bool = True,
+        entropy_grad: bool = False,
     ) -> TokenScores:
-        """Log-probabilities and entropies of the samples' tokens under ``model`` (gradients as enabled)."""
+        """Log-probabilities (and entropies) of the samples' tokens under ``model`` (gradients as enabled)."""
         return score_completions(
             model,
             [sample.prompt_ids for sample in samples],
@@ -343,7 +349,7 @@ class PolicyUpdate:
             temperature=temperature,
             choices=[sample.choices for sample in samples],
             choice_masks=self.choice_masks,
-            entropy=True,
+            entropy=entropy,
             entropy_grad=entropy_grad,
         )
 
@@ -375,15 +381,7 @@ class PolicyUpdate:
         model.eval()
         with torch.no_grad():
             for first in range(0, len(mine), size):
-                scores = score_completions(
-                    model,
-                    [sample.prompt_ids for sample in mine[first : first + size]],
-                    [sample.completion_ids for sample in mine[first : first + size]],
-                    pad_id=self.backend.pad_id,
-                    temperature=temperature,
-                    choices=[sample.choices for sample in mine[first : first + size]],
-                    choice_masks=self.choice_masks,
-                )
+                scores = self.score(model, mine[first : first + size], temperature, entropy=False)
                 values.extend(row.tolist() for row in scores.rows())
         model.train(was_training)
         if world.size == 1:

@@ -81,6 +81,18 @@ def test_batch_seed_combines_with_request_seeds(tiny_backend):
     assert first.token_ids == again.token_ids != other.token_ids
 
 
+def test_a_batch_seed_alone_never_falls_back_to_the_row_in_the_batch(tiny_backend):
+    # Without a request seed, a request samples with the batch seed (tsmg.seeding.combine_seeds),
+    # wherever it stands in the batch.
+    requests = frozen_lake_requests(3)
+    for request in requests:
+        request.seed = None
+    sampling = SamplingParams(temperature=1.0, max_tokens=8, seed=5)
+    batched = tiny_backend.generate(requests, sampling)
+    for request, completion in zip(requests, batched, strict=True):
+        assert tiny_backend.generate([request], sampling)[0].token_ids == completion.token_ids
+
+
 def test_greedy_is_deterministic_and_takes_the_most_likely_token(tiny_backend):
     requests = frozen_lake_requests(3)
     for request in requests:
