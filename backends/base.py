@@ -2,7 +2,8 @@
 
 Every backend implements :class:`LanguageModel`: ``generate(requests, sampling)`` completes a
 batch of :class:`GenerationRequest` and returns one :class:`Completion` per request. Local
-backends (Hugging Face, vLLM) always fill ``token_ids`` and ``logprobs``: training needs them.
+backends (Hugging Face, vLLM) always fill ``prompt_token_ids``, ``token_ids`` and ``logprobs``:
+training needs them. Every backend seeds a request by one rule (:func:`combine_seeds`).
 """
 
 from __future__ import annotations

@@ -297,6 +297,9 @@ def scripted_baselines(game_id: str, episodes: int, seed: int, echo: Callable[[s
 
     For Frozen Lake it also says how many of the maps have a goal reachable within the step limit
     (the success an oracle should meet).
+
+    Raises:
+        ValueError: ``episodes`` is below 1.
     """
     import tsmg
     from games import frozen_lake_rules as rules
@@ -305,6 +308,8 @@ def scripted_baselines(game_id: str, episodes: int, seed: int, echo: Callable[[s
     from tsmg.rollout import rollout
     from tsmg.summary import summarize, summary_line
 
+    if episodes < 1:
+        raise ValueError(f"--episodes must be at least 1, got {episodes}")
     seeds = range(seed, seed + episodes)
     echo(f"tsmg demo: a random and an oracle policy on {game_id}, seeds {seeds[0]}..{seeds[-1]}\n")
     for policy in ("random", "oracle"):
