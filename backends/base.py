@@ -2,7 +2,8 @@
 
 Every backend implements :class:`LanguageModel`: ``generate(requests, sampling)`` completes a
 batch of :class:`GenerationRequest` and returns one :class:`Completion` per request. Local
-backends (Hugging Face, vLLM) always fill ``token_ids`` and ``logprobs``: training needs them.
+backends (Hugging Face, vLLM) always fill ``prompt_token_ids``, ``token_ids`` and ``logprobs``:
+training needs them. Every backend seeds a request by one rule (:func:`combine_seeds`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 from collections.abc import Sequence
 
 from tsmg.lm import Completion, FinishReason, GenerationRequest, LanguageModel, SamplingParams
+from tsmg.seeding import combine_seeds
 
 __all__ = [
     "BackendError",
@@ -39,23 +41,6 @@ class BackendError(RuntimeError):
 
 class ModelNotFoundError(BackendError):
     """The model named by the user could not be found (the message names what was looked for)."""
-
-
-def combine_seeds(base: int | None, own: int | None) -> int | None:
-    """The seed of one request: its own seed mixed with the batch's base seed (either may be None).
-
-    Every backend uses this rule, so a request's sample does not depend on which batch it is in.
-
-    >>> combine_seeds(None, 7), combine_seeds(3, None), combine_seeds(None, None)
-    (7, 3, None)
-    >>> combine_seeds(1, 7) != combine_seeds(2, 7)
-    True
-    """
-    if base is None:
-        return own
-    if own is None:
-        return base
-    return (base * 1_000_003 + own) % 2**31
 
 
 def match_choice(text: str, choices: Sequence[str]) -> str | None:

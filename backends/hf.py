@@ -5,9 +5,10 @@ its own (:mod:`backends.hf_generation`), with per-request seeds that make sampli
 of batching, per-token logprobs of the sampled tokens, stop strings, and constrained choice
 (:mod:`backends.hf_constraints`). It never downloads anything: a name that is not a local folder
 or file must already be in the local Hugging Face cache. LoRA adapters come from
-:class:`backends.hf_lora.AdapterMixin`; a trainer uses ``.model``, ``.tokenizer``,
-:meth:`HFBackend.sequence_logprobs` and the prompt token ids every completion carries in
-``extra["prompt_token_ids"]``.
+:class:`backends.hf_lora.AdapterMixin`. A trainer uses ``.model``, ``.pad_id``, the choice tries
+(``.choice_tries``, for :class:`backends.scoring.ChoiceMasks`) and the prompt token ids every
+completion carries (``prompt_token_ids``); :meth:`HFBackend.sequence_logprobs` scores given
+tokens (:mod:`backends.scoring`).
 
 Example:
     >>> import tempfile
@@ -25,7 +26,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -40,17 +40,19 @@ from backends.base import (
     ModelNotFoundError,
     SamplingParams,
     choice_token_budget,
+    combine_seeds,
 )
-from backends.hf_constraints import ChoiceTrie
-from backends.hf_generation import DecodeSettings, ModelCalls, RowSpec, decode_batch, sequence_logprobs
+from backends.hf_cache import ModelCalls
+from backends.hf_constraints import ChoiceTrie, ChoiceTries
+from backends.hf_generation import DecodeSettings, RowSpec, decode_batch
 from backends.hf_lora import AdapterMixin
+from backends.scoring import ChoiceMasks, score_completions
 
 logger = logging.getLogger(__name__)
 
 DType = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
 
-_TRIE_CACHE_SIZE = 256
 _NO_TOOLS = "use --action-format tag or choice, or a model whose chat template renders tools (Qwen2.5, Qwen3, ...)"
 
 
@@ -113,7 +115,8 @@ class HFBackend(AdapterMixin):
         self.eos_ids = _eos_ids(self.tokenizer, self.model)
         pad = self.tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
-        self._tries: OrderedDict[tuple[str, ...], ChoiceTrie] = OrderedDict()
+        #: The tries of constrained choices, shared by generation and scoring (:class:`ChoiceMasks`).
+        self.choice_tries = ChoiceTries(self.tokenizer, end_token=self.eos_ids[0] if self.eos_ids else None)
         self._entropy = np.random.default_rng()
         if adapter is not None:
             self.load_adapter(adapter)
@@ -209,7 +212,7 @@ class HFBackend(AdapterMixin):
                 # After a failed batch encoding, encode one by one so that only the bad requests fail
                 # (a request without messages, a template that rejects its roles, ...).
                 ids = prompt_ids[index] if prompt_ids else self.encode_prompts([request])[0]
-                specs[index] = self._row_spec(request, ids, sampling, index)
+                specs[index] = self._row_spec(request, ids, sampling)
             except Exception as error:
                 results[index] = Completion(text="", finish_reason="error", error=str(error))
         settings = DecodeSettings(
@@ -232,7 +235,7 @@ class HFBackend(AdapterMixin):
                     completion_tokens=len(output.token_ids),
                     token_ids=output.token_ids,
                     logprobs=output.logprobs,
-                    extra={"prompt_token_ids": specs[index].prompt_ids},
+                    prompt_token_ids=specs[index].prompt_ids,
                 )
         share = (time.perf_counter() - started) / max(len(requests), 1)
         completions = [
@@ -242,7 +245,7 @@ class HFBackend(AdapterMixin):
             completion.latency_s = share
         return completions
 
-    def _row_spec(self, request: GenerationRequest, ids: list[int], sampling: SamplingParams, index: int) -> RowSpec:
+    def _row_spec(self, request: GenerationRequest, ids: list[int], sampling: SamplingParams) -> RowSpec:
         window = self.context_window
         if window is not None and len(ids) + 1 > window:
             raise BackendError(
@@ -270,31 +273,18 @@ class HFBackend(AdapterMixin):
             if room is not None:
                 max_new = min(max_new, room)
         stop = request.stop if request.stop is not None else sampling.stop
-        return RowSpec(
-            prompt_ids=ids, max_new_tokens=max_new, seed=self._seed(request, sampling, index), stop=stop, trie=trie
-        )
+        return RowSpec(prompt_ids=ids, max_new_tokens=max_new, seed=self._seed(request, sampling), stop=stop, trie=trie)
 
-    def _seed(self, request: GenerationRequest, sampling: SamplingParams, index: int) -> int:
-        """The row's sampling seed: request seed and batch seed together; fresh entropy when neither is set."""
-        if request.seed is None and sampling.seed is None:
-            return int(self._entropy.integers(2**63))
-        own = request.seed if request.seed is not None else index
-        return ((sampling.seed or 0) * 1_000_003 + own) % 2**63
+    def _seed(self, request: GenerationRequest, sampling: SamplingParams) -> int:
+        """The row's sampling seed (:func:`~tsmg.seeding.combine_seeds`); fresh entropy when neither seed is set."""
+        seed = combine_seeds(sampling.seed, request.seed)
+        return int(self._entropy.integers(2**63)) if seed is None else seed
 
     def _trie(self, choices: Sequence[str]) -> ChoiceTrie:
-        key = tuple(choices)
-        trie = self._tries.get(key)
-        if trie is None:
-            if not choices:
-                raise BackendError("choices is empty: give at least one allowed answer")
-            encoded = self.tokenizer(list(choices), add_special_tokens=False)["input_ids"]
-            trie = ChoiceTrie(encoded, list(choices), end_token=self.eos_ids[0] if self.eos_ids else None)
-            self._tries[key] = trie
-            if len(self._tries) > _TRIE_CACHE_SIZE:
-                self._tries.popitem(last=False)
-        else:
-            self._tries.move_to_end(key)
-        return trie
+        try:
+            return self.choice_tries.get(choices)
+        except ValueError as error:
+            raise BackendError(str(error)) from None
 
     def _chunks(self, specs: dict[int, RowSpec]) -> list[list[int]]:
         indices = list(specs)
@@ -321,27 +311,39 @@ class HFBackend(AdapterMixin):
         completion_ids: Sequence[Sequence[int]],
         temperature: float = 1.0,
         *,
+        choices: Sequence[Sequence[str] | None] | None = None,
         requires_grad: bool = False,
     ) -> list[torch.Tensor]:
         """Per-token log-probabilities of given completions under the current weights.
 
-        Same distribution as the ``logprobs`` of :meth:`generate` for unconstrained requests
-        (``log_softmax(logits / temperature)``, temperature 0 counting as 1). The model's
-        train/eval mode is left as the caller set it.
+        The distribution :meth:`generate` reports ``logprobs`` under (:mod:`backends.scoring`):
+        ``log_softmax(logits / temperature)``, temperature 0 counting as 1, restricted to the
+        allowed tokens of a constrained choice. The model's train/eval mode is left as the
+        caller set it.
 
         Args:
-            prompt_ids: Prompt token ids per sequence (e.g. ``completion.extra["prompt_token_ids"]``).
+            prompt_ids: Prompt token ids per sequence (``completion.prompt_token_ids``).
             completion_ids: Completion token ids per sequence (``completion.token_ids``).
             temperature: The sampling temperature used.
+            choices: Per sequence, the choices of a constrained request (None: free text).
             requires_grad: Build the autograd graph (for a policy-gradient loss).
 
         Returns:
             One 1-D float32 tensor per sequence, as long as its completion.
         """
+        if not prompt_ids:
+            return []
         with torch.set_grad_enabled(requires_grad):
-            return sequence_logprobs(
-                self.model, prompt_ids, completion_ids, temperature=temperature, pad_id=self.pad_id
+            scores = score_completions(
+                self.model,
+                prompt_ids,
+                completion_ids,
+                pad_id=self.pad_id,
+                temperature=temperature,
+                choices=choices,
+                choice_masks=ChoiceMasks(self.choice_tries),
             )
+        return scores.rows()
 
 
 def _check_choice(option: str, value: object, choices: Any) -> None:

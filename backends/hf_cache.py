@@ -1,4 +1,9 @@
-"""A KV cache that writes into room reserved up front instead of concatenating at every step.
+"""How to call a causal LM across transformers versions, and a KV cache that writes into reserved room.
+
+:class:`ModelCalls` reads a model's forward signature once (the cache keyword, how to ask for
+the logits of some positions only) for the decoding loop and the scoring forward alike.
+
+A KV cache that writes into room reserved up front instead of concatenating at every step:
 
 transformers' ``DynamicLayer`` grows its key and value tensors with ``torch.cat`` at every new
 token, copying the whole cache each time: on CPU that was a third of a decoding step for a small
@@ -14,6 +19,8 @@ is used and prefix sharing is off.
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -108,3 +115,66 @@ def repeat_rows(cache: Any, rows: int) -> None:
     """Copy a one-row cache made by :func:`new_cache` (with reserved layers) to ``rows`` rows."""
     for layer in cache.layers:
         layer.repeat_rows(rows)
+
+
+@dataclass(slots=True)
+class ModelCalls:
+    """How to call a causal LM's forward across transformers versions (and through PEFT).
+
+    Attributes:
+        cache_kwarg: ``cache`` (transformers >= 5.x) or ``past_key_values``.
+        logits_kwarg: ``logits_to_keep``, ``num_logits_to_keep`` or None.
+    """
+
+    cache_kwarg: str
+    logits_kwarg: str | None
+    config: Any = field(repr=False, default=None)
+
+    @classmethod
+    def inspect(cls, model: Any) -> ModelCalls:
+        """Read the forward signature of ``model`` (the base model under a PEFT wrapper)."""
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        parameters = inspect.signature(base.forward).parameters
+        cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
+        logits_kwarg = next((name for name in ("logits_to_keep", "num_logits_to_keep") if name in parameters), None)
+        return cls(cache_kwarg=cache_kwarg, logits_kwarg=logits_kwarg, config=base.config)
+
+    def new_cache(self, capacity: int) -> tuple[Any, bool]:
+        """An empty KV cache reserving ``capacity`` positions (see :func:`backends.hf_cache.new_cache`)."""
+        return new_cache(self.config, capacity)
+
+    def last_logits(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any,
+    ) -> torch.Tensor:
+        """Run one forward pass with the cache and return the float32 logits of the last position."""
+        width = input_ids.shape[1]
+        logits = self.logits_between(  # the prefill needs no logits but the last ones
+            model,
+            width - 1,
+            width,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **{self.cache_kwarg: cache, "use_cache": True},
+        )
+        return logits[:, -1, :].float()
+
+    def logits_between(self, model: Any, start: int, stop: int, **inputs: Any) -> torch.Tensor:
+        """The logits of input positions ``start`` to ``stop - 1`` only (as few positions as the model allows).
+
+        The positions go to transformers as a tensor, not as a count: a count slices a strided view
+        of the hidden states, and a bfloat16 matmul over a strided view takes a slow CPU path
+        (bench/prefix_sharing.py: ×1,227 slower for SmolLM2's output layer over 64 rows, one thread).
+        """
+        width = inputs["input_ids"].shape[1]
+        if self.logits_kwarg == "logits_to_keep":  # transformers >= 4.48 takes positions
+            positions = torch.arange(start, stop, device=inputs["input_ids"].device)
+            return model(**inputs, logits_to_keep=positions).logits
+        if self.logits_kwarg is not None:  # older: a count of last positions
+            return model(**inputs, **{self.logits_kwarg: width - start}).logits[:, : stop - start]
+        return model(**inputs).logits[:, start:stop]

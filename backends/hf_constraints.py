@@ -23,7 +23,9 @@ Example:
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 
 class ChoiceTrie:
@@ -104,3 +106,41 @@ class ChoiceTrie:
     def choice_at(self, node: int) -> str | None:
         """The choice completed at ``node`` (None inside a choice)."""
         return self._choice[node]
+
+
+class ChoiceTries:
+    """The tries of the choice lists a tokenizer has seen: built once per list, the least recently used dropped.
+
+    Generation (:class:`backends.hf.HFBackend`) and scoring (:class:`backends.scoring.ChoiceMasks`)
+    take their tries from here, so a trainer recomputes a constrained answer's probability over
+    exactly the trie it was sampled from.
+
+    Args:
+        tokenizer: Tokenises each choice on its own, without special tokens.
+        end_token: The token that ends a choice which is also a prefix of a longer one (EOS).
+        size: Most tries kept (choice lists may vary per state).
+
+    Raises:
+        ValueError: :meth:`get` of an empty choice list.
+    """
+
+    def __init__(self, tokenizer: Any, end_token: int | None, size: int = 256) -> None:
+        self.tokenizer = tokenizer
+        self.end_token = end_token
+        self.size = size
+        self._tries: OrderedDict[tuple[str, ...], ChoiceTrie] = OrderedDict()
+
+    def get(self, choices: Sequence[str]) -> ChoiceTrie:
+        """The trie of ``choices``."""
+        key = tuple(choices)
+        trie = self._tries.get(key)
+        if trie is not None:
+            self._tries.move_to_end(key)
+            return trie
+        if not key:
+            raise ValueError("choices is empty: give at least one allowed answer")
+        encoded = self.tokenizer(list(key), add_special_tokens=False)["input_ids"]
+        trie = self._tries[key] = ChoiceTrie(encoded, list(key), end_token=self.end_token)
+        if len(self._tries) > self.size:
+            self._tries.popitem(last=False)
+        return trie

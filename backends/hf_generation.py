@@ -19,30 +19,28 @@ tiny models never showed it, a 135M model did about once in a few thousand token
 
 **Logprobs.** The log-probability of each sampled token under the distribution the model gives
 at temperature ``T`` *before* top-p truncation: ``log_softmax(logits / T)``, which is what a
-PPO-style ratio recomputes (see :func:`sequence_logprobs`). For greedy decoding ``T`` is taken
-as 1. For a constrained-choice row, the distribution is the one actually sampled from: the
-logits of disallowed tokens are set to -inf and the rest renormalised.
+PPO-style ratio recomputes (:mod:`backends.scoring` scores given tokens the same way). For
+greedy decoding ``T`` is taken as 1. For a constrained-choice row, the distribution is the one
+actually sampled from: the logits of disallowed tokens are set to -inf and the rest renormalised.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from backends.hf_cache import new_cache, repeat_rows
+from backends.hf_cache import ModelCalls, repeat_rows
 from backends.hf_constraints import ChoiceTrie
+from backends.scoring import MIN_SHARED_PREFIX, shared_prefix_length
 
 # Drop finished rows from the batch once they are at least this fraction of it: copying the KV
 # cache costs about as much as a step, so dropping one row at a time would not pay.
 _PRUNE_FRACTION = 0.25
-# A shared prompt prefix shorter than this is not worth a separate forward pass.
-_MIN_SHARED_PREFIX = 8
 
 
 @dataclass(slots=True)
@@ -98,69 +96,6 @@ class DecodeSettings:
     top_p: float
     eos_ids: tuple[int, ...]
     pad_id: int
-
-
-@dataclass(slots=True)
-class ModelCalls:
-    """How to call a causal LM's forward across transformers versions (and through PEFT).
-
-    Attributes:
-        cache_kwarg: ``cache`` (transformers >= 5.x) or ``past_key_values``.
-        logits_kwarg: ``logits_to_keep``, ``num_logits_to_keep`` or None.
-    """
-
-    cache_kwarg: str
-    logits_kwarg: str | None
-    config: Any = field(repr=False, default=None)
-
-    @classmethod
-    def inspect(cls, model: Any) -> ModelCalls:
-        """Read the forward signature of ``model`` (the base model under a PEFT wrapper)."""
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        parameters = inspect.signature(base.forward).parameters
-        cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
-        logits_kwarg = next((name for name in ("logits_to_keep", "num_logits_to_keep") if name in parameters), None)
-        return cls(cache_kwarg=cache_kwarg, logits_kwarg=logits_kwarg, config=base.config)
-
-    def new_cache(self, capacity: int) -> tuple[Any, bool]:
-        """An empty KV cache reserving ``capacity`` positions (see :func:`backends.hf_cache.new_cache`)."""
-        return new_cache(self.config, capacity)
-
-    def last_logits(
-        self,
-        model: Any,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        position_ids: torch.Tensor,
-        cache: Any,
-    ) -> torch.Tensor:
-        """Run one forward pass with the cache and return the float32 logits of the last position."""
-        width = input_ids.shape[1]
-        logits = self.logits_between(  # the prefill needs no logits but the last ones
-            model,
-            width - 1,
-            width,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            **{self.cache_kwarg: cache, "use_cache": True},
-        )
-        return logits[:, -1, :].float()
-
-    def logits_between(self, model: Any, start: int, stop: int, **inputs: Any) -> torch.Tensor:
-        """The logits of input positions ``start`` to ``stop - 1`` only (as few positions as the model allows).
-
-        The positions go to transformers as a tensor, not as a count: a count slices a strided view
-        of the hidden states, and a bfloat16 matmul over a strided view takes a slow CPU path
-        (bench/prefix_sharing.py: ×1,227 slower for SmolLM2's output layer over 64 rows, one thread).
-        """
-        width = inputs["input_ids"].shape[1]
-        if self.logits_kwarg == "logits_to_keep":  # transformers >= 4.48 takes positions
-            positions = torch.arange(start, stop, device=inputs["input_ids"].device)
-            return model(**inputs, logits_to_keep=positions).logits
-        if self.logits_kwarg is not None:  # older: a count of last positions
-            return model(**inputs, **{self.logits_kwarg: width - start}).logits[:, : stop - start]
-        return model(**inputs).logits[:, start:stop]
 
 
 def uniforms(seeds: np.ndarray, step: int) -> np.ndarray:
@@ -280,7 +215,7 @@ def _prefill(
     shared = shared_prefix_length(prompts) if len(rows) > 1 else 0
     width = max(len(prompt) for prompt in prompts) - shared
     cache, reserved = calls.new_cache(shared + width + steps)
-    if shared < _MIN_SHARED_PREFIX or not reserved:
+    if shared < MIN_SHARED_PREFIX or not reserved:
         shared, width = 0, width + shared
     row_of_suffix: dict[tuple[int, ...], int] = {}
     computed_row = [row_of_suffix.setdefault(tuple(prompt[shared:]), len(row_of_suffix)) for prompt in prompts]
@@ -300,21 +235,6 @@ def _prefill(
         cache.batch_select_indices(index)
         logits, attention, positions = logits[index], attention[index], positions[index]
     return logits, attention, positions[:, -1:] + 1, cache
-
-
-def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
-    """Length of the token prefix all prompts share, leaving every prompt at least one token of its own.
-
-    Example:
-        >>> shared_prefix_length([[1, 2, 3, 4], [1, 2, 5]]), shared_prefix_length([[1, 2], [1, 2]])
-        (2, 1)
-    """
-    first = prompts[0]
-    limit = min(len(prompt) for prompt in prompts) - 1
-    length = 0
-    while length < limit and all(prompt[length] == first[length] for prompt in prompts):
-        length += 1
-    return length
 
 
 class _Batch:
@@ -431,86 +351,3 @@ class _Batch:
             reason: Literal["stop", "length"] = "stop" if stopped[index] else "length"
             outputs.append(RowOutput(token_lists[index], logprob_lists[index], text, reason))
         return outputs
-
-
-def sequence_logprobs(
-    model: Any,
-    prompt_ids: Sequence[Sequence[int]],
-    completion_ids: Sequence[Sequence[int]],
-    *,
-    temperature: float,
-    pad_id: int,
-) -> list[torch.Tensor]:
-    """Per-token log-probabilities of given completions under ``model``'s current weights.
-
-    The prompts and completions are joined and left-padded so that every sequence ends at the
-    same position; one forward pass computes the logits of the completion positions only. The
-    distribution is ``log_softmax(logits / temperature)`` (temperature 0 counts as 1), the same
-    as the one :func:`decode_batch` reports for unconstrained rows. Gradients flow when the
-    caller has them enabled.
-
-    Args:
-        model: A causal LM.
-        prompt_ids: Token ids of each prompt.
-        completion_ids: Token ids of each completion (may be empty).
-        temperature: The sampling temperature.
-        pad_id: Token used for left padding.
-
-    Returns:
-        One 1-D tensor per sequence, of the completion's length.
-    """
-    if len(prompt_ids) != len(completion_ids):
-        raise ValueError("one completion per prompt")
-    if not prompt_ids:
-        return []
-    joined = [list(prompt) + list(completion) for prompt, completion in zip(prompt_ids, completion_ids, strict=True)]
-    tail = max(len(completion) for completion in completion_ids)
-    if tail == 0:
-        return [torch.zeros(0, device=next(model.parameters()).device) for _ in joined]
-    logits, input_ids = tail_logits(model, ModelCalls.inspect(model), joined, tail, pad_id)
-    logits = logits.float()
-    scale = temperature if temperature > 0 else 1.0
-    logprobs = torch.log_softmax(logits / scale, dim=-1)
-    targets = input_ids[:, -tail:]
-    picked = logprobs.gather(-1, targets[:, :, None]).squeeze(-1)
-    return [picked[row, tail - len(completion) :] for row, completion in enumerate(completion_ids)]
-
-
-def tail_logits(
-    model: Any,
-    calls: ModelCalls,
-    rows: Sequence[Sequence[int]],
-    tail: int,
-    pad_id: int,
-    *,
-    shared: int = 0,
-    cache: Any = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits predicting the last ``tail`` tokens of each row, and the left-padded input ids.
-
-    Rows are left-padded to one width. With ``cache`` holding ``shared`` positions already run
-    (a prefix common to every row, repeated per row), the rows are what follows that prefix and
-    their positions run on from it.
-
-    Returns:
-        ``(logits, input_ids)``: logits of shape ``(rows, tail, vocab)``, where ``logits[:, j]``
-        predicts ``input_ids[:, j - tail]``.
-    """
-    device = next(model.parameters()).device
-    width = max(len(ids) for ids in rows)
-    input_ids = torch.tensor([[pad_id] * (width - len(ids)) + list(ids) for ids in rows], device=device)
-    masks = [[1] * shared + [0] * (width - len(ids)) + [1] * len(ids) for ids in rows]
-    attention = torch.tensor(masks, device=device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, shared:]
-    inputs: dict[str, Any] = {"use_cache": False} if cache is None else {"use_cache": True, calls.cache_kwarg: cache}
-    # The logits at position j predict the token after j: the `tail` positions before the last one.
-    logits = calls.logits_between(
-        model,
-        width - tail - 1,
-        width - 1,
-        input_ids=input_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        **inputs,
-    )
-    return logits, input_ids

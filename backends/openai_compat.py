@@ -609,7 +609,7 @@ class OpenAIBackend:
         )
         prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids")
         if prompt_ids:  # vLLM with return_token_ids: what the server actually tokenised
-            completion.extra["prompt_token_ids"] = [int(token) for token in prompt_ids]
+            completion.prompt_token_ids = [int(token) for token in prompt_ids]
         if request.choices is not None and match_choice(text, request.choices) is None:
             reason = self._off_choice(text, request, finish, budget)
             completion = replace(completion, finish_reason="error", error=reason)

@@ -2,7 +2,8 @@
 
 :class:`VLLMBackend` runs vLLM's offline engine inside the training or evaluation process: one
 ``generate`` call submits the whole batch, each request with its own sampling parameters and
-seed; every completion carries the sampled token ids and their logprobs (training needs them).
+seed (:func:`tsmg.seeding.combine_seeds`); every completion carries the prompt's and the sampled
+token ids and the sampled tokens' logprobs (training needs them).
 ``GenerationRequest.choices`` becomes constrained decoding through vLLM's structured outputs
 (each choice written as the tokenizer encodes it, as the HF backend does). A LoRA adapter can
 be served (``enable_lora=True``, :meth:`VLLMBackend.set_adapter`) and updated weights pushed
@@ -253,14 +254,16 @@ class VLLMBackend:
             # One dict per sampled token, keyed by token id; with logprobs=0 it holds that token only.
             logprobs = [float(step[token].logprob) for token, step in zip(token_ids, sample.logprobs, strict=True)]
         finish: FinishReason = "length" if sample.finish_reason == "length" else "stop"
+        prompt_ids = [int(token) for token in output.prompt_token_ids or ()]
         completion = Completion(
             text=sample.text,
             finish_reason=finish,
-            prompt_tokens=len(output.prompt_token_ids or ()),
+            prompt_tokens=len(prompt_ids),
             completion_tokens=len(token_ids),
             latency_s=share,
             token_ids=token_ids,
             logprobs=logprobs,
+            prompt_token_ids=prompt_ids or None,
         )
         if request.choices is not None and match_choice(sample.text, request.choices) is None:
             completion.finish_reason = "error"

@@ -12,7 +12,7 @@ embedded SmolLM2-135M-Instruct with a LoRA adapter (bfloat16, one thread, Frozen
    which ``--distinct`` differ (identical prompts are prefilled once), against the same rows
    all made distinct by a per-row tag at the end of the prompt (so every row is prefilled).
 2. **Training step**: forward and backward of ``--rows`` training samples through
-   :func:`training.trainer.policy_forward` with ``share_prefix=True`` (the common prefix runs
+   :func:`backends.scoring.score_completions` with ``share_prefix=True`` (the common prefix runs
    once) and ``False`` (every row runs its whole prompt), the same numbers either way.
 
 Usage: python bench/prefix_sharing.py [--rows 32] [--distinct 8] [--repeats 3]
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     from backends.base import GenerationRequest, SamplingParams
     from backends.embedded import embedded_model_dir
     from backends.hf import HFBackend
-    from training.trainer import ChoiceMasks, TrainSample, _shared_prompt_prefix, policy_forward
+    from backends.scoring import MIN_SHARED_PREFIX, ChoiceMasks, score_completions, shared_prefix_length
 
     backend = HFBackend(str(embedded_model_dir()), dtype="bfloat16", threads=1, max_batch_size=args.rows)
     backend.add_lora(r=8, alpha=16, target_modules="all-linear", dropout=0.0)
@@ -107,26 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     # 2. A training step over distinct states: with and without sharing the prompt prefix.
     prompts = backend.encode_prompts([GenerationRequest(messages=p) for p in messages])
     answers = [backend.tokenizer.encode(ACTIONS[i % 4], add_special_tokens=False) for i in range(args.rows)]
-    samples = [
-        TrainSample(prompt_ids=list(p), completion_ids=list(a), behaviour_logprobs=None, advantage=1.0, choices=ACTIONS)
-        for p, a in zip(prompts, answers, strict=True)
-    ]
-    masks = ChoiceMasks(backend.tokenizer, backend.eos_ids)
+    masks = ChoiceMasks(backend.choice_tries)
     model = backend.model
     model.train()
 
     def step(share_prefix: bool) -> None:
         model.zero_grad(set_to_none=True)
-        output = policy_forward(
-            model, samples, pad_id=backend.pad_id, temperature=1.0, choice_masks=masks, share_prefix=share_prefix
+        scores = score_completions(
+            model,
+            prompts,
+            answers,
+            pad_id=backend.pad_id,
+            choices=[ACTIONS] * len(answers),
+            choice_masks=masks,
+            share_prefix=share_prefix,
         )
-        torch.where(output.mask, output.logprobs, torch.zeros_like(output.logprobs)).sum().backward()
+        torch.where(scores.mask, scores.logprobs, torch.zeros_like(scores.logprobs)).sum().backward()
 
     step_shared = median_seconds(lambda: step(True), args.repeats)
     step_plain = median_seconds(lambda: step(False), args.repeats)
 
     prompt_tokens = statistics.mean(len(p) for p in prompts)
-    shared_tokens = _shared_prompt_prefix(samples)
+    shared_tokens = shared_prefix_length(prompts, MIN_SHARED_PREFIX)
     print(f"SmolLM2-135M-Instruct + LoRA r=8, bfloat16, 1 thread; Frozen Lake prompts of {prompt_tokens:.0f} tokens")
     print(
         f"output layer over the last of 60 positions, 64 rows: strided view {head_strided:.3f} s, "

@@ -1,6 +1,8 @@
+import json
+
 import pytest
 
-from tsmg.episode import Episode, read_episodes, write_episodes
+from tsmg.episode import SCHEMA_VERSION, Episode, EpisodeSchemaError, read_episodes, write_episodes
 from tsmg.policies import RandomPolicy
 from tsmg.rollout import rollout
 
@@ -29,3 +31,66 @@ def test_corrupt_line_in_the_middle_is_an_error(tmp_path):
     path.write_text("not json\n" + rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])[0].to_json() + "\n")
     with pytest.raises(ValueError, match="episodes.jsonl:1"):
         list(read_episodes(path))
+
+
+def test_records_written_before_schema_versions_are_read_as_version_1(tmp_path):
+    [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
+    assert episode.schema_version == SCHEMA_VERSION == 2
+    # A line as written before this change: no schema_version, no choices or prompt ids in its steps.
+    old = episode.model_dump(
+        mode="json", exclude={"schema_version": True, "steps": {"__all__": {"choices", "prompt_token_ids"}}}
+    )
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    [loaded] = read_episodes(path)
+    assert loaded.schema_version == 1 and loaded.steps[0].prompt_token_ids is None
+    assert loaded.model_dump(exclude={"schema_version"}) == episode.model_dump(exclude={"schema_version"})
+
+
+def test_a_newer_schema_version_is_refused_naming_the_versions_read(tmp_path):
+    [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
+    newer = {**episode.model_dump(mode="json"), "schema_version": 3, "a_field_from_the_future": 1}
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps(newer) + "\n")
+    with pytest.raises(EpisodeSchemaError, match=r"episodes.jsonl:1: .*schema version 3.*reads versions 1 to 2"):
+        list(read_episodes(path))
+
+
+def test_token_ids_can_be_left_out_of_a_file(tmp_path):
+    from tsmg.lm import Completion
+
+    class Echo:
+        name = "echo"
+
+        def generate(self, requests, sampling):
+            return [
+                Completion(text="right", token_ids=[1, 2], logprobs=[-0.1, -0.2], prompt_token_ids=[5])
+                for _ in requests
+            ]
+
+    from tsmg.lap import LAP, ActionFormat, LAPConfig
+
+    [episode] = rollout("FrozenLake-v0", LAP(Echo(), LAPConfig(action_format=ActionFormat(kind="choice"))), seeds=[0])
+    step = episode.steps[0]
+    assert (step.token_ids, step.logprobs, step.prompt_token_ids) == ([1, 2], [-0.1, -0.2], [5])
+    assert step.choices == ["left", "down", "right", "up"]
+    write_episodes(tmp_path / "full.jsonl", [episode])
+    write_episodes(tmp_path / "lean.jsonl", [episode], token_ids=False)
+    [lean] = read_episodes(tmp_path / "lean.jsonl")
+    assert lean.steps[0].token_ids is None and lean.steps[0].prompt_token_ids is None and lean.steps[0].choices
+    assert (tmp_path / "lean.jsonl").stat().st_size < (tmp_path / "full.jsonl").stat().st_size
+
+
+def test_an_eval_folder_of_a_newer_version_is_refused_in_one_sentence(tmp_path):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "tsmg.cli", "eval", "--game", "FrozenLake-v0", "--model", "random"]
+    command += ["--episodes", "2", "--out", str(tmp_path / "run"), "--no-progress"]
+    assert subprocess.run(command, capture_output=True, text=True, timeout=120).returncode == 0
+    path = tmp_path / "run" / "episodes.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**record, "schema_version": 9}) + "\n" for record in records[:1]))
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 2 and "Traceback" not in rerun.stderr
+    assert "schema version 9; this tsmg reads versions 1 to 2" in rerun.stderr

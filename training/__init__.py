@@ -4,7 +4,9 @@ Importing ``training`` is light (numpy and pydantic; no torch): the torch losses
 :mod:`training.losses`, imported on demand.
 """
 
-from training.advantages import (
+from training.algorithms import list_algorithms
+from training.config import IncompatibleGameError, TrainConfig, validate_against_game
+from training.credit import (
     CREDIT_ASSIGNERS,
     CreditAssignment,
     CreditStats,
@@ -12,8 +14,6 @@ from training.advantages import (
     TrajectoryCredit,
     assign_credit,
 )
-from training.algorithms import list_algorithms
-from training.config import IncompatibleGameError, TrainConfig, validate_against_game
 from training.loss_specs import LOSSES
 from training.sampling import SAMPLERS, Sample, SampleStats, sample
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.advantages import CREDIT_ASSIGNERS
+from training.credit import CREDIT_ASSIGNERS
 from training.loss_specs import AGGREGATIONS, LOSSES
 from training.sampling import SAMPLERS
 

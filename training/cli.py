@@ -217,22 +217,3 @@ def cmd_algos(args: argparse.Namespace) -> int:
             needs = f"  [needs: {', '.join(entry['needs'])}]" if entry.get("needs") else ""
             print(f"  {entry['name']:<{width}}  {entry['description']}{needs}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run ``train``/``algos`` on their own (``python -m training.cli train ...``) until ``tsmg`` wires them in."""
-    parser = argparse.ArgumentParser(prog="python -m training.cli")
-    add_commands(parser.add_subparsers(title="commands"))
-    args = parser.parse_args(argv)
-    if not hasattr(args, "handler"):
-        parser.print_help()
-        return 2
-    try:
-        return int(args.handler(args))
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

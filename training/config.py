@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from training.advantages import CREDIT_ASSIGNERS, AssignerParams, Need, credit_assigner, resolve_params
+from training.credit import CREDIT_ASSIGNERS, AssignerParams, Need, credit_assigner, resolve_params
 from training.loss_specs import LOSSES, Aggregation, loss_spec
 from training.sampling import SAMPLERS, SampleUnit, sampler
 from training.schedule import Schedule

@@ -178,14 +178,14 @@ def success_on_seeds(model_dir: str | Path, config: TrainConfig, seeds: list[int
     """Success of the model in ``model_dir`` on ``seeds``, played as the demo trains (one episode per seed)."""
     from backends.hf import HFBackend
     from training.engines import HFRolloutEngine
-    from training.run_log import episode_metrics
     from tsmg.rollout import plan_episodes
+    from tsmg.summary import summarize
 
     backend = HFBackend(model_dir, threads=config.run.threads, max_batch_size=len(seeds))
     engine = HFRolloutEngine(backend, config.rollout, model_seats=["player"])
     plans = plan_episodes(config.rollout.game_id, seeds, group_size=1, id_prefix="test")
     batch = engine.play(plans, seed=config.run.seed + 1, temperature=config.run.eval_temperature)
-    return episode_metrics(batch.episodes, ["player"])["rollout/success_rate"]
+    return summarize(batch.episodes).success_rate or 0.0
 
 
 def run_demo(
@@ -292,33 +292,64 @@ def run_demo(
     )
 
 
-def add_demo_arguments(parser: Any) -> None:
-    """The demo's flags, for ``tsmg demo`` (``parser`` is its argparse parser)."""
-    parser.add_argument(
+def scripted_baselines(game_id: str, episodes: int, seed: int, echo: Callable[[str], None] = print) -> None:
+    """``tsmg demo --no-train``: random and oracle play on ``episodes`` seeds from ``seed``, and the ceiling.
+
+    For Frozen Lake it also says how many of the maps have a goal reachable within the step limit
+    (the success an oracle should meet).
+
+    Raises:
+        ValueError: ``episodes`` is below 1.
+    """
+    import tsmg
+    from games import frozen_lake_rules as rules
+    from games.frozen_lake import FrozenLake
+    from tsmg.policies import policy_from_spec
+    from tsmg.rollout import rollout
+    from tsmg.summary import summarize, summary_line
+
+    if episodes < 1:
+        raise ValueError(f"--episodes must be at least 1, got {episodes}")
+    seeds = range(seed, seed + episodes)
+    echo(f"tsmg demo: a random and an oracle policy on {game_id}, seeds {seeds[0]}..{seeds[-1]}\n")
+    for policy in ("random", "oracle"):
+        played = rollout(game_id, policy_from_spec(policy, seed=seed), seeds=seeds)
+        echo(summary_line(game_id, policy, summarize(played)))
+    game = tsmg.make(game_id)
+    if isinstance(game, FrozenLake):
+        max_steps = game.config.max_steps or 10**6
+        reachable = 0
+        for map_seed in seeds:
+            game.reset(seed=map_seed)
+            position, desc = game.state.position, game.state.desc
+            reachable += rules.success_probability(desc, position, max_steps, game.config.is_slippery) > 0
+        echo(f"\nMaps whose goal is reachable within the step limit: {100 * reachable / episodes:.1f}%")
+
+
+def add_demo_command(commands: Any) -> None:
+    """Register ``tsmg demo`` on an argparse sub-parser set (``parser.add_subparsers()``)."""
+    demo = commands.add_parser(
+        "demo", help="MS-GRPO trains a tiny model on Frozen Lake (--no-train: random vs oracle only)"
+    )
+    demo.add_argument("--no-train", action="store_true", help="only play the random and oracle policies")
+    demo.add_argument("--game", default=RANDOM_MAPS_GAME, help="with --no-train")
+    demo.add_argument("--episodes", type=int, default=500, help="with --no-train")
+    demo.add_argument(
         "--random-maps", action="store_true", help="random 4x4 maps, the MS-GRPO training setting (up to 10 minutes)"
     )
-    parser.add_argument("--out", type=Path, help="run folder (default runs/demo-standard or runs/demo-random-maps)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the run")
-    parser.add_argument("--max-seconds", type=float, help="training wall-time budget (default 180, random maps 600)")
+    demo.add_argument("--out", type=Path, help="run folder (default runs/demo-standard or runs/demo-random-maps)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the run (with --no-train: the first map seed)")
+    demo.add_argument("--max-seconds", type=float, help="training wall-time budget (default 180, random maps 600)")
+    demo.set_defaults(handler=cmd_demo)
 
 
 def cmd_demo(args: Any) -> int:
-    """Run the demo from parsed :func:`add_demo_arguments` flags; returns the exit code."""
+    """``tsmg demo``: train (:func:`run_demo`), or with ``--no-train`` only the scripted baselines."""
+    if args.no_train:
+        scripted_baselines(args.game, args.episodes, args.seed)
+        return 0
     from training.run_log import quiet_library_progress
 
     quiet_library_progress()
     run_demo(random_maps=args.random_maps, out_dir=args.out, seed=args.seed, max_seconds=args.max_seconds)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m training.demo [--random-maps]`` until ``tsmg demo`` calls :func:`cmd_demo`."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m training.demo", description="MS-GRPO trains a tiny model.")
-    add_demo_arguments(parser)
-    return cmd_demo(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -15,8 +15,8 @@ stays exact: the world size changes the speed, not the update.
 * **Only rank 0 writes** the run folder (config, metrics, episodes, checkpoints, final model);
   decisions that end the loop (time budget, early-stop hook) are taken on rank 0 and broadcast.
 
-Launch with ``accelerate launch --multi_gpu --num_processes N -m training.cli train ...`` or
-``torchrun --nproc_per_node N -m training.cli train ...`` (on CPU too, over gloo). A plain
+Launch with ``accelerate launch --multi_gpu --num_processes N -m tsmg.cli train ...`` or
+``torchrun --nproc_per_node N -m tsmg.cli train ...`` (on CPU too, over gloo). A plain
 ``python`` or ``tsmg train`` is a world of one, where every collective is the identity.
 """
 

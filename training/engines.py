@@ -5,9 +5,8 @@ and :meth:`~RolloutEngine.sync` after each update so that the next rollout sampl
 weights. :class:`HFRolloutEngine` plays with the trained HF model itself (nothing to sync);
 :class:`VLLMRolloutEngine` plays on a vLLM engine started from the same folder (``model.spec:
 vllm:PATH``) and pushes the new weights, or the LoRA adapter, into it after every update
-(:mod:`training.vllm_sync`). Every engine drives the model through its LAP and records the
-choices each constrained decision offered (:class:`RolloutBatch`), which the trainer needs to
-recompute the constrained distribution.
+(:mod:`training.vllm_sync`). Every engine drives the model through its LAP; the episode records
+hold all the trainer needs (prompt ids, offered choices, tokens, behaviour log-probabilities).
 """
 
 from __future__ import annotations
@@ -19,7 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
+
 from training.config import RolloutConfig, TrainConfig
+from training.distributed import World
+from training.update import TrainingOOMError
 from training.vllm_sync import (
     AdapterFolders,
     EngineSyncError,
@@ -31,20 +34,18 @@ from training.vllm_sync import (
 from tsmg.episode import Episode
 from tsmg.lap import LAP
 from tsmg.policies import Decision, DecisionRequest, Policy
-from tsmg.rollout import EpisodePlan, rollout
+from tsmg.rollout import EpisodePlan, plan_episodes, rollout
 
 logger = logging.getLogger(__name__)
-
-ChoiceKey = tuple[str, int, str]  # (episode id, round, agent)
 
 
 @dataclass
 class RolloutBatch:
-    """Episodes of one rollout, and the allowed choices of each constrained decision.
+    """Episodes of one rollout and how they were sampled.
 
     Attributes:
-        episodes: Episode records in plan order (failed ones carry ``error``).
-        choices: Per (episode id, round, agent), the choice list of a constrained decision.
+        episodes: Episode records in plan order (failed ones carry ``error``). Each model step
+            records its prompt ids, offered choices, tokens and behaviour log-probabilities.
         temperature: The sampling temperature the model used.
         exact_logprobs: Whether the recorded log-probabilities are those the trainer's model gives
             (False for an engine with its own numerics or unconstrained logprobs: the trainer then
@@ -52,7 +53,6 @@ class RolloutBatch:
     """
 
     episodes: list[Episode]
-    choices: dict[ChoiceKey, list[str]]
     temperature: float
     exact_logprobs: bool = True
 
@@ -64,14 +64,12 @@ class RolloutEngine(Protocol):
     adapter there in :meth:`sync`; the HF engine shares the trained model and has nothing to do.
     """
 
-    def play(
-        self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None, first_index: int = 0
-    ) -> RolloutBatch:
-        """Play the planned episodes; ``seed`` sets the sampling streams, ``temperature`` overrides the LAP's.
+    def play(self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None) -> RolloutBatch:
+        """Play the planned episodes; ``seed`` is the LAP's run seed, ``temperature`` overrides the LAP's.
 
-        ``first_index`` is the position of ``plans[0]`` in the whole rollout: an episode's sampling
-        stream follows its position, so a process that plays a share of a rollout passes where its
-        share starts, and every episode samples as it would in one process.
+        Every sampling seed follows from ``seed`` and the decision's plan position
+        (:func:`tsmg.seeding.decision_seed`), so a process that plays a share of a rollout
+        samples each of its episodes as the whole rollout would.
         """
         ...
 
@@ -94,47 +92,30 @@ def compact_observation(text: str, pattern: str | None) -> str:
     return "\n".join(kept) if kept else text
 
 
-class _ModelSeats:
-    """The trained model's LAP as the rollout engine uses it (wraps :class:`~tsmg.lap.LAP`).
+class CompactView:
+    """A policy that shows another one only the observation lines matching a pattern (``rollout.observation_lines``).
 
-    Three things on top of the LAP: the compact observation view; sampling streams made distinct
-    per episode (the LAP derives them from the episode seed, which a group's members share);
-    and a record of the choices offered to each constrained decision (the trainer needs them to
-    recompute the constrained distribution; the episode record does not keep them).
+    Args:
+        policy: The policy that decides (the model's LAP).
+        pattern: The lines kept (None: the whole observation).
     """
 
-    def __init__(
-        self, lap: LAP, observation_lines: str | None, plans: Sequence[EpisodePlan], first_index: int = 0
-    ) -> None:
-        self.lap = lap
-        self.first_index = first_index
-        self.name = lap.name
-        self.observation_lines = observation_lines
-        self.constrained = lap.config.action_format.kind == "choice"
-        self.plans = plans
-        self.choices: dict[ChoiceKey, list[str]] = {}
-
-    def _shown(self, request: DecisionRequest) -> DecisionRequest:
-        pattern = self.observation_lines
-        history = [
-            replace(turn, observation=compact_observation(turn.observation, pattern)) for turn in request.history
-        ]
-        # episode_seed=None: the LAP then seeds by the episode's position in the whole rollout (unique).
-        return replace(
-            request,
-            observation=compact_observation(request.observation, pattern),
-            history=history,
-            episode_seed=None,
-            episode_index=self.first_index + request.episode_index,
-        )
+    def __init__(self, policy: Policy, pattern: str | None) -> None:
+        self.policy = policy
+        self.pattern = pattern
+        self.name = policy.name
 
     def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
-        decisions = self.lap.act([self._shown(request) for request in requests])
-        if self.constrained:
-            for request in requests:
-                key = (self.plans[request.episode_index].episode_id, request.round, request.agent)
-                self.choices[key] = list(request.legal_actions or ())
-        return decisions
+        """The wrapped policy's decisions on the compact observations."""
+        if self.pattern is None:
+            return self.policy.act(requests)
+        return self.policy.act([self._shown(request) for request in requests])
+
+    def _shown(self, request: DecisionRequest) -> DecisionRequest:
+        history = [
+            replace(turn, observation=compact_observation(turn.observation, self.pattern)) for turn in request.history
+        ]
+        return replace(request, observation=compact_observation(request.observation, self.pattern), history=history)
 
 
 class _LAPRolloutEngine:
@@ -158,19 +139,17 @@ class _LAPRolloutEngine:
         self.model_seats = tuple(model_seats)
         self.opponent = opponent
 
-    def play(
-        self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None, first_index: int = 0
-    ) -> RolloutBatch:
+    def play(self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None) -> RolloutBatch:
         """Play ``plans``; see :meth:`RolloutEngine.play`."""
         update: dict[str, Any] = {"seed": seed}
         if temperature is not None:
             update["temperature"] = temperature
         lap_config = self.config.lap.model_copy(update=update)
-        seats = _ModelSeats(LAP(self.backend, lap_config), self.config.observation_lines, plans, first_index)
-        policies: Policy | dict[str, Policy] = seats
+        model = CompactView(LAP(self.backend, lap_config), self.config.observation_lines)
+        policies: Policy | dict[str, Policy] = model
         if self.opponent is not None:
             opponent = self.opponent
-            policies = {agent: seats if agent in self.model_seats else opponent for agent in self._agents()}
+            policies = {agent: model if agent in self.model_seats else opponent for agent in self._agents()}
         episodes = rollout(
             self.config.game_id,
             policies,
@@ -178,7 +157,7 @@ class _LAPRolloutEngine:
             game_options=self.config.game_options,
             max_concurrent=self.config.max_concurrent,
         )
-        return RolloutBatch(episodes, seats.choices, lap_config.temperature, exact_logprobs=self.exact_logprobs)
+        return RolloutBatch(episodes, lap_config.temperature, exact_logprobs=self.exact_logprobs)
 
     def _agents(self) -> tuple[str, ...]:
         from tsmg import make
@@ -188,6 +167,66 @@ class _LAPRolloutEngine:
             return tuple(game.agents)
         finally:
             game.close()
+
+
+def independent_groups(
+    config: RolloutConfig, update: int, rng: np.random.Generator, seed_limit: int
+) -> list[EpisodePlan]:
+    """The rollout plan of one update: ``groups_per_update`` groups of ``group_size`` episodes, each from one game seed.
+
+    Args:
+        config: The rollout section.
+        update: The update (episode ids are ``u{update}/s{seed}/g{k}``).
+        rng: Draws the game seeds (distinct, below ``seed_limit``).
+        seed_limit: Held-out seeds start here.
+    """
+    seeds = rng.choice(seed_limit, size=config.groups_per_update, replace=False)
+    return plan_episodes(config.game_id, [int(seed) for seed in seeds], config.group_size, id_prefix=f"u{update}")
+
+
+def play_sharded(
+    engine: RolloutEngine,
+    plans: Sequence[EpisodePlan],
+    group_size: int,
+    world: World,
+    *,
+    seed: int,
+    temperature: float | None = None,
+) -> RolloutBatch:
+    """Play ``plans`` with each rank taking a contiguous share of whole groups; every rank gets the whole batch."""
+    if world.size == 1:
+        return engine.play(plans, seed=seed, temperature=temperature)
+    first, last = world.shard_bounds(len(plans) // group_size)
+    mine = engine.play(plans[first * group_size : last * group_size], seed=seed, temperature=temperature)
+    parts = world.gather(mine)
+    return RolloutBatch(
+        episodes=[episode for part in parts for episode in part.episodes],
+        temperature=mine.temperature,
+        exact_logprobs=all(part.exact_logprobs for part in parts),
+    )
+
+
+def check_rollout(batch: RolloutBatch, config: TrainConfig) -> None:
+    """Stop the run where the backend turned a failure into failed answers: out of memory, or every episode failed.
+
+    Raises:
+        TrainingOOMError: A model call ran out of memory (the message names what to lower).
+        RuntimeError: Every episode of the rollout failed (the message gives the first error).
+    """
+    messages = [episode.error for episode in batch.episodes if episode.error]
+    messages += [step.reason for episode in batch.episodes for step in episode.steps if step.reason]
+    if any("out of memory" in message.lower() for message in messages):
+        longest = max((step.prompt_tokens or 0 for episode in batch.episodes for step in episode.steps), default=0)
+        rollout_config = config.rollout
+        raise TrainingOOMError(
+            f"out of memory while generating: up to {rollout_config.max_concurrent} prompts decode together "
+            f"(rollout.max_concurrent; an update plays {rollout_config.groups_per_update * rollout_config.group_size} "
+            f"episodes), prompts up to {longest} tokens, up to {rollout_config.lap.max_tokens} new tokens: lower "
+            "rollout.max_concurrent, or shorten prompts (rollout.lap.template.history, rollout.observation_lines) "
+            "and rollout.lap.max_tokens"
+        )
+    if batch.episodes and all(episode.error for episode in batch.episodes):
+        raise RuntimeError(f"every episode of the rollout failed; the first error: {batch.episodes[0].error}")
 
 
 class HFRolloutEngine(_LAPRolloutEngine):

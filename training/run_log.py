@@ -28,13 +28,10 @@ import json
 import logging
 import math
 import os
-import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
-
-from tsmg.episode import Episode
 
 logger = logging.getLogger(__name__)
 
@@ -133,30 +130,6 @@ class RunLog:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
-
-
-def episode_metrics(episodes: Sequence[Episode], agents: Sequence[str], prefix: str = "rollout/") -> dict[str, float]:
-    """Success, return, invalid-answer rate and lengths of ``agents``' play, as namespaced metrics.
-
-    Failed episodes (``error`` set) are counted apart and left out of the rest.
-    """
-    done = [episode for episode in episodes if episode.error is None]
-    successes = [
-        bool(episode.success[agent]) for episode in done for agent in agents if episode.success.get(agent) is not None
-    ]
-    returns = [episode.returns.get(agent, 0.0) for episode in done for agent in agents if agent in episode.agents]
-    steps = [step for episode in done for step in episode.steps if step.agent in agents]
-    metrics = {
-        f"{prefix}episodes": float(len(done)),
-        f"{prefix}failed_episodes": float(len(episodes) - len(done)),
-        f"{prefix}mean_return": statistics.fmean(returns) if returns else 0.0,
-        f"{prefix}invalid_rate": sum(not step.valid for step in steps) / len(steps) if steps else 0.0,
-        f"{prefix}mean_steps": len(steps) / len(done) if done else 0.0,
-        f"{prefix}completion_tokens": float(sum(step.completion_tokens or 0 for step in steps)),
-    }
-    if successes:
-        metrics[f"{prefix}success_rate"] = sum(successes) / len(successes)
-    return metrics
 
 
 def _tensorboard_writer(folder: Path, resume_step: int | None) -> Any:

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+if TYPE_CHECKING:
+    from training.credit import CreditAssignment, StepCredit
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -248,3 +251,38 @@ def sample(
         ([1, 1, 1], 1)
     """
     return sampler(name).sample(np.asarray(advantages, dtype=np.float64), num_samples, rng, alpha, replace)
+
+
+def draw_steps(
+    credit: CreditAssignment,
+    name: str,
+    rng: np.random.Generator,
+    *,
+    unit: SampleUnit = "episode",
+    count: int | None = None,
+    alpha: float = 1.0,
+    replace: bool = True,
+) -> tuple[list[StepCredit], Sample]:
+    """The credited steps an update trains on, drawn with the registered sampler ``name``.
+
+    Args:
+        credit: The rollout's credit assignment.
+        name: A registered sampler (see :data:`SAMPLERS`).
+        rng: The update's generator.
+        unit: ``episode``: draw (episode, agent) trajectories by their mean |A| and train every
+            step of each; ``step``: draw single steps by their own |A|.
+        count: Draws (None: as many as there are items to draw from).
+        alpha: AAW sharpness.
+        replace: Draw with replacement.
+
+    Returns:
+        The drawn steps (repeats kept, in draw order) and the draw.
+    """
+    if unit == "episode":
+        values = credit.sampling_advantages()
+        drawn = sample(name, values, count or len(values), rng, alpha=alpha, replace=replace)
+        return credit.steps(drawn.indices), drawn
+    every_step = credit.steps()
+    advantages = [item.advantage for item in every_step]
+    drawn = sample(name, advantages, count or len(every_step), rng, alpha=alpha, replace=replace)
+    return [every_step[int(index)] for index in drawn.indices], drawn

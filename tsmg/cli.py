@@ -29,7 +29,7 @@ from tsmg.episode import write_episodes
 from tsmg.policies import DecisionRequest, Policy, policy_from_spec
 from tsmg.registry import UnknownGameError, import_game_modules
 from tsmg.rollout import plan_episodes, rollout
-from tsmg.summary import summarize
+from tsmg.summary import summarize, summary_line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,14 +172,6 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_option_flag(roll)
     roll.set_defaults(handler=_cmd_rollout)
 
-    demo = commands.add_parser(
-        "demo", help="MS-GRPO trains a tiny model on Frozen Lake (--no-train: random vs oracle only)"
-    )
-    demo.add_argument("--no-train", action="store_true", help="only play the random and oracle policies")
-    demo.add_argument("--game", default="FrozenLake-NoSlip-v0", help="with --no-train")
-    demo.add_argument("--episodes", type=int, default=500, help="with --no-train")
-    demo.set_defaults(handler=_cmd_demo)
-
     from tsmg.evaluation.cli import add_commands
     from tsmg.serve.cli import add_command as add_serve_command
 
@@ -190,12 +182,11 @@ def _build_parser() -> argparse.ArgumentParser:
     add_view_commands(commands)
     try:  # the training package is part of the distribution; its heavy imports happen only when used
         from training.cli import add_commands as add_training_commands
-        from training.demo import add_demo_arguments
+        from training.demo import add_demo_command
     except ImportError:  # pragma: no cover - a stripped install without training/
-        demo.add_argument("--seed", type=int, default=0)
         return parser
     add_training_commands(commands)
-    add_demo_arguments(demo)
+    add_demo_command(commands)
     return parser
 
 
@@ -359,45 +350,8 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"game": args.game, "policy": args.policy, **summary.as_dict()}))
     else:
-        print(_format_summary(args.game, args.policy, summary.as_dict()))
+        print(summary_line(args.game, args.policy, summary))
     return 0 if summary.failed == 0 else 1
-
-
-def _format_summary(game_id: str, policy: str, figures: dict[str, Any]) -> str:
-    success = figures["success_rate"]
-    success_text = "n/a" if success is None else f"{100 * success:5.1f}%"
-    return (
-        f"{game_id:<24} {policy:<8} episodes {figures['episodes']:>5}  success {success_text}  "
-        f"return {figures['mean_return']:+.3f} ± {figures['return_stderr']:.3f}  "
-        f"rounds {figures['mean_rounds']:.2f}  invalid {100 * figures['invalid_rate']:.1f}%"
-    )
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    if not args.no_train:
-        from training.demo import cmd_demo
-
-        return cmd_demo(args)
-    from games import frozen_lake_rules as rules
-    from games.frozen_lake import FrozenLake
-
-    print(
-        f"tsmg demo: a random and an oracle policy on {args.game}, seeds {args.seed}..{args.seed + args.episodes - 1}\n"
-    )
-    for policy in ("random", "oracle"):
-        episodes = _run_policy(args.game, policy, args.episodes, args.seed, {})
-        print(_format_summary(args.game, policy, summarize(episodes).as_dict()))
-    game = tsmg.make(args.game)
-    if isinstance(game, FrozenLake):
-        # The ceiling the oracle should meet: maps whose goal is reachable within the step limit.
-        max_steps = game.config.max_steps or 10**6
-        reachable = 0
-        for seed in range(args.seed, args.seed + args.episodes):
-            game.reset(seed=seed)
-            position, desc = game.state.position, game.state.desc
-            reachable += rules.success_probability(desc, position, max_steps, game.config.is_slippery) > 0
-        print(f"\nMaps whose goal is reachable within the step limit: {100 * reachable / args.episodes:.1f}%")
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,14 @@
 
 One :class:`Episode` serialises to one JSON line (:meth:`Episode.to_json`), so an evaluation or
 training run keeps its episodes in an append-only ``episodes.jsonl`` file.
+
+The Episode is the training record: each model step carries the prompt's token ids, the
+offered choices, the tokens written and their behaviour log-probabilities, so a trainer needs
+nothing else (no re-tokenising, no side tables). Records carry ``schema_version``
+(:data:`SCHEMA_VERSION`); :func:`read_episodes` reads every version up to this one (a record
+without the field is version 1, written before prompt ids and choices were recorded) and
+refuses a newer one, naming the versions it reads. Version 2 added prompt ids, choices, the
+model's thinking (`reasoning`), tool calls and trimmed-history counts.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 
 class Message(BaseModel):
@@ -52,6 +60,10 @@ class StepRecord(BaseModel):
         tool_calls: Function calls of the answer (``name``, ``arguments``, ``id``) under the
             tool-call action format.
         history_trimmed: Earlier turns left out of the prompt to fit the model's context window.
+        choices: The answers a constrained decision allowed (None: free text); with the token
+            ids, what a trainer needs to recompute the distribution the answer was sampled from.
+        prompt_token_ids: The prompt's token ids exactly as the model read them (local backends
+            and vLLM's server; None where the backend does not say).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -78,6 +90,16 @@ class StepRecord(BaseModel):
     reasoning_tokens: int | None = None
     tool_calls: list[dict[str, str | None]] | None = None
     history_trimmed: int = 0
+    choices: list[str] | None = None
+    prompt_token_ids: list[int] | None = None
+
+
+#: The version of the episode record this code writes; :func:`read_episodes` reads 1 to this.
+SCHEMA_VERSION = 2
+
+
+class EpisodeSchemaError(ValueError):
+    """An episode record of a version this code cannot read (the message names the versions it reads)."""
 
 
 class Episode(BaseModel):
@@ -104,6 +126,7 @@ class Episode(BaseModel):
         error: Why the episode could not finish (None if it did).
         reasoning_tokens: Total tokens spent thinking, part of ``completion_tokens`` (None when
             no step reported any).
+        schema_version: The record's version (:data:`SCHEMA_VERSION` when written by this code).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -127,27 +150,63 @@ class Episode(BaseModel):
     latency_s: float = 0.0
     error: str | None = None
     reasoning_tokens: int | None = None
+    schema_version: int = SCHEMA_VERSION
 
-    def to_json(self) -> str:
-        """One JSON line (no newline inside)."""
-        return self.model_dump_json()
+    @model_validator(mode="before")
+    @classmethod
+    def _readable_version(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+        # A stored record without the field was written before versions existed: version 1.
+        stored = bool(info.context and info.context.get("stored"))
+        version = data.get("schema_version", 1 if stored else SCHEMA_VERSION)
+        if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+            raise EpisodeSchemaError(
+                f"episode record of schema version {version!r}; this tsmg reads versions 1 to {SCHEMA_VERSION} "
+                "(a newer tsmg wrote it: upgrade tsmg to read it)"
+            )
+        return {**data, "schema_version": version}
+
+    def to_json(self, *, token_ids: bool = True) -> str:
+        """One JSON line (no newline inside); ``token_ids=False`` leaves out the token ids and logprobs."""
+        if token_ids:
+            return self.model_dump_json()
+        return self.model_dump_json(exclude={"steps": {"__all__": set(TOKEN_FIELDS)}})
 
     @classmethod
     def from_json(cls, line: str) -> Episode:
-        """Parse one JSON line written by :meth:`to_json`."""
-        return cls.model_validate_json(line)
+        """Parse one JSON line written by :meth:`to_json`.
+
+        Raises:
+            EpisodeSchemaError: The record is of a newer schema version.
+            ValueError: The line is not an episode record.
+        """
+        try:
+            return cls.model_validate_json(line, context={"stored": True})
+        except ValidationError as error:
+            for problem in error.errors():
+                if isinstance(problem.get("ctx", {}).get("error"), EpisodeSchemaError):
+                    raise problem["ctx"]["error"] from None
+            raise
 
     def steps_of(self, agent: str) -> list[StepRecord]:
         """The steps taken by ``agent``."""
         return [step for step in self.steps if step.agent == agent]
 
 
-def write_episodes(path: str | Path, episodes: Iterable[Episode]) -> int:
-    """Append episodes to a JSONL file, flushing after each line; returns how many were written."""
+#: The per-step fields ``to_json(token_ids=False)`` leaves out: what only training needs.
+TOKEN_FIELDS = ("token_ids", "logprobs", "prompt_token_ids")
+
+
+def write_episodes(path: str | Path, episodes: Iterable[Episode], *, token_ids: bool = True) -> int:
+    """Append episodes to a JSONL file, flushing after each line; returns how many were written.
+
+    ``token_ids=False`` leaves the token ids and logprobs out (a smaller file that training cannot use).
+    """
     count = 0
     with open(path, "a", encoding="utf-8") as handle:
         for episode in episodes:
-            handle.write(episode.to_json() + "\n")
+            handle.write(episode.to_json(token_ids=token_ids) + "\n")
             handle.flush()
             count += 1
     return count
@@ -162,6 +221,8 @@ def read_episodes(path: str | Path) -> Iterator[Episode]:
             continue
         try:
             yield Episode.from_json(line)
+        except EpisodeSchemaError as error:
+            raise EpisodeSchemaError(f"{path}:{number}: {error}") from None
         except ValueError:
             if number == len(lines) and not line.endswith("\n"):
                 return  # torn write at the end of the file: the episode was never completed

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tsmg.core import Invalid
 from tsmg.lm import Completion, GenerationRequest, LanguageModel, SamplingParams, ToolCall
 from tsmg.policies import Decision, DecisionRequest, Turn
+from tsmg.seeding import decision_seed
 
 DEFAULT_SYSTEM = (
     "You are playing a text game. Read the observation, think briefly if you need to, then answer with your move."
@@ -283,7 +284,10 @@ class LAPConfig(BaseModel):
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(default=64, ge=1)
-    seed: int = Field(default=0, description="Base of the per-decision sampling seeds.")
+    seed: int = Field(
+        default=0,
+        description="The run seed: with each decision's plan position, it keys the sampling seed (tsmg.seeding).",
+    )
 
 
 class LAP:
@@ -408,9 +412,9 @@ class LAP:
             if len(completions) != len(todo):
                 raise RuntimeError(f"{self.name} returned {len(completions)} completions for {len(todo)} requests")
             retry = []
-            for i, completion in zip(todo, completions, strict=True):
+            for i, request, completion in zip(todo, batch, completions, strict=True):
                 action = self._action_of(requests[i], completion)
-                decision = self._merge(decisions[i], conversations[i], completion, action, share)
+                decision = self._merge(decisions[i], request, completion, action, share)
                 decisions[i] = self._with_reasoning(decision, completion, fitted[i][1])
                 if completion.finish_reason == "error":
                     continue  # a failed call is not re-prompted: the episode fails with its message
@@ -437,10 +441,16 @@ class LAP:
             raise ValueError(
                 f"{request.game.game_id} does not enumerate legal actions; action_format kind='choice' needs them"
             )
-        episode = request.episode_seed if request.episode_seed is not None else request.episode_index
-        agent_index = request.game.agents.index(request.agent)
-        seed = self.config.seed * 1_000_003 + abs(episode) * 10_007 + request.round * 101 + agent_index * 7 + attempt
-        return GenerationRequest(messages=messages, choices=list(choices) if choices else None, seed=seed % 2**31)
+        seed = decision_seed(
+            self.config.seed,
+            game_seed=request.episode_seed,
+            group_index=request.group_index,
+            round=request.round,
+            agent=request.game.agents.index(request.agent),
+            attempt=attempt,
+            episode_index=request.episode_index,
+        )
+        return GenerationRequest(messages=messages, choices=list(choices) if choices else None, seed=seed)
 
     def _tool_request(self, request: DecisionRequest, generation: GenerationRequest) -> GenerationRequest:
         """``generation`` with the move's function schema when the action format is ``tool``."""
@@ -504,21 +514,27 @@ class LAP:
     @staticmethod
     def _merge(
         previous: Decision | None,
-        messages: list[dict[str, str]],
+        request: GenerationRequest,
         completion: Completion,
         action: str | Invalid,
         latency: float,
     ) -> Decision:
-        """The decision after this attempt; token counts and latency add up over attempts."""
+        """The decision after this attempt; token counts and latency add up over attempts.
+
+        The prompt, its token ids, the offered choices, the tokens written and their
+        log-probabilities are the last attempt's: the one whose answer the game received.
+        """
         decision = Decision(
             action=action,
             completion=completion.text,
-            prompt=messages,
+            prompt=request.messages,
             token_ids=completion.token_ids,
             logprobs=completion.logprobs,
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
             latency_s=completion.latency_s or latency,
+            prompt_token_ids=completion.prompt_token_ids,
+            choices=request.choices,
         )
         if previous is not None:
             decision.reasoning_tokens = previous.reasoning_tokens  # this attempt's are added on top

@@ -38,7 +38,8 @@ class SamplingParams:
         top_p: Nucleus sampling mass.
         max_tokens: Most tokens to write.
         stop: Strings that end the completion (not included in the text).
-        seed: Base seed; backends combine it with each request's own seed.
+        seed: Base seed; backends combine it with each request's own seed
+            (:func:`tsmg.seeding.combine_seeds`).
     """
 
     temperature: float = 1.0
@@ -58,7 +59,8 @@ class GenerationRequest:
         max_tokens: Overrides the batch's ``max_tokens``.
         stop: Overrides the batch's stop strings.
         choices: Constrained decoding: the completion must be exactly one of these strings.
-        seed: Per-request sampling seed (reproducible sampling independent of batching).
+        seed: Per-request sampling seed (reproducible sampling independent of batching; the LAP
+            derives it from the decision's plan position, :func:`tsmg.seeding.decision_seed`).
         tools: Functions the model may call, as OpenAI-style tool schemas
             (``{"type": "function", "function": {"name", "description", "parameters"}}``).
         tool_choice: ``"auto"`` (the model decides), ``"required"`` (it must call one), or a
@@ -88,13 +90,15 @@ class Completion:
         token_ids: Ids of the sampled tokens (local backends always fill it).
         logprobs: Log-probability of each sampled token under the sampling distribution.
         error: What went wrong when ``finish_reason == "error"``.
-        extra: Backend-specific details (attempts, cost, prompt token ids).
+        extra: Backend-specific details (attempts, cost).
         reasoning: Thinking the model returned apart from its answer (a ``reasoning_content`` or
             ``reasoning`` field); thinking written inline as ``<think>...</think>`` stays in ``text``.
         reasoning_tokens: Tokens spent thinking, where the server reports them
             (``usage.completion_tokens_details.reasoning_tokens``); they are part of
             ``completion_tokens``.
         tool_calls: Function calls the model made (None: no tool calls were reported).
+        prompt_token_ids: The prompt exactly as the model read it (local backends, and vLLM's
+            server), so that a trainer scores the very tokens that were sampled from.
     """
 
     text: str
@@ -109,6 +113,7 @@ class Completion:
     reasoning: str | None = None
     reasoning_tokens: int | None = None
     tool_calls: list[ToolCall] | None = None
+    prompt_token_ids: list[int] | None = None
 
 
 @runtime_checkable

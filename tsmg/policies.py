@@ -46,6 +46,8 @@ class DecisionRequest:
         episode_seed: Seed of the episode (None if unseeded).
         episode_index: Position of the episode in the rollout plan.
         round: Game round about to be played.
+        group_index: The episode's index in its group (:attr:`tsmg.rollout.EpisodePlan.group_index`):
+            with the episode seed, what makes a group's episodes sample differently.
     """
 
     game: Game
@@ -56,6 +58,7 @@ class DecisionRequest:
     episode_seed: int | None = None
     episode_index: int = 0
     round: int = 0
+    group_index: int = 0
 
     def rng(self, policy_seed: int) -> np.random.Generator:
         """A generator determined by the policy seed and where this decision stands."""
@@ -88,6 +91,8 @@ class Decision:
         history_trimmed: Earlier turns left out of the prompt to fit the model's context window.
         error: Why no decision could be made (a failed model call, a spent budget): the episode
             fails with this message instead of playing ``action``.
+        prompt_token_ids: The prompt's token ids as the model read them (local backends).
+        choices: The answers a constrained decision allowed (None: free text).
     """
 
     action: str | Invalid
@@ -105,6 +110,8 @@ class Decision:
     tool_calls: list[dict[str, str | None]] | None = None
     history_trimmed: int = 0
     error: str | None = None
+    prompt_token_ids: list[int] | None = None
+    choices: list[str] | None = None
 
 
 @runtime_checkable

@@ -38,11 +38,21 @@ GameFactory = Callable[[], Game]
 
 @dataclass(frozen=True, slots=True)
 class EpisodePlan:
-    """One episode to play: its seed, its id and (optionally) its group."""
+    """One episode to play: its seed, its id and (optionally) its group.
+
+    Attributes:
+        seed: The game seed (the start state; None: unseeded).
+        episode_id: Unique id within the run.
+        group_id: The group the episode belongs to (its members share the seed).
+        group_index: The episode's index in its group. It is a key of every sampling seed
+            (:func:`tsmg.seeding.decision_seed`), so a group's episodes sample differently
+            while the same plan replays exactly.
+    """
 
     seed: int | None
     episode_id: str
     group_id: str | None = None
+    group_index: int = 0
 
 
 @dataclass(slots=True)
@@ -64,7 +74,13 @@ def plan_episodes(
     """Plan ``group_size`` episodes per seed, grouped by seed (a GRPO group shares its start).
 
     Ids are ``PREFIX/s{seed}/g{k}`` so the same plan always yields the same ids (resumable runs
-    rely on that).
+    rely on that); ``k`` is also the plan's ``group_index``, which makes the members of a group
+    sample differently. A seed listed twice is the same plan position twice: a model policy
+    replays it (use ``group_size`` for distinct samples from one start).
+
+    Example:
+        >>> [(plan.episode_id, plan.group_index) for plan in plan_episodes("G-v0", [7], group_size=2)]
+        [('G-v0/s7/g0', 0), ('G-v0/s7/g1', 1)]
     """
     prefix = id_prefix or game_id
     plans = []
@@ -72,7 +88,8 @@ def plan_episodes(
         seed_name = f"s{seed}" if seed is not None else f"i{seed_index}"
         group = f"{prefix}/{seed_name}" if group_size > 1 else None
         for member in range(group_size):
-            plans.append(EpisodePlan(seed=seed, episode_id=f"{prefix}/{seed_name}/g{member}", group_id=group))
+            episode_id = f"{prefix}/{seed_name}/g{member}"
+            plans.append(EpisodePlan(seed=seed, episode_id=episode_id, group_id=group, group_index=member))
     return plans
 
 
@@ -227,6 +244,7 @@ def _decide(
                 episode_seed=episode.plan.seed,
                 episode_index=episode.index,
                 round=episode.record.num_rounds,
+                group_index=episode.plan.group_index,
             )
             requests_by_policy.setdefault(id(policy), (policy, []))[1].append((episode, request))
 
@@ -358,6 +376,8 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
             reasoning_tokens=decision.reasoning_tokens,
             tool_calls=decision.tool_calls,
             history_trimmed=decision.history_trimmed,
+            choices=decision.choices,
+            prompt_token_ids=decision.prompt_token_ids,
         )
         record.steps.append(step)
         episode.last_step[agent] = step

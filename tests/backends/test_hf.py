@@ -12,7 +12,7 @@ from backends import load_model
 from backends.base import BackendError, GenerationRequest, ModelNotFoundError, SamplingParams
 from backends.hf import HFBackend
 from tsmg.lap import LAP, ActionFormat, LAPConfig
-from tsmg.rollout import rollout
+from tsmg.rollout import plan_episodes, rollout
 
 ACTIONS = ["left", "down", "right", "up"]
 
@@ -40,7 +40,7 @@ def test_generate_fills_text_tokens_logprobs_and_prompt_ids(tiny_backend):
         assert 1 <= completion.completion_tokens <= 12
         assert len(completion.token_ids) == len(completion.logprobs) == completion.completion_tokens
         assert all(lp <= 0 for lp in completion.logprobs)
-        prompt_ids = completion.extra["prompt_token_ids"]
+        prompt_ids = completion.prompt_token_ids
         assert prompt_ids == tiny_backend.encode_prompts([request])[0]
         assert completion.prompt_tokens == len(prompt_ids)
         assert completion.latency_s > 0
@@ -81,6 +81,18 @@ def test_batch_seed_combines_with_request_seeds(tiny_backend):
     assert first.token_ids == again.token_ids != other.token_ids
 
 
+def test_a_batch_seed_alone_never_falls_back_to_the_row_in_the_batch(tiny_backend):
+    # Without a request seed, a request samples with the batch seed (tsmg.seeding.combine_seeds),
+    # wherever it stands in the batch.
+    requests = frozen_lake_requests(3)
+    for request in requests:
+        request.seed = None
+    sampling = SamplingParams(temperature=1.0, max_tokens=8, seed=5)
+    batched = tiny_backend.generate(requests, sampling)
+    for request, completion in zip(requests, batched, strict=True):
+        assert tiny_backend.generate([request], sampling)[0].token_ids == completion.token_ids
+
+
 def test_greedy_is_deterministic_and_takes_the_most_likely_token(tiny_backend):
     requests = frozen_lake_requests(3)
     for request in requests:
@@ -89,7 +101,7 @@ def test_greedy_is_deterministic_and_takes_the_most_likely_token(tiny_backend):
     first = tiny_backend.generate(requests, greedy)
     second = tiny_backend.generate(requests[:1], greedy)
     assert first[0].token_ids == second[0].token_ids
-    prompt = torch.tensor([first[0].extra["prompt_token_ids"]])
+    prompt = torch.tensor([first[0].prompt_token_ids])
     with torch.no_grad():
         logits = tiny_backend.model(input_ids=prompt).logits[0, -1]
     assert first[0].token_ids[0] == int(logits.argmax())
@@ -101,7 +113,7 @@ def test_logprobs_match_a_separate_forward_pass(tiny_backend, temperature, top_p
         frozen_lake_requests(5), SamplingParams(temperature=temperature, top_p=top_p, max_tokens=10)
     )
     recomputed = tiny_backend.sequence_logprobs(
-        [c.extra["prompt_token_ids"] for c in completions], [c.token_ids for c in completions], temperature
+        [c.prompt_token_ids for c in completions], [c.token_ids for c in completions], temperature
     )
     for completion, logprobs in zip(completions, recomputed, strict=True):
         assert logprobs.shape == (completion.completion_tokens,)
@@ -113,7 +125,7 @@ def test_sampling_follows_the_model_distribution(tiny_backend):
     draws = 600
     requests = [GenerationRequest(messages=request.messages, seed=seed) for seed in range(draws)]
     completions = tiny_backend.generate(requests, SamplingParams(temperature=0.5, max_tokens=1))
-    prompt = torch.tensor([completions[0].extra["prompt_token_ids"]])
+    prompt = torch.tensor([completions[0].prompt_token_ids])
     with torch.no_grad():
         probs = torch.softmax(tiny_backend.model(input_ids=prompt).logits[0, -1] / 0.5, dim=-1)
     counts = torch.bincount(torch.tensor([c.token_ids[0] for c in completions]), minlength=probs.shape[0])
@@ -126,7 +138,7 @@ def test_top_p_samples_only_inside_the_nucleus(tiny_backend):
     [request] = frozen_lake_requests(1)
     requests = [GenerationRequest(messages=request.messages, seed=seed) for seed in range(200)]
     completions = tiny_backend.generate(requests, SamplingParams(temperature=1.0, top_p=0.05, max_tokens=1))
-    prompt = torch.tensor([completions[0].extra["prompt_token_ids"]])
+    prompt = torch.tensor([completions[0].prompt_token_ids])
     with torch.no_grad():
         probs = torch.softmax(tiny_backend.model(input_ids=prompt).logits[0, -1], dim=-1)
     ranked = probs.argsort(descending=True).tolist()
@@ -157,7 +169,7 @@ def test_constrained_logprobs_are_those_of_the_renormalised_distribution(tiny_ba
     [completion] = tiny_backend.generate([request], SamplingParams(temperature=0.8))
     tokenizer = tiny_backend.tokenizer
     first_tokens = sorted({tokenizer(choice, add_special_tokens=False)["input_ids"][0] for choice in ACTIONS})
-    prompt = torch.tensor([completion.extra["prompt_token_ids"]])
+    prompt = torch.tensor([completion.prompt_token_ids])
     with torch.no_grad():
         logits = tiny_backend.model(input_ids=prompt).logits[0, -1] / 0.8
     allowed = torch.log_softmax(logits[first_tokens], dim=-1)
@@ -200,7 +212,7 @@ def test_prompt_longer_than_the_context_window_fails_that_request_only(tiny_mode
     assert failed.error.startswith("prompt of ")
     assert fine.finish_reason in ("stop", "length")
     # a prompt that fits is cut short by the window instead of running past it
-    assert len(fine.extra["prompt_token_ids"]) + fine.completion_tokens <= 64
+    assert len(fine.prompt_token_ids) + fine.completion_tokens <= 64
 
 
 def test_bad_requests_fail_alone(tiny_backend):
@@ -276,7 +288,7 @@ def test_sequence_logprobs_carry_gradients_for_training(fresh_backend):
     completions = backend.generate(frozen_lake_requests(2), SamplingParams(max_tokens=5))
     backend.model.train()
     logprobs = backend.sequence_logprobs(
-        [c.extra["prompt_token_ids"] for c in completions], [c.token_ids for c in completions], requires_grad=True
+        [c.prompt_token_ids for c in completions], [c.token_ids for c in completions], requires_grad=True
     )
     loss = -torch.cat(logprobs).sum()
     loss.backward()
@@ -299,6 +311,20 @@ def test_frozen_lake_rollout_with_constrained_choice_is_always_valid(tiny_backen
     assert all(step.token_ids and len(step.logprobs) == len(step.token_ids) for step in steps)
     again = rollout("FrozenLake-NoSlip-v0", lap, seeds=range(12), max_concurrent=5)
     assert [[s.token_ids for s in e.steps] for e in again] == [[s.token_ids for s in e.steps] for e in episodes]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_a_group_through_the_public_api_differs_at_temperature_1_and_agrees_at_0(tiny_backend, temperature):
+    # The members of a group share the game seed; their index in the group keys their sampling seeds.
+    lap = LAP(tiny_backend, LAPConfig(action_format=ActionFormat(kind="raw"), temperature=temperature, max_tokens=6))
+    plans = plan_episodes("FrozenLake-v0", [7], group_size=4)
+    episodes = rollout("FrozenLake-v0", lap, plans=plans)
+    answers = [tuple(tuple(step.token_ids) for step in episode.steps) for episode in episodes]
+    assert all(episode.error is None and episode.seed == 7 for episode in episodes)
+    assert len(set(answers)) == (4 if temperature else 1)
+    # The same plan replays exactly, one episode at a time as well as all together.
+    replay = rollout("FrozenLake-v0", lap, plans=plans, max_concurrent=1)
+    assert [tuple(tuple(step.token_ids) for step in episode.steps) for episode in replay] == answers
 
 
 def test_embedded_smollm2_answers_a_chat_prompt():

@@ -370,7 +370,7 @@ def test_vllm_server_chat_with_logprobs_and_token_ids(vllm_backend: OpenAIBacken
         assert completion.token_ids is not None and completion.logprobs is not None
         assert len(completion.token_ids) == len(completion.logprobs) == completion.completion_tokens > 0
         assert all(value <= 0 for value in completion.logprobs)
-        assert len(completion.extra["prompt_token_ids"]) == completion.prompt_tokens  # type: ignore[arg-type]
+        assert completion.prompt_token_ids is not None and len(completion.prompt_token_ids) == completion.prompt_tokens
     assert vllm_backend.usage.completion_tokens == sum(c.completion_tokens for c in completions)
 
 

@@ -1,4 +1,4 @@
-"""Credit assigners: hand-computed numbers and the invariants of ALGORITHMS.md."""
+"""Credit assigners: hand-computed numbers and each method's invariants (sum 0 in a group, 0 for equal returns...)."""
 
 import math
 
@@ -8,19 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from training.advantages import (
-    CREDIT_ASSIGNERS,
     anchor_advantages,
-    assign_credit,
     discounted_returns,
     dr_grpo,
     gigpo,
     group_std,
     ms_grpo,
     mt_grpo,
-    resolve_params,
     returns_are_equal,
     rloo,
 )
+from training.credit import CREDIT_ASSIGNERS, assign_credit, resolve_params
 from tsmg.episode import Episode, StepRecord
 
 returns_lists = st.lists(st.floats(min_value=-100, max_value=100, allow_nan=False), min_size=2, max_size=12)

@@ -1,7 +1,7 @@
 import json
 
 from training import list_algorithms
-from training.advantages import CREDIT_ASSIGNERS
+from training.credit import CREDIT_ASSIGNERS
 from training.loss_specs import LOSSES
 from training.sampling import SAMPLERS
 from training.schedule import lr_multiplier

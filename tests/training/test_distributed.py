@@ -30,7 +30,7 @@ def launch(processes: int, config_file, timeout_s: float = 240) -> subprocess.Co
         "--master_addr=127.0.0.1",
         f"--master_port={free_port()}",
         "-m",
-        "training.cli",
+        "tsmg.cli",
         "train",
         "--config",
         str(config_file),

@@ -84,7 +84,7 @@ def test_kill_9_then_resume_continues_exactly(tiny_model, tmp_path):
     config = make_config(out, tiny_model, run={"updates": 1000, "checkpoint_every": 2, "keep_last": 2})
     config_file = tmp_path / "config.yaml"
     config.to_yaml(config_file)
-    command = [sys.executable, "-m", "training.cli", "train", "--config", str(config_file), "--quiet"]
+    command = [sys.executable, "-m", "tsmg.cli", "train", "--config", str(config_file), "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     try:
@@ -231,12 +231,12 @@ def test_gigpo_is_refused_before_any_model_loads(tmp_path):
 
 
 def test_out_of_memory_names_what_to_lower(tiny_model, tmp_path, monkeypatch):
-    import training.trainer as trainer
+    import training.update as update
 
     def exhausted(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(trainer, "policy_forward", exhausted)
+    monkeypatch.setattr(update, "score_completions", exhausted)
     config = make_config(tmp_path / "run", tiny_model, run={"updates": 1})
     with pytest.raises(TrainingOOMError, match="micro-batch of 16 sequences of up to .* tokens.*micro_batch_size"):
         train(config)

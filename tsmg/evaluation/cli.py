@@ -40,6 +40,11 @@ def add_commands(commands: Any) -> None:
     run.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="game option (all games)")
     run.add_argument("--model-option", action="append", default=[], metavar="MODEL:KEY=VALUE")
     run.add_argument("--price", action="append", default=[], metavar="MODEL=IN,OUT", help="USD per 1M tokens")
+    run.add_argument(
+        "--no-token-ids",
+        action="store_true",
+        help="leave token ids and logprobs out of episodes.jsonl (smaller; not usable for training)",
+    )
     lap = run.add_argument_group("language-agent policy")
     lap.add_argument("--system", help="system prompt text")
     lap.add_argument("--history", choices=["none", "last_k", "full"], default="none")
@@ -117,7 +122,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     out = args.out or Path("runs") / f"eval-{config.seed}"
     result = run_eval(
-        config, out, concurrency=args.concurrency, retries=args.retries, progress=not args.no_progress, budget=budget
+        config,
+        out,
+        concurrency=args.concurrency,
+        retries=args.retries,
+        progress=not args.no_progress,
+        budget=budget,
+        token_ids=not args.no_token_ids,
     )
     from tsmg.evaluation.report import comparison_rows, markdown_table
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from tsmg.episode import Episode
 from tsmg.evaluation.config import EvalConfig
+from tsmg.summary import summarize_seats
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -26,52 +27,42 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
     return float(interval.low), float(interval.high)
 
 
-def _mean_and_stderr(values: Sequence[float]) -> tuple[float, float]:
-    if not values:
-        return math.nan, math.nan
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, 0.0
-    variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
-    return mean, math.sqrt(variance / len(values))
-
-
 def model_row(
     game_id: str, model: str, agent_episodes: Sequence[tuple[str, Episode]], prices: Mapping[str, tuple[float, float]]
 ) -> dict[str, Any]:
-    """Figures of one model on one game, over the seats it played (``(agent, episode)`` pairs)."""
-    returns = [episode.returns.get(agent, 0.0) for agent, episode in agent_episodes]
-    successes = [episode.success.get(agent) for agent, episode in agent_episodes]
-    defined = [bool(value) for value in successes if value is not None]
-    steps = [step for agent, episode in agent_episodes for step in episode.steps_of(agent)]
-    invalid = sum(1 for step in steps if not step.valid)
-    tokens_in = sum(step.prompt_tokens or 0 for step in steps)
-    tokens_out = sum(step.completion_tokens or 0 for step in steps)
-    thinking = [step.reasoning_tokens for step in steps if step.reasoning_tokens is not None]
-    count = len(agent_episodes)
-    mean_return, stderr = _mean_and_stderr(returns)
-    low, high = wilson_interval(sum(defined), len(defined)) if defined else (math.nan, math.nan)
+    """Figures of one model on one game, over the seats it played (``(agent, episode)`` pairs).
+
+    The figures are :func:`tsmg.summary.summarize_seats`'s, with a Wilson interval and the cost added.
+    """
+    summary = summarize_seats(agent_episodes)
+    trials = summary.success_trials
+    low, high = wilson_interval(summary.successes, trials) if trials else (math.nan, math.nan)
     price_in, price_out = prices.get(model, (0.0, 0.0))
+    count = summary.seats
     return {
         "game": game_id,
         "model": model,
         "episodes": count,
-        "success_rate": sum(defined) / len(defined) if defined else None,
-        "success_ci95": [low, high] if defined else None,
-        "mean_return": mean_return,
-        "return_stderr": stderr,
-        "returns": returns,
-        "invalid_rate": invalid / len(steps) if steps else 0.0,
-        "mean_turns": len(steps) / count if count else math.nan,
-        "tokens_in_per_episode": tokens_in / count if count else 0.0,
-        "tokens_out_per_episode": tokens_out / count if count else 0.0,
-        "cost_usd": (tokens_in * price_in + tokens_out * price_out) / 1e6,
+        "success_rate": summary.success_rate,
+        "success_ci95": [low, high] if trials else None,
+        "mean_return": summary.mean_return,
+        "return_stderr": summary.return_stderr,
+        "returns": list(summary.returns),
+        "invalid_rate": summary.invalid_rate,
+        "mean_turns": summary.mean_turns,
+        "tokens_in_per_episode": summary.prompt_tokens / count if count else 0.0,
+        "tokens_out_per_episode": summary.completion_tokens / count if count else 0.0,
+        "cost_usd": (summary.prompt_tokens * price_in + summary.completion_tokens * price_out) / 1e6,
         # Part of tokens_out (billed as output, so part of cost_usd); None when no step reported any.
-        "reasoning_tokens_per_episode": sum(thinking) / count if thinking and count else None,
-        "reasoning_cost_usd": sum(thinking) * price_out / 1e6 if thinking else None,
+        "reasoning_tokens_per_episode": (
+            summary.reasoning_tokens / count if summary.reasoning_tokens is not None and count else None
+        ),
+        "reasoning_cost_usd": (
+            summary.reasoning_tokens * price_out / 1e6 if summary.reasoning_tokens is not None else None
+        ),
         "timing": {
-            "mean_latency_s": sum(step.latency_s for step in steps) / len(steps) if steps else 0.0,
-            "episode_latency_s": sum(episode.latency_s for _, episode in agent_episodes) / count if count else 0.0,
+            "mean_latency_s": summary.mean_latency_s,
+            "episode_latency_s": summary.mean_episode_latency_s,
         },
     }
 

@@ -93,6 +93,7 @@ def run_eval(
     policy_factory: PolicyFactory = build_policy,
     write_report: bool = True,
     budget: Budget | None = None,
+    token_ids: bool = True,
 ) -> EvalResult:
     """Play the missing episodes of the plan and write the summary and report.
 
@@ -105,6 +106,8 @@ def run_eval(
         policy_factory: Builds the policy of a model spec (built once per spec and run).
         write_report: Also write ``report.md`` and the plots.
         budget: Spending limits over the whole run folder (what earlier runs of it spent counts).
+        token_ids: Keep the token ids and logprobs in ``episodes.jsonl`` (False: a smaller file
+            that training cannot use).
 
     Raises:
         ConfigMismatchError: the folder holds a run with another configuration.
@@ -138,7 +141,7 @@ def run_eval(
             for (game_id, seats), group in groupby(todo, key=lambda p: (p.game_id, p.seats)):
                 if budget is not None and budget.spent:
                     break  # nothing more is started; what was cut short is played by a rerun
-                _play(config, game_id, seats, list(group), policies, concurrency, sink, failures, advance)
+                _play(config, game_id, seats, list(group), policies, concurrency, sink, failures, advance, token_ids)
             if not failures or (budget is not None and budget.spent):
                 break
             failed_ids = {episode.episode_id for episode in failures}
@@ -174,6 +177,7 @@ def _play(
     sink: IO[str],
     failures: list[Episode],
     advance: Callable[[Episode], None],
+    token_ids: bool = True,
 ) -> None:
     by_agent = {agent: policies[spec] for agent, spec in seats}
     names = {agent: spec for agent, spec in seats}
@@ -186,7 +190,7 @@ def _play(
         elif episode.error is not None:
             failures.append(episode)
         else:
-            sink.write(episode.to_json() + "\n")
+            sink.write(episode.to_json(token_ids=token_ids) + "\n")
             sink.flush()
         advance(episode)
 

@@ -1,0 +1,163 @@
+"""The update stage on a tiny model, in free text: micro-batching, the entropy bonus's sign, pi_old from the record."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+from test_trainer import make_config
+
+import tsmg
+from backends.hf import HFBackend
+from training.credit import StepCredit
+from training.distributed import World
+from training.setup import set_up
+from training.trainer import train
+from training.update import PolicyUpdate, UpdateData, plan_optimizer_steps, training_samples
+from tsmg.core import Invalid, RulesGame
+from tsmg.lap import LAP, ActionFormat, LAPConfig, PromptTemplate
+from tsmg.rollout import plan_episodes, rollout
+
+GAME = "test/FirstLetter-v0"
+FREE_TEXT = {
+    "template": {"system": None, "user": "{observation}"},
+    "action_format": {"kind": "raw"},
+    "temperature": 1.0,
+    "max_tokens": 6,
+}
+
+
+@dataclass(frozen=True)
+class Said:
+    text: str | None = None
+
+
+class FirstLetter(RulesGame[Said, str]):
+    """Say anything: reward 1 when the answer starts with a letter from a to m (free text gets signal)."""
+
+    def initial_state(self, rng, options):
+        return Said()
+
+    def transition(self, state, actions, rng):
+        text = actions["player"]
+        return Said(text), {"player": float(text[0].lower() in "abcdefghijklm")}
+
+    def is_terminal(self, state):
+        return state.text is not None
+
+    def success(self, state, agent):
+        return state.text is not None and state.text[0].lower() in "abcdefghijklm"
+
+    def render(self, state, agent):
+        return "Say something." if state.text is None else f"You said {state.text!r}."
+
+    def parse_action(self, agent, text, state):
+        return text.strip() or Invalid("say something")
+
+    def action_text(self, agent, action):
+        return action
+
+
+@pytest.fixture(scope="module", autouse=True)
+def first_letter_game():
+    tsmg.register(GAME, FirstLetter, description="say anything", max_steps=1)
+    yield
+    tsmg.registry.unregister(GAME)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from backends.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), seed=4)
+
+
+def free_text_config(out_dir, model_dir, **sections):
+    rollout_section = {"game_id": GAME, "game_options": {}, "observation_lines": None, "lap": FREE_TEXT}
+    return make_config(out_dir, model_dir, rollout={**rollout_section, **sections.pop("rollout", {})}, **sections)
+
+
+@pytest.fixture(scope="module")
+def samples(model_dir):
+    """Free-text answers of the tiny model, of different lengths, with advantages +1 and -1 in turn."""
+    lap_config = LAPConfig(
+        template=PromptTemplate(system=None, user="{observation}"), action_format=ActionFormat(kind="raw"), max_tokens=6
+    )
+    episodes = rollout(GAME, LAP(HFBackend(model_dir, threads=1), lap_config), plans=plan_episodes(GAME, [0], 12))
+    steps = [
+        StepCredit(0, episode.episode_id, "player", 0, 1.0 - 2 * (index % 2)) for index, episode in enumerate(episodes)
+    ]
+    found = training_samples(steps, {episode.episode_id: episode for episode in episodes}, exact_logprobs=True)
+    assert len(found) == 12 and all(sample.choices is None and sample.behaviour_logprobs for sample in found)
+    for index, sample in enumerate(found):  # answers of 2 to 6 tokens: micro-batches of unequal token counts
+        keep = 2 + index % 5
+        sample.completion_ids, sample.behaviour_logprobs = (
+            sample.completion_ids[:keep],
+            sample.behaviour_logprobs[:keep],
+        )
+    return found
+
+
+def gradients_of_one_optimizer_step(config, tmp_path, samples, rollout_samples=()):
+    setup = set_up(config, tmp_path, None, World())
+    update = PolicyUpdate(setup, config, World())
+    data = UpdateData(samples, rollout_samples, update.old_logprobs(samples, 1.0), None, 1.0)
+    [planned] = plan_optimizer_steps(len(samples), len(rollout_samples), config.optim, np.random.default_rng(0))
+    setup.optimizer.zero_grad(set_to_none=True)
+    losses, finite = update.backward_step(1, planned, data)
+    assert finite and losses
+    grads = {name: parameter.grad.clone() for name, parameter in setup.backend.model.named_parameters()}
+    return grads, planned, update
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "sequence-mean", "constant"])
+def test_k_micro_batches_give_the_gradient_of_one_batch(model_dir, samples, tmp_path, aggregation):
+    found = {}
+    for micro_batch in (12, 5):
+        config = free_text_config(
+            tmp_path / "run",
+            model_dir,
+            loss={"aggregation": aggregation},
+            optim={"micro_batch_size": micro_batch, "grad_accumulation": None},
+        )
+        grads, planned, _ = gradients_of_one_optimizer_step(config, tmp_path, samples)
+        assert len(planned.policy) == -(-12 // micro_batch)
+        found[micro_batch] = grads
+    assert any(grad.abs().sum() > 0 for grad in found[12].values())
+    for name, grad in found[12].items():
+        torch.testing.assert_close(found[5][name], grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_the_rollout_entropy_bonus_pushes_the_entropy_up(model_dir, samples, tmp_path):
+    # Only the rollout-wide entropy term (no sampled steps): its gradient must point along -dH/dtheta.
+    config = free_text_config(tmp_path / "run", model_dir, loss={"entropy_coef": 0.5, "entropy_scope": "rollout"})
+    grads, _, update = gradients_of_one_optimizer_step(config, tmp_path, [], rollout_samples=samples)
+    model = update.backend.model
+    model.zero_grad(set_to_none=True)
+    scores = update.score(model, samples, 1.0, entropy_grad=True)
+    torch.where(scores.mask, scores.entropy, torch.zeros_like(scores.entropy)).sum().backward()
+    loss_direction = torch.cat([grads[name].flatten() for name, _ in model.named_parameters()])
+    entropy_direction = torch.cat([parameter.grad.flatten() for _, parameter in model.named_parameters()])
+    cosine = torch.nn.functional.cosine_similarity(loss_direction, entropy_direction, dim=0)
+    assert cosine < -0.999  # descending the loss ascends the entropy
+
+
+def test_a_free_text_run_trains_on_the_log_probabilities_the_rollout_recorded(model_dir, tmp_path):
+    config = free_text_config(
+        tmp_path / "run",
+        model_dir,
+        rollout={"group_size": 8, "groups_per_update": 4},
+        optim={"micro_batch_size": 8, "grad_accumulation": None},
+        run={"updates": 2, "episodes_every": 1},
+    )
+    result = train(config)
+    rows = [row for row in result.metrics if row["optim/steps"]]
+    assert rows and all(row["rollout/invalid_rate"] < 0.5 and row["loss/skipped"] == 0 for row in rows)
+    # One optimizer step per update, pi_old taken from the episode records: the ratio is exactly 1
+    # only when the training forward scores the tokens the rollout recorded, token for token.
+    assert all(abs(row["loss/ratio_mean"] - 1.0) < 1e-4 and row["loss/approx_kl"] < 1e-6 for row in rows)
+    episodes = list(tsmg.episode.read_episodes(result.run_dir / "episodes.jsonl"))
+    steps = [step for episode in episodes for step in episode.steps]
+    assert all(
+        step.prompt_token_ids and step.choices is None and len(step.logprobs) == len(step.token_ids) for step in steps
+    )

@@ -1,0 +1,424 @@
+"""Credit assigners: groups of episodes in, per-step advantages out.
+
+The registry :data:`CREDIT_ASSIGNERS` names each assigner, says in one line what it does, what it
+needs (``groups``, ``state_keys``, ``per_step_rewards``) and which parameters it takes, so that a
+configuration can refuse a bad combination before any model loads. The arithmetic is in
+:mod:`training.advantages`; this module is the thin layer over :class:`tsmg.episode.Episode`
+records: :func:`assign_credit` groups episodes by ``group_id`` and, per agent, turns each group
+into a :class:`TrajectoryGroup` of arrays, calls the registered assigner and returns one
+:class:`TrajectoryCredit` per (episode, agent) plus :class:`CreditStats` for the metrics.
+
+Multi-agent: credit is assigned per agent; an agent's trajectories are compared only with the
+same agent's trajectories in the same group, and its return is its episode return.
+
+To add an assigner: its formula in :mod:`training.advantages`, a ``compute(group, params)``
+function and a :class:`CreditAssignerSpec` entry here (with its parameter model and needs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from training.advantages import (
+    DEFAULT_EPS,
+    FloatArray,
+    Normalizer,
+    StdKind,
+    dr_grpo,
+    gigpo,
+    ms_grpo,
+    mt_grpo,
+    returns_are_equal,
+    rloo,
+)
+from tsmg.episode import Episode
+
+#: What a credit assigner may need from the rollout and the game.
+Need = Literal["groups", "state_keys", "per_step_rewards"]
+
+
+class AssignerParams(BaseModel):
+    """Base of every assigner's parameters: unknown fields are refused, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoParams(AssignerParams):
+    """The assigner takes no parameters."""
+
+
+class GroupNormParams(AssignerParams):
+    """Parameters of a group-normalised (std-dividing) assigner."""
+
+    std: StdKind = Field(default="sample", description="Sample (ddof=1) or population (ddof=0) standard deviation.")
+    eps: float = Field(default=DEFAULT_EPS, gt=0.0, description="Added to the standard deviation.")
+
+
+class GigpoParams(GroupNormParams):
+    """Parameters of GiGPO."""
+
+    gamma: float = Field(default=0.95, ge=0.0, le=1.0, description="Discount of the step returns.")
+    omega: float = Field(default=1.0, ge=0.0, description="Weight of the step (anchor) term.")
+    normalizer: Normalizer = Field(default="std", description="F: the group's std + eps ('std') or 1 ('none').")
+
+
+class MtGrpoParams(GroupNormParams):
+    """Parameters of MT-GRPO."""
+
+    outcome_weight: float = Field(default=1.0, ge=0.0, description="lambda, the weight of the outcome term.")
+
+
+@dataclass(frozen=True)
+class TrajectoryGroup:
+    """One agent's trajectories in one group, as arrays (what a credit assigner computes on).
+
+    Attributes:
+        returns: The agent's episode return of each trajectory.
+        step_rewards: Per trajectory, the reward of each of the agent's steps.
+        step_keys: Per trajectory, the state key of each of the agent's steps (None if unrecorded).
+    """
+
+    returns: FloatArray
+    step_rewards: list[FloatArray]
+    step_keys: list[list[str | None]]
+
+    def broadcast(self, episode_advantages: FloatArray) -> list[FloatArray]:
+        """Copy each trajectory's advantage to every one of its steps."""
+        return [np.full(rewards.size, episode_advantages[index]) for index, rewards in enumerate(self.step_rewards)]
+
+
+Compute = Callable[[TrajectoryGroup, Any], list[FloatArray]]
+
+
+@dataclass(frozen=True)
+class CreditAssignerSpec:
+    """A registered credit assigner.
+
+    Attributes:
+        name: The name a configuration selects it by.
+        description: One line saying what it does.
+        needs: What it needs from the rollout and the game.
+        params: Pydantic model of its parameters (validated when a configuration is built).
+        compute: ``compute(group, params) -> per-trajectory step advantages``.
+    """
+
+    name: str
+    description: str
+    needs: frozenset[Need]
+    params: type[AssignerParams]
+    compute: Compute = field(repr=False)
+
+
+def _ms_grpo_group(group: TrajectoryGroup, params: GroupNormParams) -> list[FloatArray]:
+    return group.broadcast(ms_grpo(group.returns, std=params.std, eps=params.eps))
+
+
+def _rloo_group(group: TrajectoryGroup, params: NoParams) -> list[FloatArray]:
+    return group.broadcast(rloo(group.returns))
+
+
+def _dr_grpo_group(group: TrajectoryGroup, params: NoParams) -> list[FloatArray]:
+    return group.broadcast(dr_grpo(group.returns))
+
+
+def _gigpo_group(group: TrajectoryGroup, params: GigpoParams) -> list[FloatArray]:
+    for keys in group.step_keys:
+        if any(key is None for key in keys):
+            raise ValueError("gigpo needs the state key of every step, and a step was recorded without one")
+    return gigpo(
+        group.returns,
+        group.step_rewards,
+        group.step_keys,
+        gamma=params.gamma,
+        omega=params.omega,
+        normalizer=params.normalizer,
+        std=params.std,
+        eps=params.eps,
+    )
+
+
+def _mt_grpo_group(group: TrajectoryGroup, params: MtGrpoParams) -> list[FloatArray]:
+    return mt_grpo(group.step_rewards, outcome_weight=params.outcome_weight, std=params.std, eps=params.eps)
+
+
+CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
+    spec.name: spec
+    for spec in (
+        CreditAssignerSpec(
+            "ms-grpo",
+            "group-normalised episode return (R - mean) / (std + eps), copied to every step (MS-GRPO)",
+            frozenset({"groups"}),
+            GroupNormParams,
+            _ms_grpo_group,
+        ),
+        CreditAssignerSpec(
+            "rloo",
+            "leave-one-out baseline R_i - mean of the others, copied to every step (RLOO)",
+            frozenset({"groups"}),
+            NoParams,
+            _rloo_group,
+        ),
+        CreditAssignerSpec(
+            "dr-grpo",
+            "episode return minus the group mean, no std division, copied to every step (Dr.GRPO)",
+            frozenset({"groups"}),
+            NoParams,
+            _dr_grpo_group,
+        ),
+        CreditAssignerSpec(
+            "gigpo",
+            "episode term plus omega x step term over anchor states grouped by state key (GiGPO)",
+            frozenset({"groups", "state_keys"}),
+            GigpoParams,
+            _gigpo_group,
+        ),
+        CreditAssignerSpec(
+            "mt-grpo",
+            "group-normalised turn reward of turn k plus lambda x normalised outcome (MT-GRPO, K turns)",
+            frozenset({"groups", "per_step_rewards"}),
+            MtGrpoParams,
+            _mt_grpo_group,
+        ),
+    )
+}
+
+
+def credit_assigner(name: str) -> CreditAssignerSpec:
+    """The registered assigner called ``name``.
+
+    Raises:
+        ValueError: No assigner has that name (the message lists the valid names).
+    """
+    try:
+        return CREDIT_ASSIGNERS[name]
+    except KeyError:
+        raise ValueError(f"unknown credit assigner {name!r}; choose one of {sorted(CREDIT_ASSIGNERS)}") from None
+
+
+def resolve_params(name: str, params: Mapping[str, Any] | AssignerParams | None = None) -> AssignerParams:
+    """Validate ``params`` for the assigner ``name`` and fill in its defaults.
+
+    Raises:
+        ValueError: Unknown assigner, or parameters it does not accept (pydantic says which).
+    """
+    spec = credit_assigner(name)
+    if isinstance(params, spec.params):
+        return params
+    if isinstance(params, AssignerParams):
+        params = params.model_dump()
+    return spec.params.model_validate(dict(params or {}))
+
+
+# --------------------------------------------------------------------------- over episodes
+@dataclass(frozen=True)
+class TrajectoryCredit:
+    """The advantages of one agent's steps in one episode.
+
+    Attributes:
+        episode_id: The episode.
+        group_id: Its group (the episode id for an episode without a group).
+        agent: The agent whose steps these are.
+        episode_return: The agent's return in the episode.
+        step_indices: Index in ``episode.steps`` of each of the agent's steps.
+        advantages: One advantage per entry of ``step_indices``.
+    """
+
+    episode_id: str
+    group_id: str
+    agent: str
+    episode_return: float
+    step_indices: tuple[int, ...]
+    advantages: FloatArray
+
+    @property
+    def sampling_advantage(self) -> float:
+        """Mean |A| over the steps: the |A_i| that advantage-weighted sampling draws by.
+
+        Why the mean of |A_t|: for the episode-constant assigners (MS-GRPO, RLOO, Dr.GRPO) it is
+        exactly |A_i|; for step-level assigners (GiGPO) a trajectory whose episode term is 0 but
+        whose steps carry signal must stay drawable. A trajectory without steps has 0.
+        """
+        return float(np.abs(self.advantages).mean()) if self.advantages.size else 0.0
+
+
+@dataclass(frozen=True)
+class CreditStats:
+    """What a credit assignment saw, for the metrics.
+
+    Attributes:
+        groups: Comparison sets (one per group and agent).
+        zero_signal_groups: Comparison sets whose returns were all equal (incl. singletons).
+        singleton_groups: Comparison sets of one trajectory.
+        trajectories: Trajectories credited.
+        steps: Steps credited.
+        zero_advantage_steps: Steps whose advantage is exactly 0.
+        mean_abs_advantage: Mean |A| over steps (0 without steps).
+    """
+
+    groups: int = 0
+    zero_signal_groups: int = 0
+    singleton_groups: int = 0
+    trajectories: int = 0
+    steps: int = 0
+    zero_advantage_steps: int = 0
+    mean_abs_advantage: float = 0.0
+
+    def as_metrics(self, prefix: str = "credit/") -> dict[str, float]:
+        """The stats as namespaced metrics, plus the zero-signal fraction."""
+        metrics = {f"{prefix}{name}": float(value) for name, value in vars(self).items()}
+        metrics[f"{prefix}zero_signal_fraction"] = self.zero_signal_groups / self.groups if self.groups else 0.0
+        return metrics
+
+
+@dataclass(frozen=True)
+class StepCredit:
+    """One credited step: the unit of training (prompt at that step, the answer written there).
+
+    Attributes:
+        trajectory: Index of its trajectory in :attr:`CreditAssignment.trajectories`.
+        episode_id: The episode.
+        agent: Who took the step.
+        step_index: Index in ``episode.steps``.
+        advantage: The step's advantage (every token of the answer carries it).
+    """
+
+    trajectory: int
+    episode_id: str
+    agent: str
+    step_index: int
+    advantage: float
+
+
+@dataclass(frozen=True)
+class CreditAssignment:
+    """Result of :func:`assign_credit`: per-trajectory advantages and their stats."""
+
+    trajectories: list[TrajectoryCredit]
+    stats: CreditStats
+
+    def sampling_advantages(self) -> FloatArray:
+        """One |A| per trajectory, in order (the input of the episode samplers)."""
+        return np.array([credit.sampling_advantage for credit in self.trajectories], dtype=np.float64)
+
+    def steps(self, trajectories: Iterable[int] | None = None) -> list[StepCredit]:
+        """The credited steps of the given trajectory indices (repeats kept; None: every trajectory).
+
+        Example (after drawing trajectories with a sampler):
+            ``credit.steps(sample("aaw", credit.sampling_advantages(), 32, rng).indices)``
+        """
+        chosen = range(len(self.trajectories)) if trajectories is None else trajectories
+        return [
+            StepCredit(int(position), credit.episode_id, credit.agent, index, float(value))
+            for position in chosen
+            for credit in (self.trajectories[int(position)],)
+            for index, value in zip(credit.step_indices, credit.advantages, strict=True)
+        ]
+
+    def step_advantages(self) -> dict[tuple[str, int], float]:
+        """Advantage keyed by (episode id, step index) for every credited step."""
+        return {
+            (credit.episode_id, index): float(value)
+            for credit in self.trajectories
+            for index, value in zip(credit.step_indices, credit.advantages, strict=True)
+        }
+
+
+def agent_return(episode: Episode, agent: str) -> float:
+    """The agent's episode return (its recorded return, else the sum of its step rewards)."""
+    if agent in episode.returns:
+        return float(episode.returns[agent])
+    return float(sum(step.reward for step in episode.steps_of(agent)))
+
+
+def trajectory_group(episodes: Sequence[Episode], agent: str) -> TrajectoryGroup:
+    """Arrays of one agent's trajectories in a group of episodes."""
+    return TrajectoryGroup(
+        returns=np.array([agent_return(episode, agent) for episode in episodes], dtype=np.float64),
+        step_rewards=[
+            np.array([step.reward for step in episode.steps_of(agent)], dtype=np.float64) for episode in episodes
+        ],
+        step_keys=[[step.state_key for step in episode.steps_of(agent)] for episode in episodes],
+    )
+
+
+def _selected_agents(episodes: Sequence[Episode], agent: str | Iterable[str] | None) -> list[str]:
+    present = list(dict.fromkeys(name for episode in episodes for name in episode.agents))
+    if agent is None:
+        return present
+    wanted = [agent] if isinstance(agent, str) else list(agent)
+    missing = [name for name in wanted if name not in present]
+    if missing:
+        raise ValueError(f"agent(s) {missing} play in none of the episodes; their agents are {present}")
+    return wanted
+
+
+def assign_credit(
+    name: str,
+    episodes: Sequence[Episode],
+    *,
+    agent: str | Iterable[str] | None = None,
+    params: Mapping[str, Any] | AssignerParams | None = None,
+) -> CreditAssignment:
+    """Per-step advantages of every (episode, agent) with the registered assigner ``name``.
+
+    Episodes are grouped by ``group_id``; within a group each agent's trajectories are compared
+    with the same agent's trajectories only.
+
+    Args:
+        name: A registered assigner (see :data:`CREDIT_ASSIGNERS`).
+        episodes: Finished episodes; episodes of a group share their start.
+        agent: The agent(s) to credit (the seats being trained); None credits every agent.
+        params: The assigner's parameters (defaults where missing).
+
+    Returns:
+        One :class:`TrajectoryCredit` per (episode, credited agent) that plays in the episode, in
+        the order of ``episodes`` then agents, and the stats.
+
+    Raises:
+        ValueError: Unknown assigner or parameters, an unknown agent, or a need the episodes do
+            not meet (e.g. GiGPO on steps without state keys).
+    """
+    spec = credit_assigner(name)
+    resolved = resolve_params(name, params)
+    agents = _selected_agents(episodes, agent)
+    positions: dict[str, list[int]] = {}
+    for position, episode in enumerate(episodes):
+        positions.setdefault(episode.group_id or episode.episode_id, []).append(position)
+    credits: dict[tuple[int, str], TrajectoryCredit] = {}
+    groups = zero_signal = singletons = 0
+    for group_id, members in positions.items():
+        for seat in agents:
+            playing = [position for position in members if seat in episodes[position].agents]
+            if not playing:
+                continue
+            group = trajectory_group([episodes[position] for position in playing], seat)
+            advantages = spec.compute(group, resolved)
+            groups += 1
+            singletons += len(playing) == 1
+            zero_signal += returns_are_equal(group.returns)
+            for position, episode_return, values in zip(playing, group.returns, advantages, strict=True):
+                episode = episodes[position]
+                indices = tuple(index for index, step in enumerate(episode.steps) if step.agent == seat)
+                credits[(position, seat)] = TrajectoryCredit(
+                    episode.episode_id, group_id, seat, float(episode_return), indices, values
+                )
+    ordered = [credits[key] for key in sorted(credits, key=lambda key: (key[0], agents.index(key[1])))]
+    return CreditAssignment(ordered, _stats(ordered, groups, zero_signal, singletons))
+
+
+def _stats(credits: Sequence[TrajectoryCredit], groups: int, zero_signal: int, singletons: int) -> CreditStats:
+    values = np.concatenate([credit.advantages for credit in credits]) if credits else np.zeros(0)
+    return CreditStats(
+        groups=groups,
+        zero_signal_groups=zero_signal,
+        singleton_groups=singletons,
+        trajectories=len(credits),
+        steps=int(values.size),
+        zero_advantage_steps=int(np.count_nonzero(values == 0.0)),
+        mean_abs_advantage=float(np.abs(values).mean()) if values.size else 0.0,
+    )

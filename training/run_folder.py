@@ -1,0 +1,173 @@
+"""The run folder: what a training run writes, how a resumed run picks it up, and how it ends.
+
+Layout of ``run.out_dir``:
+
+* ``config.yaml``: the whole configuration (a resumed run must match it, except how long and
+  how fast it runs: :data:`RESUMABLE_CHANGES`);
+* ``metrics.jsonl`` and ``tensorboard/``: one row per update (:mod:`training.run_log`);
+* ``episodes.jsonl``: every ``run.episodes_every``-th update's episodes, the training records;
+* ``checkpoints/step-N``: weights or adapter, optimizer, schedule and generator states
+  (:mod:`training.checkpoint`; written atomically, the newest ``run.keep_last`` kept);
+* ``base_model/``: a model built from scratch (``model.spec: tiny``);
+* at the end ``final/`` (a full model folder: ``tsmg eval --model hf:RUN/final``), ``adapter/``
+  (LoRA) and ``learning_curve.png``.
+
+Resuming cuts ``metrics.jsonl`` and ``episodes.jsonl`` back to the checkpoint's update, so the
+resumed run neither skips nor repeats one. Only rank 0 writes; every rank reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from training.checkpoint import (
+    Checkpoint,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    save_final_model,
+)
+from training.config import TrainConfig
+from training.distributed import World
+from training.run_log import CURVE_FILE, RunLog, plot_learning_curve, read_metrics
+from tsmg.episode import Episode, read_episodes, write_episodes
+
+CONFIG_FILE = "config.yaml"
+EPISODES_FILE = "episodes.jsonl"
+CHECKPOINTS_DIR = "checkpoints"
+#: Fields that may change between a run and its resumption (how long and how fast, not what).
+RESUMABLE_CHANGES = frozenset({("run", "updates"), ("run", "max_seconds"), ("run", "threads")})
+
+
+@dataclass
+class RunFolder:
+    """One run's folder, as the training loop uses it.
+
+    Attributes:
+        path: The folder.
+        world: This process's place among the training processes (rank 0 writes).
+        keep_last: Checkpoints kept.
+    """
+
+    path: Path
+    world: World
+    keep_last: int
+
+    @property
+    def checkpoints(self) -> Path:
+        """The checkpoints folder."""
+        return self.path / CHECKPOINTS_DIR
+
+    def open(self, config: TrainConfig, resume: bool, prepare: Callable[[], Any]) -> Checkpoint | None:
+        """Check the folder, write the config, and load the checkpoint to resume from (if any).
+
+        Args:
+            config: The run's configuration.
+            resume: Continue from the newest complete checkpoint (a fresh start when there is none).
+            prepare: Rank 0 runs it once the folder exists, before the other ranks go on (e.g.
+                building a model from scratch that every rank then loads).
+
+        Returns:
+            The checkpoint to resume from (None: a fresh start).
+
+        Raises:
+            FileExistsError: A fresh run in a folder that already holds one.
+            ValueError: A resumed run whose configuration changed.
+        """
+        check_run_folder(config, self.path, resume)  # every rank checks before rank 0 writes
+        self.world.barrier()
+        if self.world.is_main:
+            self.path.mkdir(parents=True, exist_ok=True)
+            config.to_yaml(self.path / CONFIG_FILE)
+            prepare()
+        self.world.barrier()
+        found = latest_checkpoint(self.checkpoints) if resume else None
+        checkpoint = load_checkpoint(found) if found is not None else None
+        if resume and self.world.is_main:
+            truncate_episodes(self.path / EPISODES_FILE, checkpoint.step if checkpoint else -1)
+        return checkpoint
+
+    def metrics_log(self, resume: bool, checkpoint: Checkpoint | None, tensorboard: bool) -> RunLog | None:
+        """Rank 0's metrics log (cut back to the checkpoint when resuming); None on the other ranks."""
+        if not self.world.is_main:
+            return None
+        resume_step = (checkpoint.step if checkpoint else -1) if resume else None
+        return RunLog(self.path, resume_step=resume_step, tensorboard=tensorboard)
+
+    def write_episodes(self, episodes: Iterable[Episode]) -> None:
+        """Append training episodes to ``episodes.jsonl`` (rank 0)."""
+        if self.world.is_main:
+            write_episodes(self.path / EPISODES_FILE, episodes)
+
+    def save_checkpoint(
+        self, step: int, *, save_weights: Callable[[Path], None], optimizer: Any, scheduler: Any, state: dict[str, Any]
+    ) -> Path:
+        """Write ``checkpoints/step-{step}`` (rank 0); every rank waits for it."""
+        folder = self.checkpoints / f"step-{step}"
+        if self.world.is_main:
+            folder = save_checkpoint(
+                self.checkpoints,
+                step,
+                save_weights=save_weights,
+                optimizer=optimizer,
+                scheduler=scheduler,
+                state=state,
+                keep_last=self.keep_last,
+            )
+        self.world.barrier()  # no rank runs ahead of a checkpoint it could be resumed from
+        return folder
+
+    def finish(
+        self, backend: Any, lora: bool, log: RunLog | None, title: str
+    ) -> tuple[Path | None, Path | None, Path | None, list[dict[str, Any]]]:
+        """Write the final model and the learning curve (rank 0).
+
+        Returns:
+            The final model folder, the LoRA adapter folder, the learning-curve PNG (each None
+            where not written) and every metrics row.
+        """
+        final_model = adapter = curve = None
+        rows: list[dict[str, Any]] = []
+        if log is not None:
+            final_model, adapter = save_final_model(backend, lora, self.path)
+            rows = read_metrics(log.path)
+            curve = plot_learning_curve(rows, self.path / CURVE_FILE, title=title)
+        self.world.barrier()
+        return final_model, adapter, curve, rows
+
+
+def check_run_folder(config: TrainConfig, run_dir: Path, resume: bool) -> None:
+    """Refuse to mix runs: a fresh run in a used folder, or a resumed run whose config changed.
+
+    Raises:
+        FileExistsError: A fresh run in a folder that already holds one.
+        ValueError: A resumed run whose configuration changed (the message names the fields).
+    """
+    stored = run_dir / CONFIG_FILE
+    if not stored.exists():
+        return
+    if not resume:
+        raise FileExistsError(f"{run_dir} already holds a training run: pass --resume, or choose another --out")
+    before = TrainConfig.from_yaml(stored).model_dump(mode="json")
+    now = config.model_dump(mode="json")
+    changed = [
+        f"{section}.{name}"
+        for section in now
+        for name in now[section]
+        if before.get(section, {}).get(name) != now[section][name] and (section, name) not in RESUMABLE_CHANGES
+    ]
+    if changed:
+        raise ValueError(f"{run_dir} holds a run with another configuration (changed: {', '.join(changed)})")
+
+
+def truncate_episodes(path: Path, last_step: int) -> None:
+    """Drop episodes of updates past the checkpoint (their ids start with ``u{step}/``)."""
+    if not path.exists():
+        return
+    kept = [episode for episode in read_episodes(path) if int(episode.episode_id.split("/")[0][1:]) <= last_step]
+    temporary = path.with_suffix(".jsonl.tmp")
+    temporary.write_text("".join(episode.to_json() + "\n" for episode in kept), encoding="utf-8")
+    temporary.replace(path)

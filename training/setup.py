@@ -1,0 +1,154 @@
+"""Setting a run up: the model to train, its LoRA adapter, the reference policy, the optimizer and schedule.
+
+:func:`set_up` is the whole stage: it loads the HF backend of ``model.spec`` (building a tiny
+model from scratch for ``tiny``, once per run folder), restores a checkpoint's weights or adapter,
+adds a fresh adapter for LoRA, builds the reference policy the KL term needs, and the AdamW
+optimizer and learning-rate schedule (restored from the checkpoint too). Every process of a
+data-parallel run starts from rank 0's weights.
+
+The reference policy: with LoRA, the same model with its adapter switched off (nothing to
+build); with full fine-tuning, a frozen copy of the initial weights (only when ``loss.kl_beta``
+is above 0).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from training.checkpoint import Checkpoint
+from training.config import TrainConfig
+from training.distributed import World
+from training.schedule import lr_multiplier
+
+BASE_MODEL_DIR = "base_model"
+
+
+@dataclass
+class TrainingSetup:
+    """What a run trains and with what.
+
+    Attributes:
+        backend: The :class:`backends.hf.HFBackend` whose model is trained (it also plays the
+            rollouts unless they run on vLLM).
+        lora: Whether a LoRA adapter is trained (else every weight).
+        reference: The frozen reference model of full fine-tuning with a KL term (None: no KL,
+            or LoRA, whose reference is the model with the adapter switched off).
+        parameters: The trained parameters.
+        optimizer: AdamW over them.
+        scheduler: The learning-rate schedule (one step per update).
+    """
+
+    backend: Any
+    lora: bool
+    reference: Any
+    parameters: list[torch.nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+
+
+def set_up(config: TrainConfig, run_dir: Path, checkpoint: Checkpoint | None, world: World) -> TrainingSetup:
+    """Load the model (or restore it from ``checkpoint``), add LoRA, build the reference and the optimizer."""
+    lora = config.model.finetune == "lora"
+    backend = load_backend(config, run_dir, weights=checkpoint.model_dir if checkpoint and not lora else None)
+    if lora and checkpoint is not None and checkpoint.adapter_dir is not None:
+        backend.load_adapter(checkpoint.adapter_dir, trainable=True)
+    elif lora:
+        add_lora(backend, config)
+    reference = None
+    if config.loss.kl_beta > 0 and not lora:  # full fine-tuning: a frozen copy of the initial weights
+        if checkpoint is None:
+            reference = copy.deepcopy(backend.model)
+        else:
+            reference = load_backend(config, run_dir, weights=Path(base_model_source(config, run_dir))).model
+        reference.eval().requires_grad_(False)
+    parameters = [parameter for parameter in backend.model.parameters() if parameter.requires_grad]
+    world.sync_parameters(parameters)  # every rank starts from rank 0's weights (as DDP does)
+    optim, run = config.optim, config.run
+    optimizer = torch.optim.AdamW(parameters, lr=optim.lr, weight_decay=optim.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda update: lr_multiplier(update, run.updates, optim.schedule, optim.warmup_steps, optim.min_lr_ratio),
+    )
+    if checkpoint is not None:
+        if checkpoint.optimizer is not None:
+            optimizer.load_state_dict(checkpoint.optimizer)
+        if checkpoint.scheduler is not None:
+            scheduler.load_state_dict(checkpoint.scheduler)
+    return TrainingSetup(backend, lora, reference, parameters, optimizer, scheduler)
+
+
+def load_backend(config: TrainConfig, run_dir: Path, *, weights: Path | None = None) -> Any:
+    """The HF backend of the model to train (built, loaded, or restored from a checkpoint's ``model/``).
+
+    ``tiny`` builds a model from scratch into ``run_dir/base_model`` (once; a resumed run reuses
+    it). ``vllm:PATH`` trains the HF copy of PATH (rollouts run on vLLM).
+    """
+    from backends.hf import HFBackend
+
+    options: dict[str, Any] = {"dtype": config.model.dtype, "threads": config.run.threads}
+    options["max_batch_size"] = max(64, config.rollout.max_concurrent)
+    return HFBackend(weights if weights is not None else base_model_source(config, run_dir), **options)
+
+
+def base_model_source(config: TrainConfig, run_dir: Path) -> str:
+    """Where the initial weights come from (a folder or hub id); builds the tiny model if needed."""
+    spec = config.model.spec
+    kind, _, target = spec.partition(":")
+    if spec == "tiny":
+        folder = run_dir / BASE_MODEL_DIR
+        if not (folder / "config.json").is_file():
+            _build_tiny(config, folder)
+        return str(folder)
+    if spec == "smollm2" or kind == "smollm2":
+        from backends.embedded import embedded_model_dir
+
+        return str(embedded_model_dir())
+    if kind == "hf" and target:
+        return target
+    if kind == "vllm" and target:  # trained in HF from the same folder; rollouts run on the vLLM engine
+        return target
+    raise ValueError(f"cannot train model spec {spec!r}: use 'tiny', 'smollm2' or 'hf:PATH_OR_ID'")
+
+
+def _build_tiny(config: TrainConfig, folder: Path) -> None:
+    from backends.tiny import build_tiny_model, game_corpus
+
+    tiny = config.model.tiny
+    corpus = None
+    if tiny.tokenizer_corpus == "prose":
+        board_line = re.compile(r"[_A-Z]+")  # board rows: runs of capital letters and underscores
+        corpus = [
+            "\n".join(line for line in text.splitlines() if not board_line.fullmatch(line)) for text in game_corpus()
+        ]
+    temporary = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    build_tiny_model(
+        temporary,
+        preset=tiny.preset,
+        corpus=corpus,
+        vocab_size=tiny.vocab_size,
+        hidden_size=tiny.hidden_size,
+        layers=tiny.layers,
+        heads=tiny.heads,
+        intermediate_size=tiny.intermediate_size,
+        seed=config.run.seed,
+    )
+    temporary.replace(folder)
+
+
+def add_lora(backend: Any, config: TrainConfig) -> None:
+    """A fresh adapter, initialised from the run seed without touching the global generator."""
+    model = config.model
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(config.run.seed)
+        backend.add_lora(
+            r=model.lora_r, alpha=model.lora_alpha, target_modules=model.lora_target_modules, dropout=model.lora_dropout
+        )

@@ -1,0 +1,503 @@
+"""One policy update: training samples from the episode records, the clipped loss, optimizer steps.
+
+:func:`training_samples` turns credited steps into :class:`TrainSample` sequences straight from
+the episode records (the prompt ids the model read, the tokens it wrote, their behaviour
+log-probabilities, the choices a constrained answer allowed). :class:`PolicyUpdate` then does,
+per update:
+
+1. pi_old: the recorded behaviour log-probabilities, or a recomputation under the current
+   weights (``loss.old_logprobs: recompute``, or an engine whose numerics are not the trainer's);
+   the reference log-probabilities when the loss has a KL term;
+2. optimizer steps planned by :func:`plan_optimizer_steps`: ``optim.epochs`` passes over the
+   samples, ``optim.grad_accumulation`` micro-batches of ``optim.micro_batch_size`` per step;
+3. per optimizer step, :meth:`PolicyUpdate.backward_step` backpropagates each micro-batch's
+   :func:`training.losses.policy_loss` with the *step's* aggregation denominator, so k
+   micro-batches give the gradient of one batch; then :meth:`PolicyUpdate.apply_gradients`,
+   the one place the gradient is reduced over processes, clipped and applied.
+
+Every log-probability comes from :func:`backends.scoring.score_completions`, the distribution
+the backend sampled from. A non-finite loss or gradient norm skips the update; out of memory
+raises :class:`TrainingOOMError` naming what to lower. With several processes every rank plans
+the same steps and backpropagates its share of each (:mod:`training.distributed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from backends.scoring import ChoiceMasks, TokenScores, score_completions
+from training.config import OptimConfig, TrainConfig
+from training.credit import StepCredit
+from training.distributed import World
+from training.losses import LossSettings, aggregation_denominator, policy_loss
+from training.setup import TrainingSetup
+from tsmg.episode import Episode
+
+logger = logging.getLogger(__name__)
+
+#: Indices of samples, one array per micro-batch.
+Batches = list[np.ndarray]
+#: Called with (update, loss) on every micro-batch loss before backward (tests inject a NaN with it).
+LossTransform = Callable[[int, torch.Tensor], torch.Tensor]
+
+
+class TrainingOOMError(RuntimeError):
+    """Out of memory during training; the message names the sizes to lower."""
+
+
+@dataclass
+class TrainSample:
+    """One credited step as a training sequence.
+
+    Attributes:
+        prompt_ids: The prompt's token ids, as the model read them.
+        completion_ids: The tokens the model wrote.
+        behaviour_logprobs: Their log-probabilities recorded at rollout time (None: recompute).
+        advantage: The step's advantage (every token carries it).
+        choices: The allowed answers of a constrained decision (None: free text).
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    behaviour_logprobs: list[float] | None
+    advantage: float
+    choices: list[str] | None = None
+
+
+def training_samples(
+    steps: Sequence[StepCredit], episodes: Mapping[str, Episode], *, exact_logprobs: bool
+) -> list[TrainSample]:
+    """One :class:`TrainSample` per credited step (repeats kept), straight from the episode records.
+
+    Steps without tokens (a scripted seat, a failed model call) or without prompt ids (a backend
+    that does not report them) are left out.
+
+    Args:
+        steps: The credited steps to train on.
+        episodes: The episodes by id.
+        exact_logprobs: Whether the recorded log-probabilities are the trainer's own (else pi_old
+            is recomputed).
+    """
+    samples = []
+    for item in steps:
+        record = episodes[item.episode_id].steps[item.step_index]
+        if not record.token_ids or not record.prompt_token_ids:
+            continue
+        samples.append(
+            TrainSample(
+                prompt_ids=record.prompt_token_ids,
+                completion_ids=record.token_ids,
+                behaviour_logprobs=record.logprobs if exact_logprobs else None,
+                advantage=item.advantage,
+                choices=record.choices,
+            )
+        )
+    return samples
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    """The micro-batches of one optimizer step.
+
+    Attributes:
+        policy: Indices into the update's samples, per micro-batch.
+        entropy: Indices into the rollout's steps that carry the rollout-wide entropy bonus, per micro-batch.
+    """
+
+    policy: Batches
+    entropy: Batches
+
+
+def plan_optimizer_steps(
+    samples: int, rollout_samples: int, optim: OptimConfig, rng: np.random.Generator
+) -> list[OptimizerStep]:
+    """The optimizer steps of an update, each with its micro-batches.
+
+    ``optim.grad_accumulation`` micro-batches per step (None: all of an epoch's), ``optim.epochs``
+    passes (the first in sampled order, later ones shuffled). The rollout's steps are split evenly
+    over each epoch's optimizer steps (one step of their own when there are no samples).
+
+    Example:
+        >>> plan = plan_optimizer_steps(5, 0, OptimConfig(micro_batch_size=2), np.random.default_rng(0))
+        >>> [[batch.tolist() for batch in step.policy] for step in plan]
+        [[[0, 1], [2, 3], [4]]]
+    """
+    size = optim.micro_batch_size
+    plan: list[OptimizerStep] = []
+    for epoch in range(optim.epochs):
+        order = rng.permutation(samples) if epoch else np.arange(samples)
+        batches = [order[first : first + size] for first in range(0, samples, size)]
+        per_step = optim.grad_accumulation or max(len(batches), 1)
+        groups = [batches[first : first + per_step] for first in range(0, len(batches), per_step)]
+        if rollout_samples and not groups:
+            groups = [[]]
+        shares = np.array_split(np.arange(rollout_samples), len(groups)) if rollout_samples else []
+        for index, group in enumerate(groups):
+            share = shares[index] if rollout_samples else np.zeros(0, dtype=np.int64)
+            plan.append(OptimizerStep(group, [share[first : first + size] for first in range(0, len(share), size)]))
+    return plan
+
+
+def rank_share(batches: Batches, micro_batch_size: int, world: World) -> Batches:
+    """This rank's share of one optimizer step's micro-batches, re-cut into micro-batches.
+
+    Example:
+        >>> rank_share([np.arange(4), np.arange(4, 6)], 4, World(rank=1, size=2))
+        [array([3, 4, 5])]
+    """
+    if world.size == 1 or not batches:
+        return batches
+    mine = np.concatenate(batches)[slice(*world.shard_bounds(sum(len(batch) for batch in batches)))]
+    return [mine[first : first + micro_batch_size] for first in range(0, len(mine), micro_batch_size)]
+
+
+@dataclass
+class UpdateData:
+    """What an update trains on, prepared once before its optimizer steps.
+
+    Attributes:
+        samples: The sampled steps (the policy term).
+        rollout_samples: Every trained step of the rollout, once (the rollout-wide entropy term).
+        old: pi_old log-probabilities of each sample's tokens.
+        reference: The reference policy's log-probabilities (None without a KL term).
+        temperature: The sampling temperature (the distribution is ``log_softmax(logits / T)``).
+    """
+
+    samples: Sequence[TrainSample]
+    rollout_samples: Sequence[TrainSample]
+    old: list[list[float]]
+    reference: list[list[float]] | None
+    temperature: float
+
+
+@dataclass
+class LossTally:
+    """The metrics of an update's micro-batch losses, merged over optimizer steps and ranks.
+
+    Sums (``loss/policy``, ``loss/total``, ``loss/tokens``) are summed over a step's micro-batches
+    and averaged over steps; every other metric is a token-weighted mean.
+    """
+
+    sums: dict[str, float] = field(default_factory=dict)
+    weighted: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+    SUMMED = ("loss/policy", "loss/total", "loss/tokens")
+
+    def add(self, metrics: Mapping[str, float], tokens: float) -> None:
+        """Count one micro-batch's metrics (over ``tokens`` tokens)."""
+        for key, value in metrics.items():
+            if key in self.SUMMED:
+                self.sums[key] = self.sums.get(key, 0.0) + value
+            else:
+                self.weighted.setdefault(key, []).append((value, tokens))
+
+    def merge(self, other: LossTally) -> None:
+        """Add another rank's tally."""
+        for key, value in other.sums.items():
+            self.sums[key] = self.sums.get(key, 0.0) + value
+        for key, pairs in other.weighted.items():
+            self.weighted.setdefault(key, []).extend(pairs)
+
+    def metrics(self, optimizer_steps: int) -> dict[str, float]:
+        """Per-step means of the sums, token-weighted means of the rest, and the total token count."""
+        metrics = {key: value / optimizer_steps for key, value in self.sums.items() if key != "loss/tokens"}
+        metrics["loss/tokens"] = self.sums.get("loss/tokens", 0.0)
+        metrics.update({key: weighted_mean(pairs) for key, pairs in self.weighted.items()})
+        return metrics
+
+
+def weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
+    """The mean of ``(value, weight)`` pairs (0 when every weight is 0).
+
+    Example:
+        >>> weighted_mean([(1.0, 1.0), (4.0, 2.0)])
+        3.0
+    """
+    total = sum(weight for _, weight in pairs)
+    return sum(value * weight for value, weight in pairs) / total if total else 0.0
+
+
+class PolicyUpdate:
+    """The update stage: pi_old and reference log-probabilities, micro-batched losses, optimizer steps.
+
+    Args:
+        setup: The model, reference, trained parameters and optimizer (:func:`training.setup.set_up`).
+        config: The run's configuration (its ``loss`` and ``optim`` sections).
+        world: This process's place among the training processes.
+        transform_loss: Applied to every micro-batch loss before backward (tests inject a NaN).
+    """
+
+    def __init__(
+        self, setup: TrainingSetup, config: TrainConfig, world: World, transform_loss: LossTransform | None = None
+    ) -> None:
+        self.backend = setup.backend
+        self.reference = setup.reference
+        self.lora = setup.lora
+        self.optimizer = setup.optimizer
+        self.parameters = setup.parameters
+        self.world = world
+        self.transform_loss = transform_loss
+        self.optim = config.optim
+        self.recompute_old = config.loss.old_logprobs == "recompute"
+        self.rollout_entropy = config.loss.entropy_scope == "rollout"
+        self.settings = LossSettings(**config.loss_options())
+        self.choice_masks = ChoiceMasks(setup.backend.choice_tries)
+        self.max_tokens = config.rollout.lap.max_tokens
+
+    # ------------------------------------------------------------------ one update
+    def __call__(
+        self,
+        step: int,
+        samples: Sequence[TrainSample],
+        rollout_samples: Sequence[TrainSample] = (),
+        *,
+        temperature: float,
+        rng: np.random.Generator,
+    ) -> dict[str, float]:
+        """Optimizer steps over ``samples``; returns loss/optim metrics and ``loss/skipped`` (0 or 1).
+
+        ``rollout_samples`` (every trained step of the rollout, once) carry the entropy bonus when
+        its scope is the rollout: each optimizer step then also subtracts ``entropy_coef`` x the
+        token-mean entropy of its share of them, which keeps acting when no group has a signal
+        (no ``samples``).
+
+        Raises:
+            TrainingOOMError: Out of memory (the message says what to lower).
+        """
+        if not samples and not rollout_samples:  # every advantage was 0 and nothing else to do
+            return {"loss/skipped": 0.0, "optim/steps": 0.0}
+        try:
+            return self._update(step, samples, rollout_samples, temperature, rng)
+        except RuntimeError as error:
+            if is_out_of_memory(error):
+                raise self._oom_error(samples) from error
+            raise
+
+    def _update(
+        self,
+        step: int,
+        samples: Sequence[TrainSample],
+        rollout_samples: Sequence[TrainSample],
+        temperature: float,
+        rng: np.random.Generator,
+    ) -> dict[str, float]:
+        self.choice_masks.mismatches = 0  # counted per update
+        data = UpdateData(samples, rollout_samples, self.old_logprobs(samples, temperature), None, temperature)
+        if self.settings.kl_beta > 0 and samples:
+            data.reference = self.reference_logprobs(samples, temperature)
+        tally, grad_norms, stopped_early = LossTally(), list[float](), 0.0
+        self.backend.model.train()
+        for index, planned in enumerate(plan_optimizer_steps(len(samples), len(rollout_samples), self.optim, rng)):
+            self.optimizer.zero_grad(set_to_none=True)
+            losses, finite = self.backward_step(step, planned, data)
+            if not finite:  # a non-finite loss on some rank: the update is skipped on every rank
+                self.optimizer.zero_grad(set_to_none=True)
+                return {"loss/skipped": 1.0, "optim/steps": float(len(grad_norms))}
+            if index and self._past_target_kl(planned, losses):  # PPO's early stop: far enough from pi_old
+                stopped_early = 1.0
+                break
+            for metrics, tokens in losses:
+                tally.add(metrics, tokens)
+            norm = self.apply_gradients()
+            if norm is None:
+                logger.warning("update %d: non-finite gradient norm; the update is skipped", step)
+                return {"loss/skipped": 1.0, "optim/steps": float(len(grad_norms))}
+            grad_norms.append(norm)
+        self.optimizer.zero_grad(set_to_none=True)
+        merged, mismatches = LossTally(), 0
+        for part, part_mismatches in self.world.gather((tally, self.choice_masks.mismatches)):
+            merged.merge(part)
+            mismatches += part_mismatches
+        metrics = merged.metrics(len(grad_norms))
+        metrics.update(
+            {"loss/skipped": 0.0, "optim/steps": float(len(grad_norms)), "optim/stopped_early": stopped_early}
+        )
+        metrics["optim/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
+        metrics["loss/choice_mismatches"] = float(mismatches)
+        return metrics
+
+    def _past_target_kl(self, planned: OptimizerStep, losses: Sequence[tuple[dict[str, float], float]]) -> bool:
+        """Whether the approximate KL to pi_old (over every rank's micro-batches) passed ``optim.target_kl``."""
+        if self.optim.target_kl is None or not planned.policy:
+            return False
+        local = [(metrics["loss/approx_kl"], tokens) for metrics, tokens in losses if "loss/approx_kl" in metrics]
+        return weighted_mean([pair for part in self.world.gather(local) for pair in part]) > self.optim.target_kl
+
+    # ------------------------------------------------------------------ log-probabilities
+    def score(
+        self,
+        model: Any,
+        samples: Sequence[TrainSample],
+        temperature: float,
+        *,
+        entropy: bool = True,
+        entropy_grad: bool = False,
+    ) -> TokenScores:
+        """Log-probabilities (and entropies) of the samples' tokens under ``model`` (gradients as enabled)."""
+        return score_completions(
+            model,
+            [sample.prompt_ids for sample in samples],
+            [sample.completion_ids for sample in samples],
+            pad_id=self.backend.pad_id,
+            temperature=temperature,
+            choices=[sample.choices for sample in samples],
+            choice_masks=self.choice_masks,
+            entropy=entropy,
+            entropy_grad=entropy_grad,
+        )
+
+    def old_logprobs(self, samples: Sequence[TrainSample], temperature: float) -> list[list[float]]:
+        """pi_old: the behaviour log-probabilities, or recomputed under the weights that sampled them."""
+        recorded = [sample.behaviour_logprobs for sample in samples]
+        if self.recompute_old or any(
+            values is None or len(values) != len(sample.completion_ids)
+            for values, sample in zip(recorded, samples, strict=True)
+        ):
+            return self._logprobs_without_grad(self.backend.model, samples, temperature)
+        return [list(values or ()) for values in recorded]
+
+    def reference_logprobs(self, samples: Sequence[TrainSample], temperature: float) -> list[list[float]]:
+        """The reference policy's log-probabilities: the adapter switched off (LoRA), or the frozen copy."""
+        if self.lora:
+            with self.backend.adapter_enabled(False):
+                return self._logprobs_without_grad(self.backend.model, samples, temperature)
+        return self._logprobs_without_grad(self.reference, samples, temperature)
+
+    def _logprobs_without_grad(
+        self, model: Any, samples: Sequence[TrainSample], temperature: float
+    ) -> list[list[float]]:
+        """Per-sample log-probabilities without gradient, in micro-batches, each rank computing a share."""
+        world, size = self.world, self.optim.micro_batch_size
+        mine = world.shard(samples) if world.size > 1 else list(samples)
+        values: list[list[float]] = []
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            for first in range(0, len(mine), size):
+                scores = self.score(model, mine[first : first + size], temperature, entropy=False)
+                values.extend(row.tolist() for row in scores.rows())
+        model.train(was_training)
+        if world.size == 1:
+            return values
+        return [row for part in world.gather(values) for row in part]
+
+    # ------------------------------------------------------------------ one optimizer step
+    def backward_step(
+        self, step: int, planned: OptimizerStep, data: UpdateData
+    ) -> tuple[list[tuple[dict[str, float], float]], bool]:
+        """Backpropagate this rank's share of one optimizer step's micro-batches (gradients accumulate).
+
+        Each micro-batch's loss is divided by the aggregation denominator of the whole step (every
+        rank's micro-batches together), so k micro-batches give the gradient of one batch.
+
+        Args:
+            step: The update (for the loss transform and log messages).
+            planned: The step's micro-batches.
+            data: The update's samples and log-probabilities.
+
+        Returns:
+            ``(metrics, tokens)`` per micro-batch, and whether every loss was finite on every rank
+            (when not, nothing may be applied).
+        """
+        settings, model = self.settings, self.backend.model
+        entropy_coef = settings.entropy_coef
+        if self.rollout_entropy:  # the policy term leaves the entropy to the rollout-wide term
+            settings = replace(settings, entropy_coef=0.0)
+        losses: list[tuple[dict[str, float], float]] = []
+        finite = True
+        if planned.policy:  # the step's global denominator, whichever rank computes which sample
+            masks = [
+                completion_mask([len(data.samples[int(i)].completion_ids) for i in batch]) for batch in planned.policy
+            ]
+            denominator = aggregation_denominator(masks, settings.aggregation, settings.constant_normalizer)
+        for indices in rank_share(planned.policy, self.optim.micro_batch_size, self.world):
+            chunk = [data.samples[int(i)] for i in indices]
+            scores = self.score(model, chunk, data.temperature, entropy_grad=settings.entropy_coef != 0)
+            tail, device = scores.mask.shape[1], scores.mask.device
+            reference = None if data.reference is None else [data.reference[int(i)] for i in indices]
+            result = policy_loss(
+                scores.logprobs,
+                padded([data.old[int(i)] for i in indices], tail, device),
+                torch.tensor([sample.advantage for sample in chunk], dtype=torch.float32, device=device),
+                scores.mask,
+                settings,
+                logprobs_ref=None if reference is None else padded(reference, tail, device),
+                entropy=scores.entropy,
+                denominator=denominator,
+            )
+            losses.append((result.metrics, float(scores.mask.sum())))
+            finite = self._backward(step, result.loss)
+            if not finite:
+                break
+        entropy_tokens = sum(len(data.rollout_samples[int(i)].completion_ids) for b in planned.entropy for i in b)
+        for indices in rank_share(planned.entropy, self.optim.micro_batch_size, self.world) if finite else ():
+            chunk = [data.rollout_samples[int(i)] for i in indices]
+            scores = self.score(model, chunk, data.temperature, entropy_grad=True)
+            assert scores.entropy is not None
+            entropy_sum = torch.where(scores.mask, scores.entropy, torch.zeros_like(scores.entropy)).sum()
+            tokens = float(scores.mask.sum())
+            losses.append(({"loss/rollout_entropy": float(entropy_sum.detach()) / max(tokens, 1.0)}, tokens))
+            # A bonus: the loss falls as the token-mean entropy of the rollout's steps rises.
+            finite = self._backward(step, -entropy_coef * entropy_sum / max(entropy_tokens, 1))
+            if not finite:
+                break
+        return losses, self.world.all_true(finite)
+
+    def apply_gradients(self) -> float | None:
+        """The gradient step: sum over ranks, clip the global norm, step the optimizer.
+
+        Returns:
+            The gradient norm before clipping, or None (nothing applied) when it is not finite.
+        """
+        self.world.sum_gradients(self.parameters)
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.optim.grad_clip or math.inf)
+        if not bool(torch.isfinite(norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        self.optimizer.step()
+        return float(norm)
+
+    def _backward(self, step: int, loss: torch.Tensor) -> bool:
+        """Backpropagate ``loss`` (after the test hook); False, without backward, when it is not finite."""
+        if self.transform_loss is not None:
+            loss = self.transform_loss(step, loss)
+        if not bool(torch.isfinite(loss.detach())):
+            logger.warning("update %d: non-finite loss (%s); the update is skipped", step, float(loss.detach()))
+            return False
+        loss.backward()
+        return True
+
+    def _oom_error(self, samples: Sequence[TrainSample]) -> TrainingOOMError:
+        longest = max((len(sample.prompt_ids) + len(sample.completion_ids) for sample in samples), default=0)
+        return TrainingOOMError(
+            f"out of memory in a training micro-batch of {self.optim.micro_batch_size} sequences of up to "
+            f"{longest} tokens (prompt + completion): lower optim.micro_batch_size (gradients accumulate, so the "
+            "update stays the same), shorten prompts (rollout.lap.template.history, rollout.observation_lines) or "
+            f"rollout.lap.max_tokens (now {self.max_tokens}), or train a LoRA adapter in bfloat16"
+        )
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is torch running out of (GPU or CPU) memory."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def completion_mask(lengths: Sequence[int]) -> torch.Tensor:
+    """A right-aligned ``(rows, longest)`` bool mask of completions of ``lengths`` tokens."""
+    tail = max(lengths)
+    return torch.arange(tail)[None, :] >= (tail - torch.tensor(lengths))[:, None]
+
+
+def padded(values: Sequence[Sequence[float]], tail: int, device: torch.device) -> torch.Tensor:
+    """Right-aligned ``(rows, tail)`` float tensor (zeros on the left)."""
+    rows = [[0.0] * (tail - len(row)) + list(row) for row in values]
+    return torch.tensor(rows, dtype=torch.float32, device=device)
