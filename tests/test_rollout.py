@@ -146,3 +146,15 @@ def test_independent_schedule_gives_the_same_episodes_and_never_waits_for_a_slow
     )
     assert without_timing(independent) == without_timing(lockstep)
     assert order[-1] == 0  # the slow episode finished last; the others did not wait for it
+
+
+def test_a_group_of_random_policy_episodes_differs_and_replays():
+    from tsmg.policies import RandomPolicy
+    from tsmg.rollout import plan_episodes
+
+    plans = plan_episodes("FrozenLake-v0", [7], group_size=4)
+    first = rollout("FrozenLake-v0", RandomPolicy(seed=0), plans=plans)
+    again = rollout("FrozenLake-v0", RandomPolicy(seed=0), plans=plans, max_concurrent=1)
+    moves = [tuple(step.action for step in episode.steps) for episode in first]
+    assert len(set(moves)) == 4  # the group's members do not replay one another
+    assert moves == [tuple(step.action for step in episode.steps) for episode in again]  # batching aside

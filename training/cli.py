@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from tsmg.assignments import parse_assignment
+
 #: Flags that set one configuration field each: (flag, section, field, type, help).
 _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
     ("--game", "rollout", "game_id", str, "registered game id, e.g. FrozenLake-v0"),
@@ -125,9 +127,9 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 
 def _assign(data: dict[str, Any], assignment: str) -> None:
-    path, separator, raw = assignment.partition("=")
+    path, value = parse_assignment(assignment, "--set SECTION.FIELD=VALUE (e.g. optim.lr=1e-4)")
     keys = [key.strip() for key in path.split(".") if key.strip()]
-    if not separator or len(keys) < 2:
+    if len(keys) < 2:
         raise ValueError(f"--set takes SECTION.FIELD=VALUE (e.g. optim.lr=1e-4), got {assignment!r}")
     node = data
     for key in keys[:-1]:
@@ -135,7 +137,7 @@ def _assign(data: dict[str, Any], assignment: str) -> None:
         if not isinstance(child, dict):
             raise ValueError(f"--set {assignment!r}: {key} is not a section")
         node = child
-    node[keys[-1]] = yaml.safe_load(raw)
+    node[keys[-1]] = value
 
 
 def _progress_line(total: int, began: float) -> Any:

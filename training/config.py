@@ -32,6 +32,7 @@ from training.sampling import SAMPLERS, SampleUnit, sampler
 from training.schedule import Schedule
 from tsmg.core import Game
 from tsmg.lap import LAPConfig, checked_regex
+from tsmg.model_spec import parse_model_spec
 
 
 class _Section(BaseModel):
@@ -256,7 +257,7 @@ class ModelConfig(_Section):
     def _trainable(cls, spec: str) -> str:
         if not spec.strip():
             raise ValueError("model spec is empty; use 'hf:PATH_OR_ID', 'vllm:PATH', 'smollm2' or 'tiny'")
-        if spec.partition(":")[0] == "openai":
+        if not parse_model_spec(spec).local_weights:
             raise ValueError(
                 f"cannot train {spec!r}: training needs the weights and token log-probabilities of a local model "
                 "(use 'hf:PATH_OR_ID', 'vllm:PATH', 'smollm2' or 'tiny')"
@@ -272,7 +273,7 @@ class ModelConfig(_Section):
         )
         if self.finetune == "full" and changed:
             raise ValueError(f"{changed} only apply to finetune='lora' (finetune is 'full')")
-        if self.vllm_options and self.spec.partition(":")[0] != "vllm":
+        if self.vllm_options and parse_model_spec(self.spec).kind != "vllm":
             raise ValueError(f"vllm_options only apply to spec 'vllm:PATH' (spec is {self.spec!r})")
         return self
 

@@ -33,6 +33,7 @@ from training.vllm_sync import (
 )
 from tsmg.episode import Episode
 from tsmg.lap import LAP
+from tsmg.model_spec import parse_model_spec
 from tsmg.policies import Decision, DecisionRequest, Policy
 from tsmg.rollout import EpisodePlan, plan_episodes, rollout
 
@@ -341,8 +342,9 @@ def build_engine(
     Raises:
         ImportError: ``vllm:PATH`` where vLLM is not installed (the message says how to get it).
     """
-    kind, _, path = config.model.spec.partition(":")
-    if kind != "vllm":
+    spec = parse_model_spec(config.model.spec)
+    path = spec.target
+    if spec.kind != "vllm":
         return HFRolloutEngine(backend, config.rollout, model_seats, opponent)
     require_vllm()
     from backends.vllm_engine import VLLMBackend

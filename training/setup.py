@@ -26,6 +26,7 @@ from training.checkpoint import Checkpoint
 from training.config import TrainConfig
 from training.distributed import World
 from training.schedule import lr_multiplier
+from tsmg.model_spec import parse_model_spec
 
 BASE_MODEL_DIR = "base_model"
 
@@ -100,13 +101,14 @@ def load_backend(config: TrainConfig, run_dir: Path, *, weights: Path | None = N
 def base_model_source(config: TrainConfig, run_dir: Path) -> str:
     """Where the initial weights come from (a folder or hub id); builds the tiny model if needed."""
     spec = config.model.spec
-    kind, _, target = spec.partition(":")
-    if spec == "tiny":
+    parsed = parse_model_spec(spec)
+    kind, target = parsed.kind, parsed.target
+    if kind == "tiny":
         folder = run_dir / BASE_MODEL_DIR
         if not (folder / "config.json").is_file():
             _build_tiny(config, folder)
         return str(folder)
-    if spec == "smollm2" or kind == "smollm2":
+    if kind == "smollm2":
         from backends.embedded import embedded_model_dir
 
         return str(embedded_model_dir())

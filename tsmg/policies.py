@@ -2,8 +2,9 @@
 
 A policy decides for a *batch* of requests at once: the rollout engine gathers every pending
 decision of every live episode into one call, which is what makes model backends fast. Scripted
-policies draw randomness from a generator derived from (policy seed, episode seed, round,
-agent), so their choices do not depend on how episodes happen to be batched.
+policies draw randomness from a generator derived by :mod:`tsmg.seeding`'s rule from the policy
+seed and the decision's plan position (game seed, index in the group, round, agent), so their
+choices do not depend on how episodes happen to be batched, and a group's episodes differ.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from tsmg.core import AgentID, Game, Invalid
 from tsmg.model_spec import ModelSpecError, parse_model_spec
+from tsmg.seeding import seed_generator
 
 if TYPE_CHECKING:
     from tsmg.lap import LAPConfig
@@ -61,10 +63,10 @@ class DecisionRequest:
     group_index: int = 0
 
     def rng(self, policy_seed: int) -> np.random.Generator:
-        """A generator determined by the policy seed and where this decision stands."""
-        episode = self.episode_seed if self.episode_seed is not None else self.episode_index
+        """A generator determined by the policy seed and the decision's plan position (one seeding rule)."""
+        index = self.episode_index if self.episode_seed is None else None
         agent_index = self.game.agents.index(self.agent)
-        return np.random.default_rng([policy_seed, abs(episode), self.round, agent_index])
+        return seed_generator(policy_seed, self.episode_seed, index, self.group_index, self.round, agent_index)
 
 
 @dataclass(slots=True)
