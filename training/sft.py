@@ -39,6 +39,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from training.checkpoint import FINAL_DIR, save_final_model
 from training.config import ModelConfig
 from tsmg.core import Invalid
 from tsmg.episode import Episode, read_episodes
@@ -49,8 +50,6 @@ from tsmg.policies import DecisionRequest, Turn
 CONFIG_FILE = "config.yaml"
 DATASET_FILE = "dataset.jsonl"
 METRICS_FILE = "metrics.jsonl"
-FINAL_DIR = "final"
-ADAPTER_DIR = "adapter"
 
 
 class SFTDatasetError(ValueError):
@@ -439,18 +438,16 @@ def run_sft(
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    peft_config = None
-    if lora:
-        from peft import LoraConfig
-
+    if lora:  # the backend's own adapter, as the MS-GRPO trainer adds it; seeded without touching the global stream
         model_config = config.model
-        peft_config = LoraConfig(
-            r=model_config.lora_r,
-            lora_alpha=int(model_config.lora_alpha),
-            lora_dropout=model_config.lora_dropout,
-            target_modules=model_config.lora_target_modules,
-            task_type="CAUSAL_LM",
-        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.run.seed)
+            backend.add_lora(
+                r=model_config.lora_r,
+                alpha=int(model_config.lora_alpha),
+                target_modules=model_config.lora_target_modules,
+                dropout=model_config.lora_dropout,
+            )
     log: list[dict[str, Any]] = []
 
     class _Rows(TrainerCallback):
@@ -467,14 +464,13 @@ def run_sft(
         args=arguments,
         train_dataset=dataset,
         processing_class=backend.tokenizer,
-        peft_config=peft_config,
         callbacks=[_Rows()],
     )
     trainer.remove_callback(PrinterCallback)  # without progress bars it prints every log row; on_log reports them
     began = time.perf_counter()
     output = trainer.train()
     seconds = time.perf_counter() - began
-    final, adapter = _save(trainer.model, backend.tokenizer, lora, run_dir)
+    final, adapter = save_final_model(backend, lora, run_dir)  # trains backend.model in place
     shutil.rmtree(run_dir / "trainer", ignore_errors=True)
     return SFTResult(
         run_dir=run_dir,
@@ -486,26 +482,3 @@ def run_sft(
         seconds=seconds,
         log=log,
     )
-
-
-def _save(model: Any, tokenizer: Any, lora: bool, run_dir: Path) -> tuple[Path, Path | None]:
-    """``run_dir/final`` (LoRA merged) and ``run_dir/adapter``; each written to a temporary folder and renamed."""
-    adapter = None
-    if lora:
-        adapter = _replace_folder(run_dir / ADAPTER_DIR, model.save_pretrained)
-        model = model.merge_and_unload()
-
-    def save_model(folder: Path) -> None:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-
-    return _replace_folder(run_dir / FINAL_DIR, save_model), adapter
-
-
-def _replace_folder(target: Path, write: Callable[[Path], None]) -> Path:
-    staging = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    write(staging)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.replace(target)
-    return target
