@@ -71,6 +71,9 @@ def main() -> None:
     parser.add_argument(
         "--train-run", nargs="*", type=Path, default=[], help="training run folders (run.episodes_every: 1)"
     )
+    parser.add_argument(
+        "--compare", nargs=2, action="append", default=[], metavar=("ARM", "BASELINE"), help="paired test of two arms"
+    )
     parser.add_argument("--curve", type=Path, help="also draw the first training run's learning curve into this PNG")
     args = parser.parse_args()
 
@@ -104,7 +107,8 @@ def main() -> None:
         by_model: dict[str, list[Episode]] = {}
         for episode in read_episodes(folder / "episodes.jsonl"):
             by_model.setdefault(episode.policies["player"], []).append(episode)
-        arms += [(f"{model} ({folder.name})", episodes) for model, episodes in by_model.items()]
+        single = len(by_model) == 1  # an arm is named by its folder (and by the model where a folder holds more)
+        arms += [(folder.name if single else f"{folder.name}:{model}", found) for model, found in by_model.items()]
     rows = []
     for name, episodes in arms:
         if sorted(int(e.seed or 0) for e in episodes) != sorted(seeds):
@@ -127,11 +131,22 @@ def main() -> None:
             f"| {entry['arm']} | {entry['episodes']} | {_success(entry)} | {100 * entry['invalid']:.1f}% "
             f"| {_success(entry['unseen_maps'])} of {entry['unseen_maps']['episodes']} |"
         )
+    comparisons = []
+    for name, other in args.compare:
+        found = {entry_name: episodes for entry_name, episodes in arms}
+        if name not in found or other not in found:
+            raise SystemExit(f"--compare names arms of the table: {sorted(found)}")
+        comparisons.append(paired(name, found[name], other, found[other]))
+    for entry in comparisons:
+        print(
+            f"{entry['arm']} vs {entry['baseline']}, same seeds: {entry['only_arm']} maps solved only by the first, "
+            f"{entry['only_baseline']} only by the second; exact McNemar p = {entry['p_value']:.3g}"
+        )
     if args.curve is not None and args.train_run:
         from training.run_log import plot_learning_curve, read_metrics
 
         keys = ("rollout/success_rate", "eval/success_rate", "rollout/invalid_rate", "eval/invalid_rate")
-        title = "SmolLM2-135M, <action> tags, random maps: MS-GRPO after the warm start"
+        title = "SmolLM2-135M, <action> tags, random maps (MS-GRPO after SFT)"
         plot_learning_curve(read_metrics(args.train_run[0] / "metrics.jsonl"), args.curve, title=title, keys=keys)
         print(f"learning curve: {args.curve}")
     print(
@@ -142,9 +157,23 @@ def main() -> None:
                 "shared_seeds": shared_seeds,
                 "unseen_map_episodes": len(unseen),
                 "rows": rows,
+                "paired": comparisons,
             }
         )
     )
+
+
+def paired(name: str, episodes: list[Episode], baseline: str, others: list[Episode]) -> dict[str, Any]:
+    """Exact McNemar test of two arms played on the same seeds: did one solve maps the other did not?"""
+    from scipy.stats import binomtest
+
+    solved = {episode.seed: bool(episode.success.get("player")) for episode in episodes}
+    solved_by_baseline = {episode.seed: bool(episode.success.get("player")) for episode in others}
+    only_arm = sum(solved[seed] and not solved_by_baseline[seed] for seed in solved)
+    only_baseline = sum(solved_by_baseline[seed] and not solved[seed] for seed in solved)
+    discordant = only_arm + only_baseline
+    p_value = binomtest(only_arm, discordant, 0.5).pvalue if discordant else 1.0
+    return {"arm": name, "baseline": baseline, "only_arm": only_arm, "only_baseline": only_baseline, "p_value": p_value}
 
 
 def _success(entry: dict[str, Any]) -> str:
