@@ -8,7 +8,7 @@ Examples::
 
     tsmg rollout FrozenLake-NoSlip-v0 --policy oracle --episodes 200 --seed 5000000 --out runs/oracle
     tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --out runs/sft
-    tsmg sft --config configs/frozen_lake_smollm2_sft.yaml --out runs/sft --set optim.max_steps=40
+    tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft --set optim.max_steps=40
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 import json
 from collections import deque
+from pathlib import Path
 
 import pytest
+import yaml
 
 import games  # noqa: F401  (registers the catalog)
 from backends.hf import HFBackend
@@ -157,3 +159,11 @@ def test_a_tiny_model_learns_to_answer_in_tags_and_the_result_loads(tiny_model, 
 def _greedy(backend, samples):
     requests = [GenerationRequest(messages=sample.messages) for sample in samples]
     return [c.text.strip() for c in backend.generate(requests, SamplingParams(temperature=0.0, max_tokens=16))]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).resolve().parents[2] / "configs" / "sft").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_example_sft_configs_are_valid(path):
+    config = SFTConfig.model_validate(yaml.safe_load(path.read_text()))
+    assert config.data.episodes and config.model.spec == "smollm2"
