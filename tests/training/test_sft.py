@@ -101,7 +101,7 @@ def test_the_cli_refuses_a_bad_dataset_in_one_sentence_before_loading_a_model(tm
     assert code == 2 and err.startswith("error: ") and "does not parse under the LAP's action format" in err
     assert "Traceback" not in err and not (tmp_path / "r").exists()
     assert main(["sft", "--episodes", "x", "--model", "smollm2", "--set", "data.answer_template={action}!"]) == 2
-    assert "not YAML" in capsys.readouterr().err
+    assert "'data.answer_template={action}!'" in capsys.readouterr().err  # the bad --set, in one sentence
     assert main(["sft", "--episodes", str(tmp_path / "missing.jsonl"), "--model", "smollm2"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["sft", "--episodes", str(tmp_path / "episodes.jsonl"), "--model", "tiny", "--dry-run"]) == 2
