@@ -85,6 +85,10 @@ def add_commands(commands: Any) -> None:
     algos.add_argument("--json", action="store_true", help="print a JSON document")
     algos.set_defaults(handler=cmd_algos)
 
+    from training.sft_cli import add_sft_command
+
+    add_sft_command(commands)
+
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~training.config.TrainConfig` the arguments describe (validated).
