@@ -104,9 +104,16 @@ class HFBackend(AdapterMixin):
         self.source = os.fspath(model)
         self.name = name or f"hf:{self.source}"
         self.max_batch_size = max_batch_size
-        self.tokenizer, self.model = _load(self.source, self.dtype)
-        self.model.to(self.device)
-        self.model.eval()
+        tokenizer, loaded = _load(self.source, self.dtype)
+        loaded.to(self.device)
+        loaded.eval()
+        self._attach(loaded, tokenizer, chat, max_context)
+        if adapter is not None:
+            self.load_adapter(adapter)
+
+    def _attach(self, model: Any, tokenizer: Any, chat: bool | None, max_context: int | None) -> None:
+        """Take ``model`` and ``tokenizer`` as this backend's, with what generation derives from them."""
+        self.tokenizer, self.model = tokenizer, model
         self.chat = _resolve_chat(chat, self.tokenizer, self.source)
         window = getattr(self.model.config, "max_position_embeddings", None)
         if max_context is not None and max_context < 2:
@@ -118,8 +125,41 @@ class HFBackend(AdapterMixin):
         #: The tries of constrained choices, shared by generation and scoring (:class:`ChoiceMasks`).
         self.choice_tries = ChoiceTries(self.tokenizer, end_token=self.eos_ids[0] if self.eos_ids else None)
         self._entropy = np.random.default_rng()
-        if adapter is not None:
-            self.load_adapter(adapter)
+
+    @classmethod
+    def from_model(
+        cls,
+        model: Any,
+        tokenizer: Any,
+        *,
+        chat: bool | None = None,
+        max_context: int | None = None,
+        name: str | None = None,
+        max_batch_size: int = 64,
+    ) -> HFBackend:
+        """A backend over a model already in memory (e.g. the one a trainer holds): no copy, no loading.
+
+        Generation reads the model's current weights, wherever they are, and leaves its
+        train/eval mode as it found it.
+
+        Args:
+            model: A transformers causal LM (or a PEFT model around one).
+            tokenizer: Its tokenizer.
+            chat: As for :class:`HFBackend`.
+            max_context: As for :class:`HFBackend`.
+            name: Name shown in records (default ``hf:<name_or_path>``).
+            max_batch_size: Most requests decoded together.
+        """
+        if max_batch_size < 1:
+            raise BackendError("max_batch_size must be at least 1")
+        backend = cls.__new__(cls)
+        parameter = next(model.parameters())
+        backend.device, backend.dtype = str(parameter.device), parameter.dtype
+        backend.source = str(getattr(model, "name_or_path", "") or type(model).__name__)
+        backend.name = name or f"hf:{backend.source}"
+        backend.max_batch_size = max_batch_size
+        backend._attach(model, tokenizer, chat, max_context)
+        return backend
 
     @classmethod
     def from_embedded_default(cls, **options: Any) -> HFBackend:
@@ -139,6 +179,8 @@ class HFBackend(AdapterMixin):
     # ------------------------------------------------------------------ prompts
     def prompt_text(self, request: GenerationRequest) -> str:
         """The text the model continues for ``request`` (chat template, plain layout, or the raw prompt)."""
+        if request.prompt_token_ids is not None:
+            return str(self.tokenizer.decode(request.prompt_token_ids))
         if request.prompt is not None:
             return request.prompt
         if request.messages is None:
@@ -175,13 +217,15 @@ class HFBackend(AdapterMixin):
         """Prompt token ids of each request, exactly as :meth:`generate` feeds them to the model.
 
         A chat template writes its own special tokens, so rendered chats are tokenised without
-        adding any; a raw ``prompt`` gets the tokenizer's usual ones (e.g. BOS).
+        adding any; a raw ``prompt`` gets the tokenizer's usual ones (e.g. BOS); ``prompt_token_ids``
+        are taken as they are.
         """
-        texts = [self.prompt_text(request) for request in requests]
-        raw = [request.prompt is not None for request in requests]
-        ids: list[list[int]] = [[] for _ in requests]
+        ids: list[list[int]] = [list(request.prompt_token_ids or ()) for request in requests]
+        text_rows = [index for index, request in enumerate(requests) if request.prompt_token_ids is None]
+        texts = {index: self.prompt_text(requests[index]) for index in text_rows}
+        raw = {index: requests[index].prompt is not None for index in text_rows}
         for add_special in (False, True):
-            group = [index for index, is_raw in enumerate(raw) if is_raw == add_special]
+            group = [index for index in text_rows if raw[index] == add_special]
             if group:
                 encoded = self.tokenizer([texts[index] for index in group], add_special_tokens=add_special)
                 for index, tokens in zip(group, encoded["input_ids"], strict=True):

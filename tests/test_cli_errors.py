@@ -46,6 +46,8 @@ CASES = [
     ("view --bogus", "bad option"),
     ("serve Nope-v0 --port 0", "unknown game"),
     ("serve FrozenLake-v0 --max-sessions none", "bad option"),
+    ("export {tmp}/no-such-run", "missing run folder"),
+    ("export {tmp} --format parquet", "bad option"),
     ("--import no_such_module_of_games games", "bad option"),
 ]
 

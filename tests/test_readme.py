@@ -38,6 +38,9 @@ EXPECTED_OUTPUT = {
     ),
     "policy = LAP(model, config)": lambda out: out.endswith("invalid answers from an untrained model\n"),
     'model = load_model("smollm2")': lambda out: True,  # builds both backends (no server is contacted)
+    "GameRollout(": lambda out: out.count("reward ") == 2 and "8 episodes of the last step" in out,
+    "register_env()": lambda out: out.startswith("4 0.0 False 5\n") and "That answer was invalid" in out,
+    "export_run(": lambda out: " rows; " in out and "with a positive advantage" in out,
 }
 
 

@@ -183,10 +183,12 @@ def _build_parser() -> argparse.ArgumentParser:
     try:  # the training package is part of the distribution; its heavy imports happen only when used
         from training.cli import add_commands as add_training_commands
         from training.demo import add_demo_command
+        from training.export import add_export_command
     except ImportError:  # pragma: no cover - a stripped install without training/
         return parser
     add_training_commands(commands)
     add_demo_command(commands)
+    add_export_command(commands)
     return parser
 
 

@@ -407,7 +407,7 @@ class LAP:
                 for i in todo
             ]
             started = time.perf_counter()
-            completions = self.model.generate(batch, self.sampling)
+            completions = self._complete([requests[i] for i in todo], batch)
             share = (time.perf_counter() - started) / max(len(todo), 1)
             if len(completions) != len(todo):
                 raise RuntimeError(f"{self.name} returned {len(completions)} completions for {len(todo)} requests")
@@ -432,6 +432,14 @@ class LAP:
             if not todo:
                 break
         return [decision for decision in decisions if decision is not None]
+
+    def _complete(self, requests: Sequence[DecisionRequest], batch: list[GenerationRequest]) -> list[Completion]:
+        """One model call for ``batch`` (``requests[i]`` is the decision ``batch[i]`` asks for).
+
+        The one place a LAP calls its model: a subclass that keeps per-episode state around the
+        call (:class:`tsmg.integrations.conversation.ConversationLAP`) overrides it.
+        """
+        return self.model.generate(batch, self.sampling)
 
     def _generation_request(
         self, request: DecisionRequest, messages: list[dict[str, str]], attempt: int

@@ -65,6 +65,10 @@ class GenerationRequest:
             (``{"type": "function", "function": {"name", "description", "parameters"}}``).
         tool_choice: ``"auto"`` (the model decides), ``"required"`` (it must call one), or a
             named function; None leaves it to the server.
+        prompt_token_ids: The prompt as token ids, fed to the model as they are (no template, no
+            tokenising); takes precedence over ``messages`` and ``prompt``. Local backends only
+            (:class:`backends.hf.HFBackend`): it keeps a multi-turn episode token-exact
+            (:mod:`tsmg.integrations.conversation`).
     """
 
     messages: list[dict[str, str]] | None = None
@@ -75,6 +79,7 @@ class GenerationRequest:
     seed: int | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    prompt_token_ids: list[int] | None = None
 
 
 @dataclass(slots=True)

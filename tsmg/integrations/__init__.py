@@ -1,0 +1,13 @@
+"""tsmg games inside other trainers.
+
+Each module is a thin adapter and imports its library only when imported itself, so ``import
+tsmg`` stays light:
+
+* :mod:`tsmg.integrations.trl`: TRL's ``GRPOTrainer`` trains on any tsmg game (``rollout_func``
+  driven by tsmg's rollout engine);
+* :mod:`tsmg.integrations.skyrl`: any tsmg game as a SkyRL-gym ``BaseTextEnv``;
+* :mod:`tsmg.integrations.conversation`: an episode as one growing token sequence, the shape of
+  the data trainers that train on whole episodes take.
+
+Token-exact exports of a run's episodes for other trainers are :mod:`tsmg.export`.
+"""

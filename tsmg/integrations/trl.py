@@ -1,0 +1,233 @@
+"""Train on any tsmg game with TRL's ``GRPOTrainer``: one import, TRL's ``rollout_func`` API.
+
+Example::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from tsmg.integrations.trl import GameRollout
+
+    game = GameRollout("FrozenLake-v0", seeds=range(64))
+    trainer = GRPOTrainer(model, args=GRPOConfig(num_generations=4, ...), **game.trainer_kwargs())
+    trainer.train()
+
+**Why ``rollout_func`` and not ``environment_factory``.** TRL offers both for multi-turn
+training. With ``environment_factory`` TRL plays the episode itself: the model must call the
+game's moves as tools through a chat template that renders tools and a tokenizer that parses
+tool calls, and TRL builds the prompts. That drops what tsmg's LAP does (the prompt template,
+constrained choice among the legal moves, re-prompts with the reason, the invalid-answer rule,
+scripted or model opponents in the other seats) and writes no tsmg record. With ``rollout_func``
+tsmg's own rollout engine plays the episodes, batched across the whole generation batch, with
+the model TRL is training (its current weights, wrapped by :meth:`backends.hf.HFBackend.from_model`,
+no copy), and hands TRL:
+
+* **one game seed per group.** TRL repeats each dataset row ``num_generations`` times in a row;
+  a row's prompt names its seed (``"FrozenLake-v0 seed=17"``), so every member of a group starts
+  from the same state, and each member's place in the group keys its sampling seed
+  (:func:`tsmg.seeding.decision_seed`), so the members differ and the same step replays exactly.
+  (``rollout_func`` sees only the prompts, not the row's other columns: that is why the seed is
+  in the prompt.)
+* **token-exact data.** Each seat plays its episode as one growing token sequence
+  (:class:`~tsmg.integrations.conversation.ConversationLAP`): TRL gets the first prompt's ids,
+  then the model's sampled tokens and the game's messages between them, with ``env_mask``
+  marking the model's tokens (the only ones the loss trains) and the behaviour logprobs, never a
+  re-tokenised text. The same episodes are kept as tsmg records (``episodes``, and
+  ``episodes_path`` to append them to a JSONL that ``tsmg view`` and ``tsmg export`` read).
+
+The reward TRL normalises within each group is the trained seat's episode return
+(:meth:`GameRollout.episode_return`, under the ``tsmg_return`` column). One seat is trained; the
+other seats of a multi-agent game are played by ``opponent`` (``random``, ``oracle``,
+``fixed:TEXT``, or a :class:`~tsmg.policies.Policy`).
+
+Limits: generation runs on the trainer's model through tsmg's HF backend, not on TRL's vLLM
+(``use_vllm=True`` is refused); with ``action_format kind='choice'`` tsmg samples among the legal
+moves only, while TRL's loss scores the same tokens under the full vocabulary (the gradient
+still raises or lowers exactly the tokens sampled).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tsmg.core import AgentID
+from tsmg.episode import Episode, write_episodes
+from tsmg.integrations.conversation import ConversationLAP, episode_sequence
+from tsmg.lap import ActionFormat, LAPConfig
+from tsmg.policies import Policy, policy_from_spec
+from tsmg.registry import make
+from tsmg.rollout import EpisodePlan, rollout
+from tsmg.seeding import derive_seed
+
+_SEED = re.compile(r" seed=(-?\d+)$")
+
+
+class GameRollout:
+    """A tsmg game as what TRL's ``GRPOTrainer`` trains on: a dataset of seeds, a rollout function, a reward.
+
+    Args:
+        game_id: A registered game id (or a served game's URL).
+        seeds: The game seeds the dataset holds, one row each (TRL plays ``num_generations``
+            episodes from each).
+        lap: Prompt template, action format and re-prompts of the trained seat (default:
+            constrained choice among the legal moves). Its history is the conversation itself,
+            and temperature and top-p come from the trainer's config.
+        agent: The trained seat (default: the game's first agent).
+        opponent: Who plays the other seats: ``random``, ``oracle``, ``fixed:TEXT`` or a policy.
+        game_options: Options the game is made with.
+        episodes_path: Append every rollout's episodes to this JSONL file (None: keep only the last).
+
+    Raises:
+        ValueError: An unknown game or seat, or a bad option.
+    """
+
+    def __init__(
+        self,
+        game_id: str,
+        seeds: Iterable[int],
+        *,
+        lap: LAPConfig | None = None,
+        agent: AgentID | None = None,
+        opponent: str | Policy = "random",
+        game_options: Mapping[str, Any] | None = None,
+        episodes_path: str | Path | None = None,
+    ) -> None:
+        """Check the game and seat, and lay out the dataset (see the class docstring)."""
+        self.game_id = game_id
+        self.game_options = dict(game_options or {})
+        game = make(game_id, **self.game_options)
+        self.agents = list(game.agents)
+        self.agent = agent if agent is not None else game.agents[0]
+        if self.agent not in game.agents:
+            raise ValueError(f"{game_id} has no seat {self.agent!r}; its seats are {', '.join(game.agents)}")
+        self.seeds = [int(seed) for seed in seeds]
+        if not self.seeds:
+            raise ValueError("give at least one game seed")
+        self.lap = lap or LAPConfig(action_format=ActionFormat(kind="choice"))
+        self.opponent = opponent
+        self.episodes_path = Path(episodes_path) if episodes_path is not None else None
+        #: The episodes of the latest rollout, in TRL's row order.
+        self.episodes: list[Episode] = []
+        self._backend: Any = None
+
+    # ------------------------------------------------------------------ what the trainer takes
+    def prompt(self, seed: int) -> str:
+        """The dataset prompt of ``seed`` (what names the seed to :meth:`rollout_func`)."""
+        return f"{self.game_id} seed={seed}"
+
+    def dataset(self) -> Any:
+        """A ``datasets.Dataset`` with one row per seed: ``prompt`` (naming the seed) and ``seed``."""
+        from datasets import Dataset
+
+        return Dataset.from_dict({"prompt": [self.prompt(seed) for seed in self.seeds], "seed": self.seeds})
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """``train_dataset``, ``rollout_func`` and ``reward_funcs`` for ``GRPOTrainer(model, args=..., **these)``."""
+        return {"train_dataset": self.dataset(), "rollout_func": self.rollout_func, "reward_funcs": self.episode_return}
+
+    @staticmethod
+    def episode_return(completions: list[Any], tsmg_return: list[float], **kwargs: Any) -> list[float]:
+        """TRL reward function: the trained seat's episode return, as the rollout recorded it."""
+        return [float(value) for value in tsmg_return]
+
+    # ------------------------------------------------------------------ the rollout
+    def rollout_func(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        """Play one episode per prompt with the trainer's current model; TRL's ``rollout_func``.
+
+        Returns:
+            ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` per row (see the
+            module docstring), plus ``tsmg_return``, ``tsmg_success``, ``tsmg_seed`` and
+            ``tsmg_episode_id``, which TRL hands to the reward functions.
+
+        Raises:
+            ValueError: A prompt that names no seed, or TRL set to generate with vLLM.
+            RuntimeError: An episode failed (the message is the episode's error).
+        """
+        args = trainer.args
+        if getattr(args, "use_vllm", False):
+            raise ValueError("tsmg's rollout_func generates with the trainer's model; set use_vllm=False")
+        seeds = [self._seed_of(prompt) for prompt in prompts]
+        step, process = int(trainer.state.global_step), int(trainer.accelerator.process_index)
+        mode = "train" if trainer.model.training else "eval"
+        plans = []
+        seen: dict[int, int] = {}
+        for position, seed in enumerate(seeds):
+            # TRL lays a group's members out one after another; a member's place in the group keys its
+            # sampling seed. The process offset keeps members that land on other processes distinct.
+            member = seen.get(seed, 0) + process * len(seeds)
+            seen[seed] = seen.get(seed, 0) + 1
+            group = f"trl/{mode}/u{step}/s{seed}"
+            plans.append(EpisodePlan(seed, f"{group}/g{member}/p{position}", group, member))
+        config = self.lap.model_copy(
+            update={
+                "temperature": float(args.temperature),
+                "top_p": float(args.top_p),
+                "seed": derive_seed(int(args.seed), step, mode == "eval"),
+            }
+        )
+        policy = ConversationLAP(self._model(trainer), config)
+        opponent = (
+            policy_from_spec(self.opponent, seed=config.seed, scripted_only=True)
+            if isinstance(self.opponent, str)
+            else self.opponent
+        )
+        seats = {seat: policy if seat == self.agent else opponent for seat in self.agents}
+        episodes = rollout(self.game_id, seats, plans=plans, game_options=self.game_options)
+        self.episodes = episodes
+        if self.episodes_path is not None:
+            write_episodes(self.episodes_path, episodes)
+        return self._rows(episodes)
+
+    def _rows(self, episodes: list[Episode]) -> dict[str, list[Any]]:
+        rows: dict[str, list[Any]] = {
+            key: []
+            for key in (
+                "prompt_ids",
+                "completion_ids",
+                "logprobs",
+                "env_mask",
+                "tsmg_return",
+                "tsmg_success",
+                "tsmg_seed",
+                "tsmg_episode_id",
+            )
+        }
+        end_of_turn = list(self._backend.eos_ids[:1])
+        for episode in episodes:
+            if episode.error is not None:
+                raise RuntimeError(f"episode {episode.episode_id} failed: {episode.error}")
+            sequence = episode_sequence(episode, self.agent)
+            completion, mask, logprobs = sequence.completion_ids, sequence.model_mask, sequence.logprobs
+            if end_of_turn and completion[-1:] != end_of_turn:
+                # Close the last answer as the template would (a game token, not trained), so that TRL does
+                # not count a finished episode as a truncated completion.
+                completion, mask, logprobs = completion + end_of_turn, mask + [0], logprobs + [0.0]
+            rows["prompt_ids"].append(sequence.prompt_ids)
+            rows["completion_ids"].append(completion)
+            rows["logprobs"].append(logprobs)
+            rows["env_mask"].append(mask)
+            rows["tsmg_return"].append(float(episode.returns.get(self.agent, 0.0)))
+            rows["tsmg_success"].append(episode.success.get(self.agent))
+            rows["tsmg_seed"].append(episode.seed)
+            rows["tsmg_episode_id"].append(episode.episode_id)
+        return rows
+
+    def _seed_of(self, prompt: Any) -> int:
+        text = prompt if isinstance(prompt, str) else ""
+        match = _SEED.search(text)
+        if match is None or not text.startswith(self.game_id):
+            raise ValueError(
+                f"the prompt {prompt!r} names no seed of {self.game_id}: train on GameRollout.dataset() "
+                f"(prompts like {self.prompt(0)!r})"
+            )
+        return int(match.group(1))
+
+    def _model(self, trainer: Any) -> Any:
+        """The HF backend (tsmg's) over the model the trainer trains (built once; it reads the live weights)."""
+        from backends.hf import HFBackend
+
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        if self._backend is None or self._backend.model is not model:
+            tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+            self._backend = HFBackend.from_model(model, tokenizer, name=f"trl:{self.game_id}")
+        return self._backend
