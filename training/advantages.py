@@ -324,7 +324,9 @@ def mt_grpo(
     return advantages
 
 
-def state_potentials(step_returns: Sequence[FloatArray], step_keys: Sequence[Sequence[Hashable]]) -> dict[Hashable, float]:
+def state_potentials(
+    step_returns: Sequence[FloatArray], step_keys: Sequence[Sequence[Hashable]]
+) -> dict[Hashable, float]:
     """PGPO's potential of each anchor state: the mean step return over every visit to it in the group.
 
     Example:

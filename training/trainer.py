@@ -227,6 +227,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                 count=sampler.samples_per_update,
                 alpha=sampler.alpha,
                 replace=sampler.replacement,
+                importance_correction=sampler.importance_correction,
             )
             metrics.update(drawn.stats.as_metrics())
 

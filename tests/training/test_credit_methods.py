@@ -114,7 +114,8 @@ def test_state_potentials_are_mean_step_returns():
 def test_pgpo_hand_computed():
     t1, t2, t3 = pgpo(REWARDS, KEYS, NEXT, TERMINAL, SUCCESS, gamma=0.5, **POPULATION)
     # Anchor s: step returns 0.5, 0, 0 -> A^S = sqrt2, -1/sqrt2, -1/sqrt2.
-    #   Phi(s) = 1/6, Phi(a) = 0.5, Phi(b) = 0 -> delta = 0.25 - 1/6, 0 - 1/6, 0.25 - 1/6 -> A^phi = 1/sqrt2, -sqrt2, 1/sqrt2.
+    #   Phi(s) = 1/6, Phi(a) = 0.5, Phi(b) = 0 -> delta = 0.25 - 1/6, 0 - 1/6, 0.25 - 1/6
+    #   -> A^phi = 1/sqrt2, -sqrt2, 1/sqrt2.
     # Anchor a: returns 1, 0 -> A^S = 1, -1; terminal delta = 0.5 x 1 - 0.5, 0.5 x 0 - 0.5 -> A^phi = 1, -1.
     # Anchor b: one visit -> 0. Success rate 1/3 -> w = (2/3)^2 = 4/9.
     w = 4 / 9
@@ -194,8 +195,13 @@ def test_graft_with_a_sweep_cap_lets_graph_gae_carry_the_value_error():
 
 def test_graft_lone_path_steps_get_zero():
     # After the branch each path is visited once: its steps carry no credit, the branch does.
-    t1, t2 = graft([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]], [["s", "a", "c"], ["s", "b", "d"]],
-                   [["a", "c", "goal"], ["b", "d", "hole"]], [True, True], gamma=1.0)
+    t1, t2 = graft(
+        [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]],
+        [["s", "a", "c"], ["s", "b", "d"]],
+        [["a", "c", "goal"], ["b", "d", "hole"]],
+        [True, True],
+        gamma=1.0,
+    )
     np.testing.assert_allclose(t1, [0.5, 0.0, 0.0])
     np.testing.assert_allclose(t2, [-0.5, 0.0, 0.0])
 
