@@ -403,7 +403,7 @@ def pgpo(
     lengths = np.cumsum([values.size for values in rewards])[:-1]
     anchor_term = anchor_advantages(_flat(step_returns), flat_keys, std=std, eps=eps)
     potential_term = anchor_advantages(_flat(deltas), flat_keys, std=std, eps=eps)
-    success_rate = float(np.mean(successes)) if len(rewards) else 0.0
+    success_rate = float(np.mean(np.asarray(successes, dtype=np.float64))) if len(rewards) else 0.0
     weight = beta * (1.0 - success_rate) ** alpha
     return list(np.split(anchor_term + weight * potential_term, lengths)) if rewards else []
 
@@ -418,7 +418,8 @@ def _graph(
     terminal: Sequence[bool],
 ) -> tuple[list[list[Hashable]], list[list[Hashable]]]:
     """GRAFT's nodes: each step's own node and its successor node (terminal and unknown ends kept apart)."""
-    sources, targets = [], []
+    sources: list[list[Hashable]] = []
+    targets: list[list[Hashable]] = []
     for index, (keys, successors, ends) in enumerate(zip(step_keys, next_keys, terminal, strict=True)):
         sources.append([("state", key) for key in keys])
         row: list[Hashable] = []

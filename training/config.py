@@ -488,10 +488,12 @@ class TrainConfig(_Section):
 def _prescribed_aggregations(loss_name: str, credit_name: str) -> list[tuple[str, Aggregation]]:
     """(method, aggregation) the loss's and the assigner's papers prescribe, the loss's first (it wins)."""
     prescribed: list[tuple[str, Aggregation]] = []
-    if loss_name in LOSSES and LOSSES[loss_name].aggregation is not None:
-        prescribed.append((f"loss {loss_name!r}", LOSSES[loss_name].aggregation))
-    if credit_name in CREDIT_ASSIGNERS and CREDIT_ASSIGNERS[credit_name].aggregation is not None:
-        prescribed.append((f"credit assigner {credit_name!r}", CREDIT_ASSIGNERS[credit_name].aggregation))
+    loss = LOSSES[loss_name].aggregation if loss_name in LOSSES else None
+    credit = CREDIT_ASSIGNERS[credit_name].aggregation if credit_name in CREDIT_ASSIGNERS else None
+    if loss is not None:
+        prescribed.append((f"loss {loss_name!r}", loss))
+    if credit is not None:
+        prescribed.append((f"credit assigner {credit_name!r}", credit))
     return prescribed
 
 
