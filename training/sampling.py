@@ -210,7 +210,8 @@ SAMPLERS: dict[str, SamplerSpec] = {
     for spec in (
         SamplerSpec(
             "aaw",
-            "absolute-advantage-weighted: p_i proportional to |A_i|^alpha; A = 0 never drawn (MS-GRPO)",
+            "absolute-advantage-weighted: p_i proportional to |A_i|^alpha; A = 0 never drawn (MS-GRPO); it reweights "
+            "the update (expected weight sign(A)|A|^(1+alpha)) unless importance_correction (x 1/(N p_i))",
             True,
             lambda values, count, rng, alpha, replace: aaw_sample(values, count, rng, alpha=alpha, replace=replace),
         ),
