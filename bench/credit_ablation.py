@@ -152,12 +152,12 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
         result = train(config, resume=True)
     except IncompatibleGameError as error:
         return {**record, "refused": str(error)}
-    final = test_figures(result.final_model, config, job["test_episodes"])
+    final = held_out_figures(result.final_model, config, job["test_episodes"])
     Path(job["out_dir"], "final.json").write_text(json.dumps(final), encoding="utf-8")
     return {**record, **outcome(result.metrics, final, job["threshold"])}
 
 
-def test_figures(model_dir: Any, config: Any, episodes: int) -> dict[str, float]:
+def held_out_figures(model_dir: Any, config: Any, episodes: int) -> dict[str, float]:
     """Greedy success, mean return and apples (steps rewarded above 0) per episode on the test seeds."""
     from backends.hf import HFBackend
     from training.engines import HFRolloutEngine
