@@ -1,4 +1,4 @@
-"""bench/credit_ablation.py and bench/learning.py: arms differ only in what they claim; misses count each run's own budget."""
+"""The ablation benches: arms differ only in what they claim; a miss counts the run's own budget."""
 
 import importlib.util
 import json
