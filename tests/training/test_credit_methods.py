@@ -150,6 +150,16 @@ def test_pgpo_truncated_end_uses_the_next_states_potential():
     assert a[0] > 0 > b[0]
 
 
+def test_pgpo_counts_a_reward_earned_before_the_end_for_the_step_that_earned_it():
+    # From s, one move eats an apple (+1) and reaches t, the other reaches u; both episodes then stop
+    # (truncated), and neither t nor u is ever a decision state (Phi = 0). gamma 0.5, population std.
+    rewards = [[1.0], [0.0]]
+    a, b = pgpo(rewards, [["s"], ["s"]], [["t"], ["u"]], [False, False], [0.0, 0.0], gamma=0.5, **POPULATION)
+    # A^S: returns 1, 0 -> +1, -1. delta = 1 + 0 - 0.5, 0 + 0 - 0.5 -> +1, -1; w = 1.
+    np.testing.assert_allclose(a, [2.0])
+    np.testing.assert_allclose(b, [-2.0])
+
+
 def test_graft_hand_computed_values_and_td():
     t1, t2, t3 = graft(REWARDS, KEYS, NEXT, TERMINAL, gamma=0.5)
     # V(a) = (1 + 0) / 2 = 0.5, V(b) = 0, V(s) = (0.25 + 0 + 0.25) / 3 = 1/6 (terminal nodes: 0).
@@ -185,12 +195,14 @@ def test_graft_sweeps_from_the_sinks_solve_an_acyclic_graph_in_one_sweep():
 
 
 def test_graft_with_a_sweep_cap_lets_graph_gae_carry_the_value_error():
-    rewards = [[0.0, 0.0, 1.0], [0.0, 0.0]]
-    keys = [["s", "s", "a"], ["s", "b"]]
-    nexts = [["s", "a", "goal"], ["b", "hole"]]
-    capped = graft(rewards, keys, nexts, [True, True], gamma=0.9, lam=1.0, sweeps=1)
-    td = graft(rewards, keys, nexts, [True, True], gamma=0.9, lam=0.0, sweeps=1)
-    assert not np.allclose(np.concatenate(capped), np.concatenate(td))
+    # s -> s (a wall, reward 0) then s -> goal (reward 1). gamma 0.5. Converged V(s) = 1 / (2 - gamma);
+    # one sweep from V = 0 leaves V(s) = (0 + 1) / 2 = 0.5, so delta = (-0.25, 0.5) and
+    # G(s) = mean(-0.25 + gamma lam G(s), 0.5) -> with gamma lam = 0.5, G(s) = 1/6.
+    args = ([[0.0, 1.0]], [["s", "s"]], [["s", "goal"]], [True])
+    np.testing.assert_allclose(graft(*args, gamma=0.5, lam=0.0, sweeps=1)[0], [-0.25, 0.5])
+    np.testing.assert_allclose(graft(*args, gamma=0.5, lam=1.0, sweeps=1)[0], [-0.25 + 0.5 / 6, 0.5])
+    converged = 1 / 1.5
+    np.testing.assert_allclose(graft(*args, gamma=0.5, lam=1.0)[0], [0.5 * converged - converged, 1 - converged])
 
 
 def test_graft_lone_path_steps_get_zero():
