@@ -160,6 +160,20 @@ def test_pgpo_counts_a_reward_earned_before_the_end_for_the_step_that_earned_it(
     np.testing.assert_allclose(b, [-2.0])
 
 
+def test_pgpo_terminal_and_continuing_moves_from_one_state():
+    # From s (gamma 0.5, population std): t1 ends at the goal (reward 1); t2 goes to c and wins from there;
+    # t3 goes to c and loses; t4 goes to d and loses. Phi(s) = (1 + 0.5 + 0 + 0) / 4, Phi(c) = 0.5, Phi(d) = 0.
+    rewards = [[1.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]
+    keys = [["s"], ["s", "c"], ["s", "c"], ["s", "d"]]
+    nexts = [["goal"], ["c", "goal"], ["c", "hole"], ["d", "hole"]]
+    advantages = pgpo(rewards, keys, nexts, [True] * 4, [1.0, 1.0, 0.0, 0.0], gamma=0.5, **POPULATION)
+    phi_s = 1.5 / 4
+    delta = np.array([0.5 * 1.0, 0.5 * 0.5, 0.5 * 0.5, 0.0]) - phi_s  # terminal: gamma r_final - Phi(s)
+    returns = np.array([1.0, 0.5, 0.0, 0.0])
+    expected = (returns - returns.mean()) / returns.std() + 0.25 * (delta - delta.mean()) / delta.std()
+    np.testing.assert_allclose([values[0] for values in advantages], expected)
+
+
 def test_graft_hand_computed_values_and_td():
     t1, t2, t3 = graft(REWARDS, KEYS, NEXT, TERMINAL, gamma=0.5)
     # V(a) = (1 + 0) / 2 = 0.5, V(b) = 0, V(s) = (0.25 + 0 + 0.25) / 3 = 1/6 (terminal nodes: 0).
@@ -203,6 +217,14 @@ def test_graft_with_a_sweep_cap_lets_graph_gae_carry_the_value_error():
     np.testing.assert_allclose(graft(*args, gamma=0.5, lam=1.0, sweeps=1)[0], [-0.25 + 0.5 / 6, 0.5])
     converged = 1 / 1.5
     np.testing.assert_allclose(graft(*args, gamma=0.5, lam=1.0)[0], [0.5 * converged - converged, 1 - converged])
+
+
+def test_graft_terminal_ends_are_value_zero_even_when_their_key_names_a_decision_state():
+    # t1 stops at x for good (terminated); t2 passes through x and wins. A terminal end is worth 0,
+    # not V(x) = 1: V(s) = (0 + 0.5 x 0 + 0 + 0.5 x 1) / 2 = 0.25.
+    t1, t2 = graft([[0.0], [0.0, 1.0]], [["s"], ["s", "x"]], [["x"], ["x", "goal"]], [True, True], gamma=0.5)
+    np.testing.assert_allclose(t1, [0.0 - 0.25])
+    np.testing.assert_allclose(t2, [0.5 - 0.25, 0.0])
 
 
 def test_graft_lone_path_steps_get_zero():
@@ -256,6 +278,27 @@ def test_pgpo_and_graft_over_episodes_follow_steps_to_the_recorded_next_state():
     expected = graft(REWARDS, KEYS, NEXT, TERMINAL, gamma=0.5)
     for trajectory, values in zip(credit.trajectories, expected, strict=True):
         np.testing.assert_allclose(trajectory.advantages, values)
+
+
+def test_a_truncated_episode_is_followed_to_the_state_it_stopped_in():
+    # e0 wins through x; e1 stops (step limit) right after reaching x. Its last step led somewhere
+    # good: PGPO and GRAFT read that from the recorded final state key.
+    episodes = [
+        episode("e0", [0.0, 1.0], ["s", "x"], "goal", success=True),
+        episode("e1", [0.0], ["s"], "x", terminated=False, success=False),
+        episode("e2", [0.0], ["s"], "y", terminated=False, success=False),
+    ]
+    rewards, keys = [[0.0, 1.0], [0.0], [0.0]], [["s", "x"], ["s"], ["s"]]
+    nexts, terminal = [["x", "goal"], ["x"], ["y"]], [True, False, False]
+    pgpo_credit = assign_credit("pgpo", episodes)
+    for trajectory, values in zip(
+        pgpo_credit.trajectories, pgpo(rewards, keys, nexts, terminal, [1.0, 0.0, 0.0]), strict=True
+    ):
+        np.testing.assert_allclose(trajectory.advantages, values)
+    graft_credit = assign_credit("graft", episodes)
+    for trajectory, values in zip(graft_credit.trajectories, graft(rewards, keys, nexts, terminal), strict=True):
+        np.testing.assert_allclose(trajectory.advantages, values)
+    assert graft_credit.trajectories[1].advantages[0] > 0 > graft_credit.trajectories[2].advantages[0]
 
 
 @pytest.mark.parametrize("name", ["pgpo", "graft"])
