@@ -596,15 +596,21 @@ def _probe_final_state_keys(game: Game, seed: int, max_rounds: int) -> tuple[boo
 
 
 def game_capabilities(
-    game: Game, *, seed: int = 0, probe_episodes: int = 16, max_rounds: int = 200
+    game: Game, *, seed: int = 0, probe_episodes: int = 16, max_rounds: int = 200, next_state_keys: bool = True
 ) -> GameCapabilities:
     """Find out what ``game`` provides: its declarations first, else short probes (which reset the game).
 
     A game may declare ``provides_state_key`` and ``per_step_rewards`` (bools) to skip the probes.
+    ``next_state_keys=False`` skips playing an episode to its end to probe the key of a finished
+    one (reported as not probed).
     """
     state_keys, state_reason = _probe_state_keys(game, seed)
     step_rewards, reward_reason = _probe_step_rewards(game, seed, probe_episodes, max_rounds)
-    next_keys, next_reason = _probe_final_state_keys(game, seed, max_rounds) if state_keys else (False, state_reason)
+    next_keys, next_reason = False, "not probed"
+    if next_state_keys:
+        next_keys, next_reason = (
+            _probe_final_state_keys(game, seed, max_rounds) if state_keys else (False, state_reason)
+        )
     return GameCapabilities(
         tuple(game.agents), state_keys, state_reason, step_rewards, reward_reason, next_keys, next_reason
     )
@@ -669,14 +675,15 @@ def validate_against_game(config: TrainConfig, game: Game | None = None) -> Game
     Raises:
         IncompatibleGameError: The reasons the configuration cannot train on the game.
     """
+    probe_next = "next_state_keys" in config.credit.needs
     if game is not None:
-        capabilities = game_capabilities(game, seed=config.run.seed)
+        capabilities = game_capabilities(game, seed=config.run.seed, next_state_keys=probe_next)
     else:
         from tsmg import make
 
         game = make(config.rollout.game_id, **config.rollout.game_options)
         try:
-            capabilities = game_capabilities(game, seed=config.run.seed)
+            capabilities = game_capabilities(game, seed=config.run.seed, next_state_keys=probe_next)
         finally:
             game.close()
     reasons = incompatibilities(config, capabilities)
