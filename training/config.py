@@ -545,6 +545,17 @@ def _probe_state_keys(game: Game, seed: int) -> tuple[bool, str]:
     return True, "state_key gives a hashable key"
 
 
+def _random_actions(game: Game, rng: np.random.Generator) -> dict[str, str] | None:
+    """A uniformly drawn legal action for every agent to move (None: the game does not list them)."""
+    actions: dict[str, str] = {}
+    for agent in game.active_agents:
+        legal = game.legal_actions(agent)
+        if not legal:
+            return None
+        actions[agent] = legal[int(rng.integers(len(legal)))]
+    return actions
+
+
 def _probe_step_rewards(game: Game, seed: int, episodes: int, max_rounds: int) -> tuple[bool | None, str]:
     declared = getattr(game, "per_step_rewards", None)
     if declared is not None:
@@ -555,12 +566,9 @@ def _probe_step_rewards(game: Game, seed: int, episodes: int, max_rounds: int) -
         for _ in range(max_rounds):
             if game.done:
                 break
-            actions: dict[str, str] = {}
-            for agent in game.active_agents:
-                legal = game.legal_actions(agent)
-                if not legal:
-                    return None, "the game does not enumerate its legal actions, so random play cannot probe it"
-                actions[agent] = legal[int(rng.integers(len(legal)))]
+            actions = _random_actions(game, rng)
+            if actions is None:
+                return None, "the game does not enumerate its legal actions, so random play cannot probe it"
             result = game.step(actions)
             if not result.done and any(reward != 0 for reward in result.rewards.values()):
                 return True, "random play received a reward before the episode ended"
@@ -577,12 +585,9 @@ def _probe_final_state_keys(game: Game, seed: int, max_rounds: int) -> tuple[boo
     for _ in range(max_rounds):
         if game.done:
             break
-        actions: dict[str, str] = {}
-        for agent in game.active_agents:
-            legal = game.legal_actions(agent)
-            if not legal:
-                return False, "the game does not enumerate its legal actions, so random play cannot reach an end"
-            actions[agent] = legal[int(rng.integers(len(legal)))]
+        actions = _random_actions(game, rng)
+        if actions is None:
+            return False, "the game does not enumerate its legal actions, so random play cannot reach an end"
         game.step(actions)
     for agent in game.agents:
         try:

@@ -165,10 +165,14 @@ def _dr_grpo_group(group: TrajectoryGroup, params: NoParams) -> list[FloatArray]
     return group.broadcast(dr_grpo(group.returns))
 
 
+def _keyed(group: TrajectoryGroup, name: str) -> None:
+    """Refuse a group whose steps lack the state keys ``name`` merges them by."""
+    if any(key is None for keys in group.step_keys for key in keys):
+        raise ValueError(f"{name} needs the state key of every step, and a step was recorded without one")
+
+
 def _gigpo_group(group: TrajectoryGroup, params: GigpoParams) -> list[FloatArray]:
-    for keys in group.step_keys:
-        if any(key is None for key in keys):
-            raise ValueError("gigpo needs the state key of every step, and a step was recorded without one")
+    _keyed(group, "gigpo")
     return gigpo(
         group.returns,
         group.step_rewards,
@@ -185,12 +189,6 @@ def _mt_grpo_group(group: TrajectoryGroup, params: MtGrpoParams) -> list[FloatAr
     return mt_grpo(
         group.step_rewards, outcome_weight=params.outcome_weight, align=params.align, std=params.std, eps=params.eps
     )
-
-
-def _keyed(group: TrajectoryGroup, name: str) -> None:
-    """Refuse a group whose steps lack the state keys ``name`` merges them by."""
-    if any(key is None for keys in group.step_keys for key in keys):
-        raise ValueError(f"{name} needs the state key of every step, and a step was recorded without one")
 
 
 def _pgpo_group(group: TrajectoryGroup, params: PgpoParams) -> list[FloatArray]:
