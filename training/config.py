@@ -374,6 +374,8 @@ class DistillConfig(_Section):
     @field_validator("teacher")
     @classmethod
     def _local(cls, spec: str | None) -> str | None:
+        if spec is not None and parse_model_spec(spec).kind == "tiny":
+            raise ValueError("distill.teacher 'tiny' would be a model built from scratch: name a trained one")
         if spec is not None and not parse_model_spec(spec).local_weights:
             raise ValueError(
                 f"distill.teacher {spec!r} must be a local model whose log-probabilities can be computed "

@@ -83,8 +83,6 @@ def teacher_source(spec: str) -> str:
         if not (folder / "config.json").is_file() and (folder / "final" / "config.json").is_file():
             return str(folder / "final")
         return parsed.target
-    if parsed.kind == "tiny":
-        raise ValueError("distill.teacher 'tiny' would be a model built from scratch: name a trained one ('hf:runs/NAME')")
     raise ValueError(f"distill.teacher {spec!r} is not a local model ('hf:PATH', 'smollm2', 'vllm:PATH')")
 
 

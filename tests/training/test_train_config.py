@@ -237,6 +237,8 @@ def test_opd_needs_a_teacher_and_a_sampler_that_draws_zero_rl_advantages():
         build(distill={"weight": 0.5})
     with pytest.raises(ValidationError, match="must be a local model"):
         build(distill={"teacher": "openai:gpt-4o"})
+    with pytest.raises(ValidationError, match="built from scratch"):
+        build(distill={"teacher": "tiny"})
     opd = build(
         credit={"name": "opd"}, sampler={"name": "uniform"}, distill={"teacher": "hf:t"}, rollout={"group_size": 1}
     )
