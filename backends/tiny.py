@@ -148,7 +148,7 @@ def build_tiny_model(
     )
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = _train_tokenizer(list(corpus) if corpus is not None else list(game_corpus()), size.vocab_size)
+    tokenizer = train_tokenizer(list(corpus) if corpus is not None else list(game_corpus()), size.vocab_size)
     if chat_template:
         tokenizer.chat_template = CHATML_TEMPLATE
     config = LlamaConfig(
@@ -174,7 +174,7 @@ def build_tiny_model(
     return folder
 
 
-def _train_tokenizer(texts: list[str], vocab_size: int):  # type: ignore[no-untyped-def]
+def train_tokenizer(texts: list[str], vocab_size: int):  # type: ignore[no-untyped-def]
     """A byte-level BPE tokenizer with ChatML special tokens, wrapped for transformers."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast

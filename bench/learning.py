@@ -8,8 +8,12 @@ of 64 with one optimizer step each):
 * ``ms-grpo+uniform``: the same with uniform sampling (the AAW ablation);
 * ``rloo``: leave-one-out credit, AAW sampling;
 * ``gigpo``: GiGPO credit (episode + anchor-state terms), AAW sampling;
-* (on request) ``ms-grpo+uniform-nonzero``: uniform among trajectories with A != 0, which tells
-  "weighting by |A|" apart from "leaving out A = 0".
+* ``ms-grpo+uniform-nonzero``: uniform among trajectories with A != 0, which tells "weighting by
+  |A|" apart from "leaving out A = 0".
+
+``bench/credit_ablation.py`` is its successor for the credit assigners and samplers (every one,
+at one budget, on random maps and Snake); this script stays for the standard map's
+time-to-target figures.
 
 Games: ``standard`` (FrozenLake-v0, one map, 16 steps; held-out success sampled at temperature
 1) and ``random`` (FrozenLake-NoSlip-v0, random maps, 8 steps; greedy on held-out maps).
@@ -20,8 +24,11 @@ Each (game, variant, seed) trains until an evaluation (every ``--eval-every`` up
 variant: paired), the rollout seeds and the sampling streams. Runs go ``--jobs`` at a time,
 one CPU thread each; wall times include the evaluations and the contention between jobs.
 
-Prints a table, Fisher's exact test of "reached the target" AAW vs uniform (with scipy), and
-ends with one line holding a JSON object.
+Prints a table, Fisher's exact test of "reached the target" AAW vs uniform (with scipy), paired
+tests of AAW against uniform and uniform-nonzero (a run that missed the target counts the
+episodes it actually played, so a run cut short by ``--max-seconds`` is not credited with its
+whole update budget, and ``--summarise`` reads each run's own budget from its metrics), and ends
+with one line holding a JSON object.
 
 Quick look (a few minutes on 2 cores)::
 
@@ -54,10 +61,10 @@ VARIANTS: dict[str, dict[str, str]] = {
     "ms-grpo+uniform": {"credit": "ms-grpo", "sampler": "uniform"},
     "rloo": {"credit": "rloo", "sampler": "aaw"},
     "gigpo": {"credit": "gigpo", "sampler": "aaw"},
-    # Not run by default: separates "weighting by |A|" from "leaving out A = 0" (--variants ...).
+    # Separates "weighting by |A|" from "leaving out A = 0".
     "ms-grpo+uniform-nonzero": {"credit": "ms-grpo", "sampler": "uniform-nonzero"},
 }
-DEFAULT_VARIANTS = ["ms-grpo+aaw", "ms-grpo+uniform", "rloo", "gigpo"]
+DEFAULT_VARIANTS = ["ms-grpo+aaw", "ms-grpo+uniform", "ms-grpo+uniform-nonzero", "rloo", "gigpo"]
 GAMES = {"standard": False, "random": True}  # name -> random_maps
 
 
@@ -119,6 +126,7 @@ def outcome(job: dict[str, Any], rows: list[dict[str, Any]], target: float) -> d
     reached = first_reaching(rows, target)
     evals = [row["eval/success_rate"] for row in rows if row.get("eval/success_rate") is not None]
     zero_signal = [row["credit/zero_signal_fraction"] for row in rows if "credit/zero_signal_fraction" in row]
+    played = [row["rollout/episodes_total"] for row in rows if "rollout/episodes_total" in row]
     return {
         **{key: job[key] for key in ("game", "variant", "seed")},
         "reached": reached is not None,
@@ -126,6 +134,7 @@ def outcome(job: dict[str, Any], rows: list[dict[str, Any]], target: float) -> d
         "episodes": None if reached is None else reached["rollout/episodes_total"],
         "seconds": None if reached is None else round(reached.get("time/elapsed_s", 0.0), 1),
         "updates_run": max((int(row["step"]) for row in rows), default=0),
+        "episodes_run": max(played, default=0.0),
         "run_seconds": round(max((row.get("time/elapsed_s", 0.0) for row in rows), default=0.0), 1),
         "best_eval": max(evals, default=None),
         "final_eval": evals[-1] if evals else None,
@@ -180,35 +189,34 @@ def fisher_aaw_vs_uniform(summary: dict[str, Any]) -> dict[str, float | None]:
     return tests
 
 
-def episodes_per_update(game: str) -> int:
-    """Episodes one update plays in ``game`` (groups x group size of the demo's set-up)."""
-    from training.demo import demo_config
+def paired_aaw_vs(results: list[dict[str, Any]], other: str = "ms-grpo+uniform") -> dict[str, dict[str, Any]]:
+    """Per game, AAW vs ``other`` paired by seed (same initial weights): episodes to target, fewer is better.
 
-    rollout = demo_config(random_maps=GAMES[game], out_dir=Path("unused")).rollout
-    return rollout.groups_per_update * rollout.group_size
+    A run that missed the target counts the episodes it actually played (censored at its own budget:
+    a run stopped early by ``--max-seconds`` had fewer). Returns the seeds where AAW needed fewer /
+    more episodes, the median ratio other / AAW, and the two-sided Wilcoxon signed-rank p (None
+    without scipy or without differences).
 
-
-def paired_aaw_vs_uniform(
-    results: list[dict[str, Any]], budget_episodes: dict[str, float]
-) -> dict[str, dict[str, Any]]:
-    """Per game, AAW vs uniform paired by seed (same initial weights): episodes to target, fewer is better.
-
-    A run that missed the target counts as its game's ``budget_episodes`` (censored at the budget). Returns
-    the seeds where AAW needed fewer / more episodes, the median ratio uniform / AAW, and the
-    two-sided Wilcoxon signed-rank p (None without scipy or without differences).
+    Example:
+        >>> runs = [{"game": "g", "variant": v, "seed": 0, "episodes": e, "episodes_run": 640.0}
+        ...         for v, e in (("ms-grpo+aaw", 128.0), ("ms-grpo+uniform", None))]
+        >>> paired_aaw_vs(runs)["g"]["median_ratio_over_aaw"]
+        5.0
     """
     tests: dict[str, dict[str, Any]] = {}
     for game in dict.fromkeys(result["game"] for result in results):
         runs = {
-            (result["variant"], result["seed"]): float(result["episodes"] or budget_episodes[game])
+            (result["variant"], result["seed"]): float(
+                result["episodes"] if result["episodes"] is not None else result["episodes_run"]
+            )
             for result in results
             if result["game"] == game
         }
-        seeds = sorted(seed for variant, seed in runs if variant == "ms-grpo+aaw" and ("ms-grpo+uniform", seed) in runs)
+        seeds = sorted(seed for variant, seed in runs if variant == "ms-grpo+aaw" and (other, seed) in runs)
         if not seeds:
             continue
         aaw = [runs[("ms-grpo+aaw", seed)] for seed in seeds]
-        uniform = [runs[("ms-grpo+uniform", seed)] for seed in seeds]
+        uniform = [runs[(other, seed)] for seed in seeds]
         p_value = None
         try:
             from scipy.stats import wilcoxon
@@ -221,7 +229,7 @@ def paired_aaw_vs_uniform(
             "seeds": len(seeds),
             "aaw_fewer": sum(a < u for a, u in zip(aaw, uniform, strict=True)),
             "aaw_more": sum(a > u for a, u in zip(aaw, uniform, strict=True)),
-            "median_ratio_uniform_over_aaw": statistics.median(u / a for a, u in zip(aaw, uniform, strict=True)),
+            "median_ratio_over_aaw": statistics.median(u / a for a, u in zip(aaw, uniform, strict=True)),
             "wilcoxon_p": p_value,
         }
     return tests
@@ -321,16 +329,19 @@ def report(args: argparse.Namespace, seeds: list[int], results: list[dict[str, A
             )
     for game, p_value in fisher.items():
         print(f"Fisher exact test, reached target, AAW vs uniform on {game}: p = {p_value:.3f}")
-    paired = paired_aaw_vs_uniform(
-        results, budget_episodes={game: args.max_updates * episodes_per_update(game) for game in args.games}
-    )
-    for game, test in paired.items():
-        p_text = "n/a" if test["wilcoxon_p"] is None else f"{test['wilcoxon_p']:.2g}"
-        print(
-            f"paired by seed on {game}: AAW needed fewer episodes in {test['aaw_fewer']}/{test['seeds']} seeds, "
-            f"more in {test['aaw_more']}; median ratio uniform/AAW {test['median_ratio_uniform_over_aaw']:.2f}; "
-            f"Wilcoxon signed-rank p = {p_text}"
-        )
+    paired = {
+        other: paired_aaw_vs(results, other)
+        for other in ("ms-grpo+uniform", "ms-grpo+uniform-nonzero")
+        if other in args.variants and "ms-grpo+aaw" in args.variants
+    }
+    for other, tests in paired.items():
+        for game, test in tests.items():
+            p_text = "n/a" if test["wilcoxon_p"] is None else f"{test['wilcoxon_p']:.2g}"
+            print(
+                f"paired by seed on {game}: AAW needed fewer episodes than {other} in {test['aaw_fewer']}/"
+                f"{test['seeds']} seeds, more in {test['aaw_more']}; median ratio {other}/AAW "
+                f"{test['median_ratio_over_aaw']:.2f}; Wilcoxon signed-rank p = {p_text}"
+            )
     figures = {
         "benchmark": "learning",
         "target": args.target,
@@ -339,7 +350,7 @@ def report(args: argparse.Namespace, seeds: list[int], results: list[dict[str, A
         "seeds": seeds,
         "summary": summary,
         "fisher_p_aaw_vs_uniform": fisher,
-        "paired_aaw_vs_uniform": paired,
+        "paired_aaw_vs": paired,
         "runs": results,
         "wall_seconds": round(time.perf_counter() - began, 1),
     }

@@ -1,7 +1,9 @@
 """Credit formulas: pure functions over numpy arrays, one per method, and their building blocks.
 
-:func:`ms_grpo`, :func:`rloo`, :func:`dr_grpo`, :func:`gigpo`, :func:`mt_grpo`, and the pieces
-they are made of (:func:`group_std`, :func:`discounted_returns`, :func:`anchor_advantages`). They
+:func:`ms_grpo`, :func:`rloo`, :func:`dr_grpo`, :func:`gigpo`, :func:`mt_grpo`, :func:`pgpo`,
+:func:`graft`, and the pieces they are made of (:func:`group_std`, :func:`discounted_returns`,
+:func:`anchor_advantages`, :func:`state_potentials`). ``docs/algorithms.md`` states every formula
+with its paper. They
 know nothing about episodes and are tested against hand-computed numbers; :mod:`training.credit`
 registers them as credit assigners and applies them to groups of episodes. A new method adds its
 formula here and its registry entry there.
@@ -251,41 +253,298 @@ def gigpo(
     return [episode_term[index] + omega * term for index, term in enumerate(per_trajectory)]
 
 
+#: How MT-GRPO lines up the non-final turns of trajectories of different lengths.
+TurnAlignment = Literal["start", "end"]
+
+
 def mt_grpo(
     step_rewards: Sequence[ArrayLike],
     *,
     outcome_weight: float = 1.0,
+    align: TurnAlignment = "start",
     std: StdKind = "sample",
     eps: float = DEFAULT_EPS,
 ) -> list[FloatArray]:
-    """MT-GRPO generalised to K turns: turn k gets A^T_k + lambda * A^O.
+    """MT-GRPO (arXiv 2505.11821) generalised to K turns: turn rewards and the outcome normalised apart.
 
-    A^O_i is the group-normalised return (as :func:`ms_grpo`); A^T_{i,k} normalises the reward of
-    turn k over the trajectories of the group that have a turn k (a turn index only one
-    trajectory reached gets A^T = 0).
+    The two reward streams come from one trajectory's rewards: the **outcome** R^O_i is the reward
+    of its final turn, the **turn rewards** r^T_{i,k} those of its other turns, so that the
+    outcome term never contains the turn rewards again (they partition the return). Then
 
-    Why turns are aligned by index: the games here give a reward every turn and MT-GRPO compares
-    "the same turn" across a group; trajectories of different lengths simply leave later turns
-    with fewer members.
+    * A^O_i = (R^O_i - mean_G R^O) / (std_G R^O + eps), over the group's outcomes;
+    * A^T_{i,k} = the same normalisation of r^T_{i,k} over the group's trajectories that have a
+      non-final turn in slot k (a slot only one trajectory reached gets A^T = 0);
+    * a non-final turn gets A^T_{i,k} + lambda * A^O_i, the final turn A^O_i alone (the paper's
+      two-turn case: turn 1 gets A^T + lambda A^O, turn 2 A^O).
+
+    Alignment of trajectories of different lengths (``align``): ``"start"`` (default) puts turn k
+    of every trajectory in slot k, counting from the first turn: the episodes of a group start
+    from the same state, so their k-th moves are the comparable ones. ``"end"`` counts the
+    non-final turns back from the final one (the turn before the last in one slot, and so on),
+    for games where what precedes the outcome matters more than the move number. Either way the
+    final turns are compared with each other only, through A^O.
 
     Args:
-        step_rewards: Per trajectory, the reward of each of its turns.
-        outcome_weight: lambda, the weight of the outcome term.
+        step_rewards: Per trajectory, the reward of each of its turns (the last one is the outcome).
+        outcome_weight: lambda, the weight of the outcome term on non-final turns.
+        align: ``"start"`` or ``"end"`` (see above).
         std: Sample or population standard deviation.
         eps: Added to the std.
 
     Returns:
         Per trajectory, one advantage per turn.
+
+    Example:
+        Both episodes win (outcome 1): their final turns get the same credit, whatever their length.
+
+        >>> [a.tolist() for a in mt_grpo([[0.0, 0.0, 1.0], [0.0, 1.0]])]
+        [[0.0, 0.0, 0.0], [0.0, 0.0]]
+
+        An apple on the first turn, the same (empty) outcome: only the first turns differ.
+
+        >>> [a.tolist() for a in mt_grpo([[1.0, 0.0], [0.0, 0.0]], std="population", eps=0.0)]
+        [[1.0, 0.0], [-1.0, 0.0]]
     """
     rewards = [np.asarray(values, dtype=np.float64) for values in step_rewards]
-    outcome = ms_grpo([float(values.sum()) for values in rewards], std=std, eps=eps)
-    turn_terms = [np.zeros_like(values) for values in rewards]
-    longest = max((values.size for values in rewards), default=0)
-    for turn in range(longest):
-        members = [index for index, values in enumerate(rewards) if values.size > turn]
+    outcomes = [float(values[-1]) if values.size else 0.0 for values in rewards]
+    outcome_term = ms_grpo(outcomes, std=std, eps=eps) if rewards else np.zeros(0)
+    advantages = [np.full(values.size, outcome_term[index]) for index, values in enumerate(rewards)]
+    slots: dict[int, list[tuple[int, int]]] = defaultdict(list)  # slot -> (trajectory, turn)
+    for index, values in enumerate(rewards):
+        non_final = values.size - 1
+        for turn in range(non_final):
+            slots[turn if align == "start" else non_final - 1 - turn].append((index, turn))
+    for members in slots.values():
         if len(members) < 2:
-            continue
-        normalised = ms_grpo([rewards[index][turn] for index in members], std=std, eps=eps)
-        for index, value in zip(members, normalised, strict=True):
-            turn_terms[index][turn] = value
-    return [turn_terms[index] + outcome_weight * outcome[index] for index in range(len(rewards))]
+            turn_term = np.zeros(len(members))
+        else:
+            turn_term = ms_grpo([rewards[index][turn] for index, turn in members], std=std, eps=eps)
+        for (index, turn), value in zip(members, turn_term, strict=True):
+            advantages[index][turn] = value + outcome_weight * outcome_term[index]
+    return advantages
+
+
+def state_potentials(
+    step_returns: Sequence[FloatArray], step_keys: Sequence[Sequence[Hashable]]
+) -> dict[Hashable, float]:
+    """PGPO's potential of each anchor state: the mean step return over every visit to it in the group.
+
+    Example:
+        >>> state_potentials([np.array([1.0, 0.5]), np.array([0.0])], [["s", "t"], ["s"]])
+        {'s': 0.5, 't': 0.5}
+    """
+    totals: dict[Hashable, list[float]] = defaultdict(list)
+    for returns, keys in zip(step_returns, step_keys, strict=True):
+        for value, key in zip(returns, keys, strict=True):
+            totals[key].append(float(value))
+    return {key: float(np.mean(values)) for key, values in totals.items()}
+
+
+def pgpo(
+    step_rewards: Sequence[ArrayLike],
+    step_keys: Sequence[Sequence[Hashable]],
+    next_keys: Sequence[Sequence[Hashable | None]],
+    terminal: Sequence[bool],
+    successes: ArrayLike,
+    *,
+    gamma: float = 0.95,
+    alpha: float = 2.0,
+    beta: float = 1.0,
+    std: StdKind = "sample",
+    eps: float = DEFAULT_EPS,
+) -> list[FloatArray]:
+    """PGPO (arXiv 2609.02236): anchor-state step term plus a success-adaptive potential-difference term.
+
+    * Potential Phi(s) = mean step return R_t = sum_{k >= t} gamma^(k-t) r_k over every visit to
+      anchor state s in the group (:func:`state_potentials`); a state never visited as a decision
+      state (e.g. where a truncated episode stopped) has Phi = 0: nothing was collected after it.
+    * delta_t = r_t + gamma Phi(s_{t+1}) - Phi(s_t); at the last step of an episode that
+      terminated, delta_t = gamma r_final - Phi(s_t) (the terminal state's potential is its
+      reward). In games that pay only at the end, r_t = 0 before the last step and this is the
+      paper's gamma Phi(s_{t+1}) - Phi(s_t); with per-step rewards r_t keeps an apple eaten at
+      step t from counting against that step.
+    * A^phi = delta standardised within the anchor group of s_t (singleton or zero spread: 0).
+    * A^S = GiGPO's step term (:func:`anchor_advantages` over the step returns).
+    * w = beta (1 - p_succ)^alpha, p_succ the group's success rate: the potential term weighs most
+      where the group mostly fails, so that failed trajectories still tell good moves from bad.
+    * A = A^S + w A^phi. The episode term is left out on purpose.
+
+    Args:
+        step_rewards: Per trajectory, the reward of each step.
+        step_keys: Per trajectory, the anchor state key of each step.
+        next_keys: Per trajectory, the key of the state each step led to (None: not recorded).
+        terminal: Per trajectory, whether its last step ended the game.
+        successes: Per trajectory, 1.0 for a success, 0.0 otherwise.
+        gamma: Discount of the step returns and of the potential difference.
+        alpha: Exponent of the success-adaptive weight.
+        beta: Scale of the success-adaptive weight.
+        std: Sample or population standard deviation of the anchor-group standardisations.
+        eps: Added to the std.
+
+    Returns:
+        Per trajectory, one advantage per step.
+    """
+    rewards = [np.asarray(values, dtype=np.float64) for values in step_rewards]
+    if not len(rewards) == len(step_keys) == len(next_keys) == len(terminal):
+        raise ValueError("step_rewards, step_keys, next_keys and terminal must have one entry per trajectory")
+    step_returns = [discounted_returns(values, gamma) for values in rewards]
+    potential = state_potentials(step_returns, step_keys)
+    deltas = []
+    for values, keys, successors, ends in zip(rewards, step_keys, next_keys, terminal, strict=True):
+        delta = np.zeros(values.size)
+        for t in range(values.size):
+            if ends and t == values.size - 1:
+                delta[t] = gamma * values[t] - potential[keys[t]]
+            else:
+                following = potential.get(successors[t], 0.0) if successors[t] is not None else 0.0
+                delta[t] = values[t] + gamma * following - potential[keys[t]]
+        deltas.append(delta)
+    flat_keys = [key for keys in step_keys for key in keys]
+    lengths = np.cumsum([values.size for values in rewards])[:-1]
+    anchor_term = anchor_advantages(_flat(step_returns), flat_keys, std=std, eps=eps)
+    potential_term = anchor_advantages(_flat(deltas), flat_keys, std=std, eps=eps)
+    success_rate = float(np.mean(np.asarray(successes, dtype=np.float64))) if len(rewards) else 0.0
+    weight = beta * (1.0 - success_rate) ** alpha
+    return list(np.split(anchor_term + weight * potential_term, lengths)) if rewards else []
+
+
+def _flat(arrays: Sequence[FloatArray]) -> FloatArray:
+    return np.concatenate(arrays) if arrays else np.zeros(0)
+
+
+def _graph(
+    step_keys: Sequence[Sequence[Hashable]],
+    next_keys: Sequence[Sequence[Hashable | None]],
+    terminal: Sequence[bool],
+) -> tuple[list[list[Hashable]], list[list[Hashable]]]:
+    """GRAFT's nodes: each step's own node and its successor node (terminal and unknown ends kept apart)."""
+    sources: list[list[Hashable]] = []
+    targets: list[list[Hashable]] = []
+    for index, (keys, successors, ends) in enumerate(zip(step_keys, next_keys, terminal, strict=True)):
+        sources.append([("state", key) for key in keys])
+        row: list[Hashable] = []
+        for t, successor in enumerate(successors):
+            if ends and t == len(keys) - 1:
+                row.append(("terminal", successor))  # every terminal node has V = 0
+            elif successor is None:
+                row.append(("unknown", index, t))  # an end nobody can share: a sink of its own
+            else:
+                row.append(("state", successor))
+        targets.append(row)
+    return sources, targets
+
+
+def _solve_on_graph(
+    edges: dict[Hashable, list[tuple[float, Hashable]]], discount: float, sweeps: int | None, tol: float
+) -> dict[Hashable, float]:
+    """Gauss-Seidel for X(s) = mean over the out-edges (c, s') of s of c + discount X(s'); sinks are 0.
+
+    Nodes are swept from the sinks backwards (fewest hops to a sink first), so an acyclic graph
+    converges in one sweep; cycles (a move into a wall keeps the state) take a few more.
+    """
+    hops: dict[Hashable, int] = {}
+    frontier = [node for targets in edges.values() for _, node in targets if node not in edges]
+    predecessors: dict[Hashable, list[Hashable]] = defaultdict(list)
+    for node, targets in edges.items():
+        for _, successor in targets:
+            predecessors[successor].append(node)
+    distance = 0
+    seen = set(frontier)
+    while frontier:
+        distance += 1
+        following = []
+        for node in frontier:
+            for parent in predecessors[node]:
+                if parent not in seen:
+                    seen.add(parent)
+                    hops[parent] = distance
+                    following.append(parent)
+        frontier = following
+    order = sorted(edges, key=lambda node: hops.get(node, distance + 1))
+    values: dict[Hashable, float] = dict.fromkeys(edges, 0.0)
+    limit = sweeps if sweeps is not None else 10_000
+    for _ in range(limit):
+        change = 0.0
+        for node in order:
+            targets = edges[node]
+            updated = sum(cost + discount * values.get(successor, 0.0) for cost, successor in targets) / len(targets)
+            change = max(change, abs(updated - values[node]))
+            values[node] = updated
+        if change <= tol:
+            break
+    return values
+
+
+def graft(
+    step_rewards: Sequence[ArrayLike],
+    step_keys: Sequence[Sequence[Hashable]],
+    next_keys: Sequence[Sequence[Hashable | None]],
+    terminal: Sequence[bool],
+    *,
+    gamma: float = 0.95,
+    lam: float = 0.95,
+    sweeps: int | None = None,
+    tol: float = 1e-10,
+) -> list[FloatArray]:
+    """GRAFT (arXiv 2609.28963): Bellman values on the group's state graph, step credit by Graph GAE.
+
+    * Graph: the group's steps merged by state key; each step is an edge s -> s' carrying its
+      reward r. A terminal end is a node of value 0 (the final reward is on the edge into it: the
+      paper's "terminal nodes take the outcome", with the outcome moved onto the last edge so
+      that per-step rewards are counted once). A state where a truncated episode stopped and that
+      no step left is a sink of value 0 too (nothing was collected after it).
+    * Values: V(s) = sum_{(s,a,s')} n(s,a,s')/n(s) (r + gamma V(s')), the empirical Bellman
+      equation, solved by Gauss-Seidel sweeps from the sinks (to ``tol``, or ``sweeps`` at most).
+    * Edge advantage delta = r + gamma V(s') - V(s).
+    * Graph GAE: A_t = delta_t + gamma lam G(s'_t), G(s) = mean over the out-edges e of s of
+      (delta_e + gamma lam G(s'_e)), G = 0 at sinks: the (gamma lam)^h-weighted mean delta over
+      the edges h hops on. With V solved to convergence every node's mean out-edge delta is 0,
+      so G = 0 and Graph GAE equals one-step TD (the invariant the tests check); with a sweep
+      cap, lam carries V's remaining error forward.
+
+    A state reached once and left once has V = r + gamma V(s') and delta = 0: credit goes to the
+    steps where trajectories through the same state went different ways.
+
+    Args:
+        step_rewards: Per trajectory, the reward of each step.
+        step_keys: Per trajectory, the state key of each step.
+        next_keys: Per trajectory, the key of the state each step led to (None: not recorded).
+        terminal: Per trajectory, whether its last step ended the game.
+        gamma: Discount.
+        lam: Graph GAE's lambda.
+        sweeps: Most Gauss-Seidel sweeps (None: until the largest change is below ``tol``).
+        tol: Convergence tolerance of the sweeps.
+
+    Returns:
+        Per trajectory, one advantage per step.
+
+    Example:
+        One state, two moves: one to the goal (reward 1), one into a hole. V(start) = 0.5.
+
+        >>> [a.tolist() for a in graft([[1.0], [0.0]], [["start"], ["start"]], [["goal"], ["hole"]], [True, True])]
+        [[0.5], [-0.5]]
+    """
+    rewards = [np.asarray(values, dtype=np.float64) for values in step_rewards]
+    if not len(rewards) == len(step_keys) == len(next_keys) == len(terminal):
+        raise ValueError("step_rewards, step_keys, next_keys and terminal must have one entry per trajectory")
+    sources, targets = _graph(step_keys, next_keys, terminal)
+    reward_edges: dict[Hashable, list[tuple[float, Hashable]]] = defaultdict(list)
+    for values, row_sources, row_targets in zip(rewards, sources, targets, strict=True):
+        for reward, source, target in zip(values, row_sources, row_targets, strict=True):
+            reward_edges[source].append((float(reward), target))
+    value = _solve_on_graph(reward_edges, gamma, sweeps, tol)
+    deltas = [
+        np.array(
+            [r + gamma * value.get(target, 0.0) - value[source] for r, source, target in zip(values, s, t, strict=True)]
+        )
+        for values, s, t in zip(rewards, sources, targets, strict=True)
+    ]
+    delta_edges: dict[Hashable, list[tuple[float, Hashable]]] = defaultdict(list)
+    for delta, row_sources, row_targets in zip(deltas, sources, targets, strict=True):
+        for value_delta, source, target in zip(delta, row_sources, row_targets, strict=True):
+            delta_edges[source].append((float(value_delta), target))
+    onward = _solve_on_graph(delta_edges, gamma * lam, None, tol)
+    return [
+        delta + gamma * lam * np.array([onward.get(target, 0.0) for target in row_targets])
+        for delta, row_targets in zip(deltas, targets, strict=True)
+    ]

@@ -35,6 +35,7 @@ def list_algorithms() -> dict[str, list[dict[str, Any]]]:
                 "description": spec.description,
                 "needs": sorted(spec.needs),
                 "params": _params(spec.params),
+                "aggregation": spec.aggregation,
             }
             for spec in CREDIT_ASSIGNERS.values()
         ],
@@ -42,7 +43,7 @@ def list_algorithms() -> dict[str, list[dict[str, Any]]]:
             {
                 "name": spec.name,
                 "description": spec.description,
-                "options": ["alpha", "replacement"][not spec.uses_alpha :],
+                "options": ["alpha", "importance_correction", "replacement"] if spec.uses_alpha else ["replacement"],
             }
             for spec in SAMPLERS.values()
         ],
@@ -53,6 +54,8 @@ def list_algorithms() -> dict[str, list[dict[str, Any]]]:
                 "ratio_level": spec.ratio_level,
                 "clip_eps_low": spec.clip_eps_low,
                 "clip_eps_high": spec.clip_eps_high,
+                "clip_normalization": spec.clip_normalization,
+                "aggregation": spec.aggregation,
             }
             for spec in LOSSES.values()
         ],

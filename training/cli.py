@@ -40,7 +40,7 @@ _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
     ("--algo", "credit", "name", str, "credit assigner (see tsmg algos)"),
     ("--sampler", "sampler", "name", str, "episode sampler: aaw, uniform, uniform-nonzero"),
     ("--samples-per-update", "sampler", "samples_per_update", int, "draws per update"),
-    ("--loss", "loss", "name", str, "policy loss: ppo-clip, clip-higher, turn-clip"),
+    ("--loss", "loss", "name", str, "policy loss: ppo-clip, clip-higher, turn-clip, sorl, gspo"),
     ("--kl-beta", "loss", "kl_beta", float, "weight of the KL to the reference"),
     ("--entropy-coef", "loss", "entropy_coef", float, "weight of the entropy bonus"),
     ("--lr", "optim", "lr", float, "peak learning rate"),
@@ -53,6 +53,7 @@ _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
     ("--checkpoint-every", "run", "checkpoint_every", int, "checkpoint every N updates (0: at the end)"),
     ("--keep-last", "run", "keep_last", int, "checkpoints kept"),
     ("--threads", "run", "threads", int, "torch CPU threads"),
+    ("--teacher", "distill", "teacher", str, "on-policy distillation teacher: hf:PATH, smollm2 or hf:RUN (its final/)"),
 )
 
 

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,14 @@ class SamplerConfig(_Section):
         default="episode",
         description="Draw whole (episode, agent) trajectories (all their steps train) or single steps.",
     )
+    importance_correction: bool = Field(
+        default=False,
+        description=(
+            "AAW only: multiply each drawn item's advantage by 1 / (N p_i), N the items offered, which makes the "
+            "update an unbiased estimate of the uniform one (plain AAW reweights it: expected weight "
+            "sign(A)|A|^(1+alpha)); needs replacement."
+        ),
+    )
 
     @field_validator("name")
     @classmethod
@@ -129,6 +138,25 @@ class SamplerConfig(_Section):
     def _alpha_used(self) -> SamplerConfig:
         if self.alpha != 1.0 and not sampler(self.name).uses_alpha:
             raise ValueError(f"alpha={self.alpha} has no effect on sampler {self.name!r}; only 'aaw' uses it")
+        if self.importance_correction and not sampler(self.name).uses_alpha:
+            raise ValueError(f"importance_correction reweights AAW's draws; sampler {self.name!r} draws uniformly")
+        if self.importance_correction and not self.replacement:
+            raise ValueError(
+                "importance_correction needs replacement: true (1 / (N p_i) is the exact correction only for "
+                "independent draws)"
+            )
+        if sampler(self.name).uses_alpha:
+            if self.alpha == 0.0:
+                raise ValueError(
+                    "sampler 'aaw' with alpha 0 draws every item with A != 0 equally likely: that is sampler "
+                    "'uniform-nonzero'; use it by that name (or an alpha above 0)"
+                )
+            if not self.replacement and self.samples_per_update is None:
+                raise ValueError(
+                    "sampler 'aaw' without replacement and without samples_per_update draws every item with A != 0 "
+                    "exactly once, whatever |A|: that is sampler 'uniform-nonzero' drawing them all; set "
+                    "samples_per_update below the number of items, or replacement: true"
+                )
         return self
 
 
@@ -158,7 +186,10 @@ class LossConfig(_Section):
     )
     aggregation: Aggregation = Field(
         default="token-mean",
-        description="'token-mean' over the batch (DAPO), 'sequence-mean' (GRPO), 'constant' (Dr.GRPO).",
+        description=(
+            "'token-mean' over the batch (DAPO), 'sequence-mean' (GRPO), 'constant' (Dr.GRPO). Left unset, a loss or "
+            "credit assigner whose paper prescribes one gets it (gspo: sequence-mean, dr-grpo: constant)."
+        ),
     )
     constant_normalizer: int | None = Field(
         default=None, ge=1, description="Length of the 'constant' aggregation; None: rollout.lap.max_tokens."
@@ -320,6 +351,39 @@ class RunConfig(_Section):
         return list(range(self.eval_seed_start, self.eval_seed_start + self.eval_episodes))
 
 
+class DistillConfig(_Section):
+    """On-policy distillation (OPD): a teacher scores the student's own tokens.
+
+    Every token the student wrote gets lambda x (log pi_teacher - log pi_student) added to its
+    advantage (reverse KL, per token); with credit ``opd`` that term is the whole advantage.
+    """
+
+    teacher: str | None = Field(
+        default=None,
+        description=(
+            "The teacher: a local model spec ('hf:PATH', 'smollm2', 'vllm:PATH') or a trained run's folder "
+            "('hf:runs/NAME' uses runs/NAME/final); it must share the student's tokenizer. None: no distillation."
+        ),
+    )
+    weight: float = Field(default=1.0, gt=0.0, description="lambda: A = A_RL + lambda A_OPD.")
+    turn_balanced: bool = Field(
+        default=False,
+        description="Scale each turn's OPD term by (mean tokens per turn) / (its tokens), so every turn counts alike.",
+    )
+
+    @field_validator("teacher")
+    @classmethod
+    def _local(cls, spec: str | None) -> str | None:
+        if spec is not None and parse_model_spec(spec).kind == "tiny":
+            raise ValueError("distill.teacher 'tiny' would be a model built from scratch: name a trained one")
+        if spec is not None and not parse_model_spec(spec).local_weights:
+            raise ValueError(
+                f"distill.teacher {spec!r} must be a local model whose log-probabilities can be computed "
+                "('hf:PATH', 'smollm2', 'vllm:PATH', or a trained run's folder as 'hf:runs/NAME')"
+            )
+        return spec
+
+
 class TrainConfig(_Section):
     """A whole training run. Build it from keyword sections, a dict, or YAML (:meth:`from_yaml`)."""
 
@@ -330,6 +394,23 @@ class TrainConfig(_Section):
     loss: LossConfig = Field(default_factory=LossConfig, description="Policy loss.")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer and batching.")
     run: RunConfig = Field(default_factory=RunConfig, description="Output, length, evaluation, checkpoints.")
+    distill: DistillConfig = Field(
+        default_factory=DistillConfig, description="On-policy distillation from a teacher (credit 'opd', or added)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _method_aggregation(cls, data: Any) -> Any:
+        """An unset ``loss.aggregation`` takes the one the loss's or the assigner's paper prescribes."""
+        if not isinstance(data, Mapping):
+            return data
+        loss, credit = data.get("loss") or {}, data.get("credit") or {}
+        if not isinstance(loss, Mapping) or not isinstance(credit, Mapping) or "aggregation" in loss:
+            return data
+        prescribed = _prescribed_aggregations(loss.get("name", "ppo-clip"), credit.get("name", "ms-grpo"))
+        if not prescribed:
+            return data
+        return {**data, "loss": {**loss, "aggregation": prescribed[0][1]}}
 
     @model_validator(mode="after")
     def _groups_available(self) -> TrainConfig:
@@ -337,6 +418,30 @@ class TrainConfig(_Section):
             raise ValueError(
                 f"credit assigner {self.credit.name!r} compares the episodes of a group and needs "
                 f"rollout.group_size >= 2 (got {self.rollout.group_size}); a group of one gets no signal"
+            )
+        for method, aggregation in _prescribed_aggregations(self.loss.name, self.credit.name):
+            if self.loss.aggregation != aggregation:
+                warnings.warn(
+                    f"{method} prescribes loss.aggregation {aggregation!r}, but this configuration sets "
+                    f"{self.loss.aggregation!r}: the run is not {method} as its paper defines it",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _teacher_given(self) -> TrainConfig:
+        if "teacher" in self.credit.needs and self.distill.teacher is None:
+            raise ValueError(
+                f"credit assigner {self.credit.name!r} distils from a teacher: set distill.teacher to a local model "
+                "spec ('hf:PATH', 'smollm2') or a trained run's folder ('hf:runs/NAME')"
+            )
+        if self.distill.teacher is None and self.distill != DistillConfig():
+            raise ValueError("distill.weight and distill.turn_balanced only apply with a distill.teacher")
+        if self.credit.name == "opd" and self.sampler.name != "uniform":
+            raise ValueError(
+                f"credit assigner 'opd' gives every step an RL advantage of 0 (the teacher's term is added per token "
+                f"later), so sampler {self.sampler.name!r}, which draws by A, would draw nothing: use sampler 'uniform'"
             )
         return self
 
@@ -357,6 +462,7 @@ class TrainConfig(_Section):
             "constant_normalizer": float(self.loss.constant_normalizer or self.rollout.lap.max_tokens),
             "kl_beta": self.loss.kl_beta,
             "entropy_coef": self.loss.entropy_coef,
+            "clip_normalization": spec.clip_normalization,
         }
 
     # ------------------------------------------------------------------ YAML
@@ -381,6 +487,18 @@ class TrainConfig(_Section):
         return text
 
 
+def _prescribed_aggregations(loss_name: str, credit_name: str) -> list[tuple[str, Aggregation]]:
+    """(method, aggregation) the loss's and the assigner's papers prescribe, the loss's first (it wins)."""
+    prescribed: list[tuple[str, Aggregation]] = []
+    loss = LOSSES[loss_name].aggregation if loss_name in LOSSES else None
+    credit = CREDIT_ASSIGNERS[credit_name].aggregation if credit_name in CREDIT_ASSIGNERS else None
+    if loss is not None:
+        prescribed.append((f"loss {loss_name!r}", loss))
+    if credit is not None:
+        prescribed.append((f"credit assigner {credit_name!r}", credit))
+    return prescribed
+
+
 # --------------------------------------------------------------------------- against a game
 class IncompatibleGameError(ValueError):
     """The configuration needs something the game does not provide; the message says what and why."""
@@ -396,6 +514,9 @@ class GameCapabilities:
         state_keys_reason: Why not, when it does not.
         per_step_rewards: Whether rewards arrive before the last step (None: could not tell).
         per_step_rewards_reason: How that was decided.
+        next_state_keys: Whether ``state_key`` also names the state a finished episode ended in
+            (what the last step led to), besides the states where agents decide.
+        next_state_keys_reason: Why not, when it does not.
     """
 
     agents: tuple[str, ...]
@@ -403,6 +524,8 @@ class GameCapabilities:
     state_keys_reason: str
     per_step_rewards: bool | None
     per_step_rewards_reason: str
+    next_state_keys: bool = False
+    next_state_keys_reason: str = "not probed"
 
 
 def _probe_state_keys(game: Game, seed: int) -> tuple[bool, str]:
@@ -424,6 +547,17 @@ def _probe_state_keys(game: Game, seed: int) -> tuple[bool, str]:
     return True, "state_key gives a hashable key"
 
 
+def _random_actions(game: Game, rng: np.random.Generator) -> dict[str, str] | None:
+    """A uniformly drawn legal action for every agent to move (None: the game does not list them)."""
+    actions: dict[str, str] = {}
+    for agent in game.active_agents:
+        legal = game.legal_actions(agent)
+        if not legal:
+            return None
+        actions[agent] = legal[int(rng.integers(len(legal)))]
+    return actions
+
+
 def _probe_step_rewards(game: Game, seed: int, episodes: int, max_rounds: int) -> tuple[bool | None, str]:
     declared = getattr(game, "per_step_rewards", None)
     if declared is not None:
@@ -434,28 +568,59 @@ def _probe_step_rewards(game: Game, seed: int, episodes: int, max_rounds: int) -
         for _ in range(max_rounds):
             if game.done:
                 break
-            actions: dict[str, str] = {}
-            for agent in game.active_agents:
-                legal = game.legal_actions(agent)
-                if not legal:
-                    return None, "the game does not enumerate its legal actions, so random play cannot probe it"
-                actions[agent] = legal[int(rng.integers(len(legal)))]
+            actions = _random_actions(game, rng)
+            if actions is None:
+                return None, "the game does not enumerate its legal actions, so random play cannot probe it"
             result = game.step(actions)
             if not result.done and any(reward != 0 for reward in result.rewards.values()):
                 return True, "random play received a reward before the episode ended"
     return False, f"in {episodes} random-play episodes every reward came at the end (or none came)"
 
 
+def _probe_final_state_keys(game: Game, seed: int, max_rounds: int) -> tuple[bool, str]:
+    """Whether a finished episode's state has a usable key (PGPO and GRAFT follow the last step there)."""
+    declared = getattr(game, "provides_state_key", None)
+    if declared is not None:
+        return bool(declared), f"the game declares provides_state_key = {declared}"
+    rng = np.random.default_rng(seed)
+    game.reset(seed=seed)
+    for _ in range(max_rounds):
+        if game.done:
+            break
+        actions = _random_actions(game, rng)
+        if actions is None:
+            return False, "the game does not enumerate its legal actions, so random play cannot reach an end"
+        game.step(actions)
+    for agent in game.agents:
+        try:
+            key = game.state_key(agent)
+            hash(key)
+        except Exception as error:  # any failure means "not usable", and the reason says which
+            return False, f"state_key({agent!r}) of a finished episode raised {error!r}"
+        if key is None:
+            return False, f"state_key({agent!r}) of a finished episode returned None"
+    return True, "state_key names the state a finished episode ended in"
+
+
 def game_capabilities(
-    game: Game, *, seed: int = 0, probe_episodes: int = 16, max_rounds: int = 200
+    game: Game, *, seed: int = 0, probe_episodes: int = 16, max_rounds: int = 200, next_state_keys: bool = True
 ) -> GameCapabilities:
     """Find out what ``game`` provides: its declarations first, else short probes (which reset the game).
 
     A game may declare ``provides_state_key`` and ``per_step_rewards`` (bools) to skip the probes.
+    ``next_state_keys=False`` skips playing an episode to its end to probe the key of a finished
+    one (reported as not probed).
     """
     state_keys, state_reason = _probe_state_keys(game, seed)
     step_rewards, reward_reason = _probe_step_rewards(game, seed, probe_episodes, max_rounds)
-    return GameCapabilities(tuple(game.agents), state_keys, state_reason, step_rewards, reward_reason)
+    next_keys, next_reason = False, "not probed"
+    if next_state_keys:
+        next_keys, next_reason = (
+            _probe_final_state_keys(game, seed, max_rounds) if state_keys else (False, state_reason)
+        )
+    return GameCapabilities(
+        tuple(game.agents), state_keys, state_reason, step_rewards, reward_reason, next_keys, next_reason
+    )
 
 
 def incompatibilities(config: TrainConfig, capabilities: GameCapabilities) -> list[str]:
@@ -468,6 +633,11 @@ def incompatibilities(config: TrainConfig, capabilities: GameCapabilities) -> li
             f"credit assigner {name!r} groups steps by state key, but {game_id} has none usable "
             f"({capabilities.state_keys_reason})"
         )
+    if "next_state_keys" in needs and capabilities.state_keys and not capabilities.next_state_keys:
+        reasons.append(
+            f"credit assigner {name!r} follows each step to the state it led to, but {game_id} names no "
+            f"state once an episode is over ({capabilities.next_state_keys_reason})"
+        )
     if "per_step_rewards" in needs and not capabilities.per_step_rewards:
         reasons.append(
             f"credit assigner {name!r} needs rewards before the last step, but for {game_id}: "
@@ -478,7 +648,24 @@ def incompatibilities(config: TrainConfig, capabilities: GameCapabilities) -> li
         reasons.append(f"rollout.train_agents {unknown_seats} are not agents of {game_id} {list(capabilities.agents)}")
     if config.rollout.opponent is not None and len(capabilities.agents) < 2:
         reasons.append(f"rollout.opponent is set but {game_id} has a single agent")
+    reasons.extend(_aaw_identical(config, capabilities))
     return reasons
+
+
+def _aaw_identical(config: TrainConfig, capabilities: GameCapabilities) -> list[str]:
+    """AAW without replacement asked for at least as many draws as there are trajectories draws them all."""
+    sampling = config.sampler
+    if not sampler(sampling.name).uses_alpha or sampling.replacement or sampling.unit != "episode":
+        return []
+    seats = len(config.rollout.train_agents or capabilities.agents) if config.rollout.opponent is None else 1
+    trajectories = config.rollout.groups_per_update * config.rollout.group_size * seats
+    if sampling.samples_per_update is None or sampling.samples_per_update < trajectories:
+        return []
+    return [
+        f"sampler 'aaw' without replacement draws {sampling.samples_per_update} of at most {trajectories} "
+        "trajectories per update, so it draws every one with A != 0 exactly once, whatever |A|: that is sampler "
+        "'uniform-nonzero'; lower sampler.samples_per_update or set sampler.replacement: true"
+    ]
 
 
 def validate_against_game(config: TrainConfig, game: Game | None = None) -> GameCapabilities:
@@ -495,14 +682,15 @@ def validate_against_game(config: TrainConfig, game: Game | None = None) -> Game
     Raises:
         IncompatibleGameError: The reasons the configuration cannot train on the game.
     """
+    probe_next = "next_state_keys" in config.credit.needs
     if game is not None:
-        capabilities = game_capabilities(game, seed=config.run.seed)
+        capabilities = game_capabilities(game, seed=config.run.seed, next_state_keys=probe_next)
     else:
         from tsmg import make
 
         game = make(config.rollout.game_id, **config.rollout.game_options)
         try:
-            capabilities = game_capabilities(game, seed=config.run.seed)
+            capabilities = game_capabilities(game, seed=config.run.seed, next_state_keys=probe_next)
         finally:
             game.close()
     reasons = incompatibilities(config, capabilities)

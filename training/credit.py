@@ -1,7 +1,8 @@
 """Credit assigners: groups of episodes in, per-step advantages out.
 
 The registry :data:`CREDIT_ASSIGNERS` names each assigner, says in one line what it does, what it
-needs (``groups``, ``state_keys``, ``per_step_rewards``) and which parameters it takes, so that a
+needs (``groups``, ``state_keys``, ``next_state_keys``, ``per_step_rewards``, ``teacher``), which
+parameters it takes and the loss aggregation its paper uses (Dr.GRPO's constant), so that a
 configuration can refuse a bad combination before any model loads. The arithmetic is in
 :mod:`training.advantages`; this module is the thin layer over :class:`tsmg.episode.Episode`
 records: :func:`assign_credit` groups episodes by ``group_id`` and, per agent, turns each group
@@ -29,17 +30,22 @@ from training.advantages import (
     FloatArray,
     Normalizer,
     StdKind,
+    TurnAlignment,
     dr_grpo,
     gigpo,
+    graft,
     ms_grpo,
     mt_grpo,
+    pgpo,
     returns_are_equal,
     rloo,
 )
+from training.loss_specs import Aggregation
 from tsmg.episode import Episode
 
-#: What a credit assigner may need from the rollout and the game.
-Need = Literal["groups", "state_keys", "per_step_rewards"]
+#: What a credit assigner may need from the rollout and the game (``teacher``: a teacher model's
+#: log-probabilities, configured in the ``distill`` section).
+Need = Literal["groups", "state_keys", "next_state_keys", "per_step_rewards", "teacher"]
 
 
 class AssignerParams(BaseModel):
@@ -71,6 +77,28 @@ class MtGrpoParams(GroupNormParams):
     """Parameters of MT-GRPO."""
 
     outcome_weight: float = Field(default=1.0, ge=0.0, description="lambda, the weight of the outcome term.")
+    align: TurnAlignment = Field(
+        default="start",
+        description="Non-final turns of different-length episodes compared by index from the 'start' or the 'end'.",
+    )
+
+
+class PgpoParams(GroupNormParams):
+    """Parameters of PGPO."""
+
+    gamma: float = Field(default=0.95, ge=0.0, le=1.0, description="Discount of step returns and potentials.")
+    alpha: float = Field(default=2.0, ge=0.0, description="Exponent of the success-adaptive weight (1 - p)^alpha.")
+    beta: float = Field(default=1.0, ge=0.0, description="Scale of the success-adaptive weight.")
+
+
+class GraftParams(AssignerParams):
+    """Parameters of GRAFT."""
+
+    gamma: float = Field(default=0.95, ge=0.0, le=1.0, description="Discount of the Bellman values.")
+    lam: float = Field(default=0.95, ge=0.0, le=1.0, description="Graph GAE's lambda.")
+    sweeps: int | None = Field(
+        default=None, ge=1, description="Most Gauss-Seidel sweeps of the values (None: until converged)."
+    )
 
 
 @dataclass(frozen=True)
@@ -81,11 +109,19 @@ class TrajectoryGroup:
         returns: The agent's episode return of each trajectory.
         step_rewards: Per trajectory, the reward of each of the agent's steps.
         step_keys: Per trajectory, the state key of each of the agent's steps (None if unrecorded).
+        next_keys: Per trajectory, the key of the state each step led to: the agent's next step's
+            key, and for its last step the state the episode ended in (None if unrecorded).
+        terminal: Per trajectory, whether the game ended (rather than a step limit) after its last step.
+        successes: Per trajectory, 1.0 if the agent succeeded, else 0.0 (a game without a notion
+            of success: a positive return counts as one).
     """
 
     returns: FloatArray
     step_rewards: list[FloatArray]
     step_keys: list[list[str | None]]
+    next_keys: list[list[str | None]] = field(default_factory=list)
+    terminal: list[bool] = field(default_factory=list)
+    successes: FloatArray = field(default_factory=lambda: np.zeros(0))
 
     def broadcast(self, episode_advantages: FloatArray) -> list[FloatArray]:
         """Copy each trajectory's advantage to every one of its steps."""
@@ -105,6 +141,8 @@ class CreditAssignerSpec:
         needs: What it needs from the rollout and the game.
         params: Pydantic model of its parameters (validated when a configuration is built).
         compute: ``compute(group, params) -> per-trajectory step advantages``.
+        aggregation: The loss aggregation the method's paper pairs it with (None: the loss's
+            own); a configuration that leaves ``loss.aggregation`` unset gets it.
     """
 
     name: str
@@ -112,6 +150,7 @@ class CreditAssignerSpec:
     needs: frozenset[Need]
     params: type[AssignerParams]
     compute: Compute = field(repr=False)
+    aggregation: Aggregation | None = None
 
 
 def _ms_grpo_group(group: TrajectoryGroup, params: GroupNormParams) -> list[FloatArray]:
@@ -126,10 +165,14 @@ def _dr_grpo_group(group: TrajectoryGroup, params: NoParams) -> list[FloatArray]
     return group.broadcast(dr_grpo(group.returns))
 
 
+def _keyed(group: TrajectoryGroup, name: str) -> None:
+    """Refuse a group whose steps lack the state keys ``name`` merges them by."""
+    if any(key is None for keys in group.step_keys for key in keys):
+        raise ValueError(f"{name} needs the state key of every step, and a step was recorded without one")
+
+
 def _gigpo_group(group: TrajectoryGroup, params: GigpoParams) -> list[FloatArray]:
-    for keys in group.step_keys:
-        if any(key is None for key in keys):
-            raise ValueError("gigpo needs the state key of every step, and a step was recorded without one")
+    _keyed(group, "gigpo")
     return gigpo(
         group.returns,
         group.step_rewards,
@@ -143,7 +186,42 @@ def _gigpo_group(group: TrajectoryGroup, params: GigpoParams) -> list[FloatArray
 
 
 def _mt_grpo_group(group: TrajectoryGroup, params: MtGrpoParams) -> list[FloatArray]:
-    return mt_grpo(group.step_rewards, outcome_weight=params.outcome_weight, std=params.std, eps=params.eps)
+    return mt_grpo(
+        group.step_rewards, outcome_weight=params.outcome_weight, align=params.align, std=params.std, eps=params.eps
+    )
+
+
+def _pgpo_group(group: TrajectoryGroup, params: PgpoParams) -> list[FloatArray]:
+    _keyed(group, "pgpo")
+    return pgpo(
+        group.step_rewards,
+        group.step_keys,
+        group.next_keys,
+        group.terminal,
+        group.successes,
+        gamma=params.gamma,
+        alpha=params.alpha,
+        beta=params.beta,
+        std=params.std,
+        eps=params.eps,
+    )
+
+
+def _graft_group(group: TrajectoryGroup, params: GraftParams) -> list[FloatArray]:
+    _keyed(group, "graft")
+    return graft(
+        group.step_rewards,
+        group.step_keys,
+        group.next_keys,
+        group.terminal,
+        gamma=params.gamma,
+        lam=params.lam,
+        sweeps=params.sweeps,
+    )
+
+
+def _no_rl_group(group: TrajectoryGroup, params: NoParams) -> list[FloatArray]:
+    return [np.zeros(rewards.size) for rewards in group.step_rewards]
 
 
 CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
@@ -165,10 +243,12 @@ CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
         ),
         CreditAssignerSpec(
             "dr-grpo",
-            "episode return minus the group mean, no std division, copied to every step (Dr.GRPO)",
+            "episode return minus the group mean, no std division, copied to every step; loss summed over tokens "
+            "/ a constant (Dr.GRPO)",
             frozenset({"groups"}),
             NoParams,
             _dr_grpo_group,
+            aggregation="constant",
         ),
         CreditAssignerSpec(
             "gigpo",
@@ -179,10 +259,35 @@ CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
         ),
         CreditAssignerSpec(
             "mt-grpo",
-            "group-normalised turn reward of turn k plus lambda x normalised outcome (MT-GRPO, K turns)",
+            "turn k: its reward normalised over the group's turn k + lambda x the normalised final-turn outcome; "
+            "the final turn: the outcome term alone (MT-GRPO, K turns)",
             frozenset({"groups", "per_step_rewards"}),
             MtGrpoParams,
             _mt_grpo_group,
+        ),
+        CreditAssignerSpec(
+            "pgpo",
+            "GiGPO's anchor-state term + (1 - success rate)^alpha x the standardised potential difference "
+            "gamma Phi(s') - Phi(s), Phi = mean step return of a state (PGPO)",
+            frozenset({"groups", "state_keys", "next_state_keys"}),
+            PgpoParams,
+            _pgpo_group,
+        ),
+        CreditAssignerSpec(
+            "graft",
+            "state graph of the group, Bellman values by Gauss-Seidel, step credit r + gamma V(s') - V(s) "
+            "by Graph GAE (GRAFT)",
+            frozenset({"groups", "state_keys", "next_state_keys"}),
+            GraftParams,
+            _graft_group,
+        ),
+        CreditAssignerSpec(
+            "opd",
+            "on-policy distillation alone: every token's advantage is log pi_teacher - log pi_student "
+            "(distill.teacher); with any other assigner, distill.teacher adds lambda x that term (OPD)",
+            frozenset({"teacher"}),
+            NoParams,
+            _no_rl_group,
         ),
     )
 }
@@ -285,6 +390,8 @@ class StepCredit:
         agent: Who took the step.
         step_index: Index in ``episode.steps``.
         advantage: The step's advantage (every token of the answer carries it).
+        draw: Which draw of the sampler brought the step in (the steps of one drawn trajectory
+            share it; a sequence-level loss takes them as one sequence).
     """
 
     trajectory: int
@@ -292,6 +399,7 @@ class StepCredit:
     agent: str
     step_index: int
     advantage: float
+    draw: int = 0
 
 
 @dataclass(frozen=True)
@@ -313,8 +421,8 @@ class CreditAssignment:
         """
         chosen = range(len(self.trajectories)) if trajectories is None else trajectories
         return [
-            StepCredit(int(position), credit.episode_id, credit.agent, index, float(value))
-            for position in chosen
+            StepCredit(int(position), credit.episode_id, credit.agent, index, float(value), draw)
+            for draw, position in enumerate(chosen)
             for credit in (self.trajectories[int(position)],)
             for index, value in zip(credit.step_indices, credit.advantages, strict=True)
         ]
@@ -337,12 +445,26 @@ def agent_return(episode: Episode, agent: str) -> float:
 
 def trajectory_group(episodes: Sequence[Episode], agent: str) -> TrajectoryGroup:
     """Arrays of one agent's trajectories in a group of episodes."""
+    returns = np.array([agent_return(episode, agent) for episode in episodes], dtype=np.float64)
+    step_keys = [[step.state_key for step in episode.steps_of(agent)] for episode in episodes]
     return TrajectoryGroup(
-        returns=np.array([agent_return(episode, agent) for episode in episodes], dtype=np.float64),
+        returns=returns,
         step_rewards=[
             np.array([step.reward for step in episode.steps_of(agent)], dtype=np.float64) for episode in episodes
         ],
-        step_keys=[[step.state_key for step in episode.steps_of(agent)] for episode in episodes],
+        step_keys=step_keys,
+        next_keys=[
+            [*keys[1:], episode.final_state_keys.get(agent)] if keys else []
+            for keys, episode in zip(step_keys, episodes, strict=True)
+        ],
+        terminal=[episode.terminated for episode in episodes],
+        successes=np.array(
+            [
+                float(success) if (success := episode.success.get(agent)) is not None else float(value > 0)
+                for episode, value in zip(episodes, returns, strict=True)
+            ],
+            dtype=np.float64,
+        ),
     )
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-#: Where the importance ratio is taken: per token, or one geometric-mean ratio per turn (SORL).
-RatioLevel = Literal["token", "turn"]
+#: Where the importance ratio is taken: per token, one geometric-mean ratio per turn (SORL), or
+#: one per sequence, a trajectory's turns together (GSPO).
+RatioLevel = Literal["token", "turn", "sequence"]
 #: How per-token losses become one number (see :func:`training.losses.aggregate`).
 Aggregation = Literal["token-mean", "sequence-mean", "constant"]
 
@@ -31,6 +32,9 @@ class LossSpec:
         ratio_level: "token" or "turn" (one ratio per turn shared by its tokens).
         clip_eps_low: Default lower clip: the ratio is clipped below at 1 - clip_eps_low.
         clip_eps_high: Default upper clip: the ratio is clipped above at 1 + clip_eps_high.
+        clip_normalization: SORL's clipping-triggered normalisation: the policy term of an
+            optimizer step is scaled by (1 - the fraction of its turns whose ratio was clipped).
+        aggregation: The aggregation its paper prescribes (None: the configuration's).
     """
 
     name: str
@@ -38,6 +42,8 @@ class LossSpec:
     ratio_level: RatioLevel
     clip_eps_low: float
     clip_eps_high: float
+    clip_normalization: bool = False
+    aggregation: Aggregation | None = None
 
 
 LOSSES: dict[str, LossSpec] = {
@@ -47,10 +53,28 @@ LOSSES: dict[str, LossSpec] = {
         LossSpec("clip-higher", "token-level clipped ratio, eps_low 0.2 / eps_high 0.28 (DAPO)", "token", 0.2, 0.28),
         LossSpec(
             "turn-clip",
-            "one geometric-mean ratio per turn, clipped and shared by the turn's tokens (SORL)",
+            "one geometric-mean ratio per turn, clipped and shared by the turn's tokens (SORL's ratio alone)",
             "turn",
             0.2,
             0.2,
+        ),
+        LossSpec(
+            "sorl",
+            "SORL: one geometric-mean ratio per turn, and each optimizer step's policy term scaled by "
+            "(1 - the fraction of turns clipped)",
+            "turn",
+            0.2,
+            0.2,
+            clip_normalization=True,
+        ),
+        LossSpec(
+            "gspo",
+            "GSPO: one geometric-mean ratio per sequence (a drawn trajectory's turns together), clipped at "
+            "1 -/+ 3e-4/4e-4, each sequence weighing the same",
+            "sequence",
+            3e-4,
+            4e-4,
+            aggregation="sequence-mean",
         ),
     )
 }

@@ -9,16 +9,25 @@ gradient.
 
 The loss is the PPO clipped surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with:
 
-* the ratio ``r`` per token (``ppo-clip``, ``clip-higher``), or one per turn (``turn-clip``,
-  SORL): ``r_k = exp(mean over the turn's tokens of (log pi_new - log pi_old))``, shared by the
-  turn's tokens. A row is one turn unless ``turn_ids`` says otherwise;
+* the ratio ``r`` per token (``ppo-clip``, ``clip-higher``), one per turn (``turn-clip``,
+  ``sorl``): ``r_k = exp(mean over the turn's tokens of (log pi_new - log pi_old))``, shared by the
+  turn's tokens (a row is one turn unless ``turn_ids`` says otherwise), or one per sequence
+  (``gspo``): the same geometric mean over every token of a sequence, rows sharing a
+  ``sequence_ids`` entry forming one sequence (a drawn trajectory's turns), in GSPO's token form
+  (:func:`sequence_ratio`) so that a sequence split over micro-batches gets the gradient of the
+  whole;
+* SORL's clipping-triggered normalisation (``sorl``): the policy term is scaled by
+  ``1 - c``, ``c`` the fraction of turns whose clipped branch was taken (the paper does not
+  publish its exact form; this one shrinks the step as more turns leave the trust region and
+  leaves an unclipped step as it is);
 * an optional KL penalty to a reference policy, ``beta * k3`` with
   ``k3 = exp(ref - new) - (ref - new) - 1`` (unbiased, always >= 0);
 * an optional entropy bonus, ``- entropy_coef * entropy`` (the caller computes per-token entropy
   from its logits);
 * one of three aggregations (:func:`aggregate`): ``token-mean`` over the whole batch (DAPO),
-  ``sequence-mean`` (GRPO), or ``constant`` (Dr.GRPO: sum over tokens / (sequences x a constant
-  length)).
+  ``sequence-mean`` (GRPO; at the sequence ratio level, over sequences of several rows: each
+  token weighs 1 / its sequence's tokens), or ``constant`` (Dr.GRPO: sum over tokens /
+  (sequences x a constant length)).
 
 With micro-batches and gradient accumulation, pass the whole update's ``denominator`` (see
 :func:`aggregation_denominator`) to every micro-batch, so that the accumulated gradient equals
@@ -45,7 +54,9 @@ __all__ = [
     "clipped_surrogate",
     "importance_ratio",
     "k3_kl",
+    "clipped_turns",
     "policy_loss",
+    "sequence_ratio",
     "turn_mean",
 ]
 
@@ -62,6 +73,7 @@ class LossSettings:
         constant_normalizer: The constant length of the "constant" aggregation (e.g. max new tokens).
         kl_beta: Weight of the k3 KL penalty to the reference (0: no reference needed).
         entropy_coef: Weight of the entropy bonus (0: no entropy needed).
+        clip_normalization: Scale the policy term by 1 - the fraction of clipped turns (SORL).
     """
 
     ratio_level: RatioLevel = "token"
@@ -71,6 +83,7 @@ class LossSettings:
     constant_normalizer: float | None = None
     kl_beta: float = 0.0
     entropy_coef: float = 0.0
+    clip_normalization: bool = False
 
     @classmethod
     def for_loss(cls, name: str, **overrides: object) -> LossSettings:
@@ -81,7 +94,13 @@ class LossSettings:
             0.28
         """
         spec = loss_spec(name)
-        settings = cls(spec.ratio_level, spec.clip_eps_low, spec.clip_eps_high)
+        settings = cls(
+            spec.ratio_level,
+            spec.clip_eps_low,
+            spec.clip_eps_high,
+            aggregation=spec.aggregation or "token-mean",
+            clip_normalization=spec.clip_normalization,
+        )
         return replace(settings, **overrides)  # type: ignore[arg-type]
 
 
@@ -144,6 +163,76 @@ def importance_ratio(
     if level == "turn":
         log_ratio = _masked(turn_mean(log_ratio, mask, turn_ids), mask)
     return torch.exp(log_ratio)
+
+
+def sequence_ratio(
+    logprobs_new: Tensor,
+    logprobs_old: Tensor,
+    mask: Tensor,
+    sequence_ids: Tensor | None = None,
+    *,
+    sequence_log_ratio: Tensor | None = None,
+    sequence_tokens: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """GSPO's sequence ratio on every token, in its token form, and each token's share of its sequence.
+
+    The ratio of sequence i is s_i = exp(mean over its tokens of (log pi_new - log pi_old)). Each
+    token carries ``sg[s_i] * exp(delta_t - sg[delta_t])`` (GSPO-token): the value is s_i and the
+    gradient s_i grad(delta_t), so that summing a sequence's tokens with weight 1 / n_i (the share
+    returned) gives exactly the gradient of s_i. That sum splits over micro-batches: pass the
+    whole sequence's mean log-ratio and token count (``sequence_log_ratio``, ``sequence_tokens``,
+    one per row, computed without gradient) when a sequence's rows are not all in this batch.
+
+    Args:
+        logprobs_new: ``(batch, tokens)``, already zero on padding.
+        logprobs_old: ``(batch, tokens)``, already zero on padding.
+        mask: ``(batch, tokens)`` bool.
+        sequence_ids: ``(batch,)`` ints: rows with the same id form one sequence (None: each row is one).
+        sequence_log_ratio: ``(batch,)`` each row's sequence mean log-ratio (None: from this batch).
+        sequence_tokens: ``(batch,)`` each row's sequence token count (None: from this batch).
+
+    Returns:
+        ``(ratio, share)``, both ``(batch, tokens)``; share is 1 / n_i on real tokens.
+
+    Example:
+        >>> new = torch.tensor([[0.0, 0.2], [0.4, 0.0]])
+        >>> ratio, share = sequence_ratio(new, torch.zeros(2, 2), torch.tensor([[True, True], [True, False]]),
+        ...                              torch.tensor([0, 0]))
+        >>> round(float(ratio[1, 0]), 4), float(share[0, 0])
+        (1.2214, 0.3333333432674408)
+    """
+    log_ratio = _masked(logprobs_new - logprobs_old, mask)
+    weights = mask.to(log_ratio.dtype)
+    if sequence_log_ratio is None or sequence_tokens is None:
+        ids = sequence_ids if sequence_ids is not None else torch.arange(mask.shape[0], device=mask.device)
+        _, slots = torch.unique(ids, return_inverse=True)
+        size = int(slots.max()) + 1 if slots.numel() else 0
+        sums = torch.zeros(size, dtype=log_ratio.dtype, device=mask.device).index_add(0, slots, log_ratio.sum(-1))
+        counts = torch.zeros(size, dtype=log_ratio.dtype, device=mask.device).index_add(0, slots, weights.sum(-1))
+        sequence_log_ratio = (sums / counts.clamp(min=1.0))[slots]
+        sequence_tokens = counts[slots]
+    mean = sequence_log_ratio.detach().to(log_ratio.dtype).unsqueeze(-1)
+    ratio = torch.exp(_masked(mean + log_ratio - log_ratio.detach(), mask))
+    share = _masked((1.0 / sequence_tokens.to(log_ratio.dtype).clamp(min=1.0)).unsqueeze(-1).expand_as(log_ratio), mask)
+    return ratio, share
+
+
+def clipped_turns(was_clipped: Tensor, mask: Tensor, turn_ids: Tensor | None = None) -> tuple[float, float]:
+    """(turns whose clipped branch was taken on some token, turns): SORL's trigger, summable over micro-batches.
+
+    Example:
+        >>> clipped_turns(torch.tensor([[True, True], [False, False]]), torch.ones(2, 2, dtype=torch.bool))
+        (1.0, 2.0)
+    """
+    clipped = _masked(was_clipped.to(torch.float32), mask)
+    if turn_ids is None:
+        real = mask.any(dim=-1)
+        return float((clipped.sum(-1) > 0)[real].sum()), float(real.sum())
+    rows, columns = torch.nonzero(mask, as_tuple=True)
+    turns = set(zip(rows.tolist(), turn_ids[rows, columns].tolist(), strict=True))
+    rows, columns = torch.nonzero(clipped > 0, as_tuple=True)
+    hit = set(zip(rows.tolist(), turn_ids[rows, columns].tolist(), strict=True))
+    return float(len(hit)), float(len(turns))
 
 
 def clipped_surrogate(
@@ -251,6 +340,10 @@ def policy_loss(
     logprobs_ref: Tensor | None = None,
     entropy: Tensor | None = None,
     denominator: float | None = None,
+    sequence_ids: Tensor | None = None,
+    sequence_log_ratio: Tensor | None = None,
+    sequence_tokens: Tensor | None = None,
+    clipped_fraction: float | None = None,
 ) -> LossOutput:
     """Clipped policy loss (+ beta KL to a reference, - entropy bonus), aggregated, with metrics.
 
@@ -264,6 +357,12 @@ def policy_loss(
         logprobs_ref: ``(batch, tokens)`` log pi_ref, required when ``kl_beta > 0``.
         entropy: ``(batch, tokens)`` per-token entropy, required when ``entropy_coef != 0``.
         denominator: The whole update's aggregation denominator, when this is one micro-batch.
+        sequence_ids: ``(batch,)`` sequence of each row, for ``ratio_level="sequence"`` (None: a row is one).
+        sequence_log_ratio: ``(batch,)`` the whole sequence's mean log-ratio under the current weights,
+            when its rows are spread over micro-batches (see :func:`sequence_ratio`).
+        sequence_tokens: ``(batch,)`` the whole sequence's token count, with ``sequence_log_ratio``.
+        clipped_fraction: SORL's fraction of clipped turns over the whole optimizer step (None:
+            this batch's own, see :func:`clipped_turns`).
 
     Returns:
         The scalar loss and metrics ``loss/policy``, ``loss/total``, ``loss/clip_fraction``,
@@ -286,10 +385,27 @@ def policy_loss(
     logprobs_new = _masked(logprobs_new, mask)
     logprobs_old = _masked(logprobs_old.detach(), mask)
 
-    ratio = importance_ratio(logprobs_new, logprobs_old, mask, settings.ratio_level, turn_ids)
+    share = None
+    if settings.ratio_level == "sequence":
+        ratio, share = sequence_ratio(
+            logprobs_new,
+            logprobs_old,
+            mask,
+            sequence_ids,
+            sequence_log_ratio=sequence_log_ratio,
+            sequence_tokens=sequence_tokens,
+        )
+    else:
+        ratio = importance_ratio(logprobs_new, logprobs_old, mask, settings.ratio_level, turn_ids)
     per_token, was_clipped = clipped_surrogate(ratio, advantages, settings.clip_eps_low, settings.clip_eps_high)
+    per_sequence = share is not None and settings.aggregation == "sequence-mean"
 
     def reduce(values: Tensor) -> Tensor:
+        if per_sequence:  # each sequence weighs the same: its tokens 1 / its length each
+            assert share is not None
+            total_share = float(share.sum()) if denominator is None else denominator
+            weighted = _masked(values * share, mask).sum()
+            return weighted / total_share if total_share > 0 else weighted
         return aggregate(
             values,
             mask,
@@ -299,6 +415,11 @@ def policy_loss(
         )
 
     policy_term = reduce(per_token)
+    if settings.clip_normalization:  # SORL: the more turns left the trust region, the smaller the step
+        if clipped_fraction is None:
+            hit, turns = clipped_turns(was_clipped, mask, turn_ids)
+            clipped_fraction = hit / turns if turns else 0.0
+        policy_term = (1.0 - clipped_fraction) * policy_term
     total = policy_term
     with torch.no_grad():
         token_ratio = torch.exp(logprobs_new - logprobs_old)
@@ -309,6 +430,8 @@ def policy_loss(
             "loss/ratio_mean": _token_mean(ratio, mask),
             "loss/tokens": float(mask.sum()),
         }
+        if settings.clip_normalization:
+            metrics["loss/clipped_turn_fraction"] = float(clipped_fraction or 0.0)
     if settings.kl_beta and logprobs_ref is None:
         raise ValueError("kl_beta > 0 needs logprobs_ref (the reference policy's log-probabilities)")
     if settings.entropy_coef and entropy is None:

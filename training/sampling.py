@@ -7,6 +7,15 @@ ablation is :func:`uniform_sample` (every item equally likely, zero-advantage on
 ``uniform-nonzero`` (equally likely among the items with A != 0), which separates "weighting by
 |A|" from "skipping items without signal".
 
+What AAW changes in the estimator: a drawn item trains with its own A, so item i's expected
+weight in the update is proportional to p_i A_i, i.e. sign(A_i)|A_i|^(1+alpha): AAW *reweights*
+the policy gradient toward large |A| (a lone success among 8 failures in a group weighs 7:1
+against one failure under uniform sampling, 49:1 under AAW). That is MS-GRPO's choice, not an
+unbiased estimate of the uniform gradient. ``importance_correction`` multiplies each draw's
+advantage by 1 / (N p_i) (:func:`importance_weights`), which makes the update's expectation the
+uniform one (draws with replacement). Without replacement and with as many draws as items with
+A != 0, AAW draws each of them once: it *is* ``uniform-nonzero`` (the configuration refuses that).
+
 Every sampler takes a :class:`numpy.random.Generator` (never the global RNG) and returns a
 :class:`Sample`: the drawn indices into the input array plus :class:`SampleStats`. Nothing here
 divides by zero: when no item is eligible the sample is empty and the stats say why.
@@ -16,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_fields
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -200,7 +210,8 @@ SAMPLERS: dict[str, SamplerSpec] = {
     for spec in (
         SamplerSpec(
             "aaw",
-            "absolute-advantage-weighted: p_i proportional to |A_i|^alpha; A = 0 never drawn (MS-GRPO)",
+            "absolute-advantage-weighted: p_i proportional to |A_i|^alpha; A = 0 never drawn (MS-GRPO); it reweights "
+            "the update (expected weight sign(A)|A|^(1+alpha)) unless importance_correction (x 1/(N p_i))",
             True,
             lambda values, count, rng, alpha, replace: aaw_sample(values, count, rng, alpha=alpha, replace=replace),
         ),
@@ -253,6 +264,20 @@ def sample(
     return sampler(name).sample(np.asarray(advantages, dtype=np.float64), num_samples, rng, alpha, replace)
 
 
+def importance_weights(drawn: Sample) -> FloatArray:
+    """1 / (N p_i) of every draw: the weights that make a draw with replacement estimate the uniform mean.
+
+    With them, sum over k draws of w A / k has the expectation sum_i A_i / N whatever p is.
+
+    Example:
+        >>> importance_weights(Sample(np.array([1, 0]), SampleStats(2, 2, 2, 2, 2), np.array([0.25, 0.75]))).tolist()
+        [0.6666666666666666, 2.0]
+    """
+    chosen = drawn.probabilities[drawn.indices]
+    weights: FloatArray = 1.0 / (drawn.probabilities.size * chosen)
+    return weights
+
+
 def draw_steps(
     credit: CreditAssignment,
     name: str,
@@ -262,6 +287,7 @@ def draw_steps(
     count: int | None = None,
     alpha: float = 1.0,
     replace: bool = True,
+    importance_correction: bool = False,
 ) -> tuple[list[StepCredit], Sample]:
     """The credited steps an update trains on, drawn with the registered sampler ``name``.
 
@@ -274,6 +300,7 @@ def draw_steps(
         count: Draws (None: as many as there are items to draw from).
         alpha: AAW sharpness.
         replace: Draw with replacement.
+        importance_correction: Multiply each draw's advantages by 1 / (N p_i) (:func:`importance_weights`).
 
     Returns:
         The drawn steps (repeats kept, in draw order) and the draw.
@@ -281,8 +308,13 @@ def draw_steps(
     if unit == "episode":
         values = credit.sampling_advantages()
         drawn = sample(name, values, count or len(values), rng, alpha=alpha, replace=replace)
-        return credit.steps(drawn.indices), drawn
-    every_step = credit.steps()
-    advantages = [item.advantage for item in every_step]
-    drawn = sample(name, advantages, count or len(every_step), rng, alpha=alpha, replace=replace)
-    return [every_step[int(index)] for index in drawn.indices], drawn
+        steps = credit.steps(drawn.indices)
+    else:
+        every_step = credit.steps()
+        advantages = [item.advantage for item in every_step]
+        drawn = sample(name, advantages, count or len(every_step), rng, alpha=alpha, replace=replace)
+        steps = [replace_fields(every_step[int(index)], draw=draw) for draw, index in enumerate(drawn.indices)]
+    if importance_correction and steps:
+        weights = importance_weights(drawn)
+        steps = [replace_fields(step, advantage=step.advantage * float(weights[step.draw])) for step in steps]
+    return steps, drawn

@@ -119,16 +119,21 @@ def base_model_source(config: TrainConfig, run_dir: Path) -> str:
     raise ValueError(f"cannot train model spec {spec!r}: use 'tiny', 'smollm2' or 'hf:PATH_OR_ID'")
 
 
+def tiny_corpus(config: TrainConfig) -> list[str] | None:
+    """The texts the tokenizer of ``model.spec: tiny`` is trained on (None: the default game corpus)."""
+    from backends.tiny import game_corpus
+
+    if config.model.tiny.tokenizer_corpus != "prose":
+        return None
+    board_line = re.compile(r"[_A-Z]+")  # board rows: runs of capital letters and underscores
+    return ["\n".join(line for line in text.splitlines() if not board_line.fullmatch(line)) for text in game_corpus()]
+
+
 def _build_tiny(config: TrainConfig, folder: Path) -> None:
-    from backends.tiny import build_tiny_model, game_corpus
+    from backends.tiny import build_tiny_model
 
     tiny = config.model.tiny
-    corpus = None
-    if tiny.tokenizer_corpus == "prose":
-        board_line = re.compile(r"[_A-Z]+")  # board rows: runs of capital letters and underscores
-        corpus = [
-            "\n".join(line for line in text.splitlines() if not board_line.fullmatch(line)) for text in game_corpus()
-        ]
+    corpus = tiny_corpus(config)
     temporary = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(temporary, ignore_errors=True)
     build_tiny_model(

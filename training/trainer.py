@@ -52,6 +52,7 @@ import torch
 from training.checkpoint import restore_rng_state, weights_saver
 from training.config import TrainConfig, validate_against_game
 from training.credit import assign_credit
+from training.distill import check_teacher
 from training.distributed import current_world
 from training.engines import RolloutEngine, build_engine, check_rollout, independent_groups, play_sharded
 from training.run_folder import RunFolder
@@ -136,6 +137,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
     Raises:
         training.config.IncompatibleGameError: The credit assigner needs what the game lacks.
+        training.distill.TeacherMismatchError: The distillation teacher's tokenizer is not the student's.
         TrainingOOMError: Out of memory (the message says what to lower).
         FileExistsError: A fresh run in a folder that already holds one.
     """
@@ -145,6 +147,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
     # --- 1. refuse what cannot work, before any model loads -----------------------------------
     agents = list(validate_against_game(config).agents)
+    check_teacher(config)  # a distillation teacher must share the student's tokenizer
     if rollout_config.opponent is None:  # self-play: the model plays every seat, trains train_agents (all)
         model_seats, train_seats = agents, list(rollout_config.train_agents or agents)
     else:  # a fixed opponent: the model plays and trains train_agents (the first seat)
@@ -227,6 +230,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                 count=sampler.samples_per_update,
                 alpha=sampler.alpha,
                 replace=sampler.replacement,
+                importance_correction=sampler.importance_correction,
             )
             metrics.update(drawn.stats.as_metrics())
 

@@ -19,6 +19,12 @@ Every log-probability comes from :func:`backends.scoring.score_completions`, the
 the backend sampled from. A non-finite loss or gradient norm skips the update; out of memory
 raises :class:`TrainingOOMError` naming what to lower. With several processes every rank plans
 the same steps and backpropagates its share of each (:mod:`training.distributed`).
+
+Two additions for the other losses and for distillation: a sequence-level ratio (``gspo``) or
+SORL's clip normalisation (``sorl``) needs figures of the whole optimizer step, computed once per
+step without gradient (:mod:`training.ratio_context`; one more forward pass per optimizer step
+after an update's first); a teacher (``distill.teacher``) scores every sample once per update and
+its per-token advantage lambda (log pi_teacher - log pi_old) is added (:mod:`training.distill`).
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ import torch
 from backends.scoring import ChoiceMasks, TokenScores, score_completions
 from training.config import OptimConfig, TrainConfig
 from training.credit import StepCredit
+from training.distill import Teacher, opd_advantages
 from training.distributed import World
 from training.losses import LossSettings, aggregation_denominator, policy_loss
+from training.ratio_context import StepContext, sequence_members, step_context
 from training.setup import TrainingSetup
 from tsmg.episode import Episode
 
@@ -62,6 +70,8 @@ class TrainSample:
         behaviour_logprobs: Their log-probabilities recorded at rollout time (None: recompute).
         advantage: The step's advantage (every token carries it).
         choices: The allowed answers of a constrained decision (None: free text).
+        sequence: The draw it came with: the samples of one drawn trajectory share it (one
+            sequence for a sequence-level ratio).
     """
 
     prompt_ids: list[int]
@@ -69,6 +79,7 @@ class TrainSample:
     behaviour_logprobs: list[float] | None
     advantage: float
     choices: list[str] | None = None
+    sequence: int = 0
 
 
 def training_samples(
@@ -97,6 +108,7 @@ def training_samples(
                 behaviour_logprobs=record.logprobs if exact_logprobs else None,
                 advantage=item.advantage,
                 choices=record.choices,
+                sequence=item.draw,
             )
         )
     return samples
@@ -168,6 +180,10 @@ class UpdateData:
         old: pi_old log-probabilities of each sample's tokens.
         reference: The reference policy's log-probabilities (None without a KL term).
         temperature: The sampling temperature (the distribution is ``log_softmax(logits / T)``).
+        token_advantages: Per sample, the advantage of each token (None: the sample's own, on
+            every token); set when a teacher adds its per-token term.
+        moved: Whether an optimizer step of this update has changed the weights (pi_old is then
+            no longer the current policy).
     """
 
     samples: Sequence[TrainSample]
@@ -175,6 +191,14 @@ class UpdateData:
     old: list[list[float]]
     reference: list[list[float]] | None
     temperature: float
+    token_advantages: list[list[float]] | None = None
+    moved: bool = False
+
+    def advantages_of(self, index: int) -> list[float]:
+        """The per-token advantages of sample ``index``."""
+        if self.token_advantages is not None:
+            return self.token_advantages[index]
+        return [self.samples[index].advantage] * len(self.samples[index].completion_ids)
 
 
 @dataclass
@@ -250,6 +274,8 @@ class PolicyUpdate:
         self.settings = LossSettings(**config.loss_options())
         self.choice_masks = ChoiceMasks(setup.backend.choice_tries)
         self.max_tokens = config.rollout.lap.max_tokens
+        self.distill = config.distill
+        self.teacher = Teacher.load(config) if config.distill.teacher is not None else None
 
     # ------------------------------------------------------------------ one update
     def __call__(
@@ -292,6 +318,7 @@ class PolicyUpdate:
         data = UpdateData(samples, rollout_samples, self.old_logprobs(samples, temperature), None, temperature)
         if self.settings.kl_beta > 0 and samples:
             data.reference = self.reference_logprobs(samples, temperature)
+        distill_metrics = self._distill(data) if self.teacher is not None and samples else {}
         tally, grad_norms, stopped_early = LossTally(), list[float](), 0.0
         self.backend.model.train()
         for index, planned in enumerate(plan_optimizer_steps(len(samples), len(rollout_samples), self.optim, rng)):
@@ -310,6 +337,7 @@ class PolicyUpdate:
                 logger.warning("update %d: non-finite gradient norm; the update is skipped", step)
                 return {"loss/skipped": 1.0, "optim/steps": float(len(grad_norms))}
             grad_norms.append(norm)
+            data.moved = True
         self.optimizer.zero_grad(set_to_none=True)
         merged, mismatches = LossTally(), 0
         for part, part_mismatches in self.world.gather((tally, self.choice_masks.mismatches)):
@@ -321,7 +349,52 @@ class PolicyUpdate:
         )
         metrics["optim/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
         metrics["loss/choice_mismatches"] = float(mismatches)
+        metrics.update(distill_metrics)
         return metrics
+
+    def _distill(self, data: UpdateData) -> dict[str, float]:
+        """The teacher's log-probabilities of every sample, turned into per-token advantages (OPD)."""
+        assert self.teacher is not None
+        teacher = self._logprobs_without_grad(self.teacher.model, data.samples, data.temperature)
+        extra = opd_advantages(teacher, data.old, self.distill.weight, turn_balanced=self.distill.turn_balanced)
+        data.token_advantages = [
+            [sample.advantage + value for value in values] for sample, values in zip(data.samples, extra, strict=True)
+        ]
+        gaps = [
+            s - t for student, given in zip(data.old, teacher, strict=True) for s, t in zip(student, given, strict=True)
+        ]
+        return {
+            "distill/reverse_kl": float(np.mean(gaps)) if gaps else 0.0,
+            "distill/teacher_logprob": float(np.mean([value for row in teacher for value in row])) if gaps else 0.0,
+        }
+
+    def step_context(self, planned: OptimizerStep, data: UpdateData) -> StepContext | None:
+        """Figures of the whole optimizer step that a sequence-level ratio or SORL's normalisation needs."""
+        settings = self.settings
+        if not planned.policy or (settings.ratio_level != "sequence" and not settings.clip_normalization):
+            return None
+        rows = [int(i) for batch in planned.policy for i in batch]
+        sequences = [
+            sample.sequence if settings.ratio_level == "sequence" else index
+            for index, sample in enumerate(data.samples)
+        ]
+        members = sequence_members(sequences, rows)
+        if data.moved:  # the weights moved since pi_old: score the step's sequences as they stand now
+            scored = self._logprobs_without_grad(
+                self.backend.model, [data.samples[i] for i in members], data.temperature
+            )
+            current = dict(zip(members, scored, strict=True))
+        else:
+            current = {index: data.old[index] for index in members}
+        return step_context(
+            rows,
+            sequences,
+            current,
+            data.old,
+            [data.advantages_of(index) for index in range(len(data.samples))],
+            clip_eps_low=settings.clip_eps_low,
+            clip_eps_high=settings.clip_eps_high,
+        )
 
     def _past_target_kl(self, planned: OptimizerStep, losses: Sequence[tuple[dict[str, float], float]]) -> bool:
         """Whether the approximate KL to pi_old (over every rank's micro-batches) passed ``optim.target_kl``."""
@@ -412,25 +485,43 @@ class PolicyUpdate:
             settings = replace(settings, entropy_coef=0.0)
         losses: list[tuple[dict[str, float], float]] = []
         finite = True
+        context = self.step_context(planned, data)
         if planned.policy:  # the step's global denominator, whichever rank computes which sample
             masks = [
                 completion_mask([len(data.samples[int(i)].completion_ids) for i in batch]) for batch in planned.policy
             ]
             denominator = aggregation_denominator(masks, settings.aggregation, settings.constant_normalizer)
+            if settings.ratio_level == "sequence" and settings.aggregation == "sequence-mean":
+                assert context is not None
+                denominator = context.share  # sequences, not rows
         for indices in rank_share(planned.policy, self.optim.micro_batch_size, self.world):
             chunk = [data.samples[int(i)] for i in indices]
             scores = self.score(model, chunk, data.temperature, entropy_grad=settings.entropy_coef != 0)
             tail, device = scores.mask.shape[1], scores.mask.device
             reference = None if data.reference is None else [data.reference[int(i)] for i in indices]
+            if data.token_advantages is None:
+                advantages = torch.tensor([sample.advantage for sample in chunk], dtype=torch.float32, device=device)
+            else:
+                advantages = padded([data.token_advantages[int(i)] for i in indices], tail, device)
+            sequence_figures: dict[str, Any] = {}
+            if context is not None and settings.ratio_level == "sequence":
+                sequence_figures = {
+                    "sequence_log_ratio": torch.tensor(
+                        [context.sequence_log_ratio[int(i)] for i in indices], device=device
+                    ),
+                    "sequence_tokens": torch.tensor([context.sequence_tokens[int(i)] for i in indices], device=device),
+                }
             result = policy_loss(
                 scores.logprobs,
                 padded([data.old[int(i)] for i in indices], tail, device),
-                torch.tensor([sample.advantage for sample in chunk], dtype=torch.float32, device=device),
+                advantages,
                 scores.mask,
                 settings,
                 logprobs_ref=None if reference is None else padded(reference, tail, device),
                 entropy=scores.entropy,
                 denominator=denominator,
+                clipped_fraction=None if context is None else context.clipped_fraction,
+                **sequence_figures,
             )
             losses.append((result.metrics, float(scores.mask.sum())))
             finite = self._backward(step, result.loss)

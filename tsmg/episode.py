@@ -9,7 +9,9 @@ nothing else (no re-tokenising, no side tables). Records carry ``schema_version`
 (:data:`SCHEMA_VERSION`); :func:`read_episodes` reads every version up to this one (a record
 without the field is version 1, written before prompt ids and choices were recorded) and
 refuses a newer one, naming the versions it reads. Version 2 added prompt ids, choices, the
-model's thinking (`reasoning`), tool calls and trimmed-history counts.
+model's thinking (`reasoning`), tool calls and trimmed-history counts; version 3 the state key
+each agent's last step led to (``final_state_keys``, for credit assigners that follow a step to
+its successor state: PGPO, GRAFT).
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class StepRecord(BaseModel):
 
 
 #: The version of the episode record this code writes; :func:`read_episodes` reads 1 to this.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class EpisodeSchemaError(ValueError):
@@ -126,6 +128,8 @@ class Episode(BaseModel):
         error: Why the episode could not finish (None if it did).
         reasoning_tokens: Total tokens spent thinking, part of ``completion_tokens`` (None when
             no step reported any).
+        final_state_keys: Per agent, the string form of the game's state key once the episode
+            was over: the state the agent's last step led to (None where the game gave none).
         schema_version: The record's version (:data:`SCHEMA_VERSION` when written by this code).
     """
 
@@ -150,6 +154,7 @@ class Episode(BaseModel):
     latency_s: float = 0.0
     error: str | None = None
     reasoning_tokens: int | None = None
+    final_state_keys: dict[str, str | None] = Field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @model_validator(mode="before")

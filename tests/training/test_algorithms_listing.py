@@ -25,3 +25,25 @@ def test_lr_schedules():
     assert [round(lr_multiplier(step, 4, "cosine"), 6) for step in (0, 2, 4)] == [1.0, 0.5, 0.0]
     assert lr_multiplier(4, 4, "cosine", min_lr_ratio=0.1) == 0.1
     assert [lr_multiplier(step, 10, "constant", warmup_steps=3) for step in range(4)] == [0.25, 0.5, 0.75, 1.0]
+
+
+def test_tsmg_algos_json_lists_the_methods_of_issue_12():
+    import subprocess
+    import sys
+
+    output = subprocess.run(
+        [sys.executable, "-m", "tsmg.cli", "algos", "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    listing = json.loads(output)
+    names = {section: {entry["name"] for entry in entries} for section, entries in listing.items()}
+    assert {"pgpo", "graft", "mt-grpo", "opd"} <= names["credit_assigners"]
+    assert {"sorl", "gspo"} <= names["losses"]
+    assert {"uniform-nonzero", "aaw", "uniform"} <= names["samplers"]
+    by_name = {entry["name"]: entry for entry in listing["credit_assigners"]}
+    assert by_name["pgpo"]["needs"] == ["groups", "next_state_keys", "state_keys"]
+    assert by_name["dr-grpo"]["aggregation"] == "constant"
+    assert by_name["mt-grpo"]["params"]["align"]["default"] == "start"
+    aaw = next(entry for entry in listing["samplers"] if entry["name"] == "aaw")
+    assert "importance_correction" in aaw["options"]
+    gspo = next(entry for entry in listing["losses"] if entry["name"] == "gspo")
+    assert gspo["ratio_level"] == "sequence" and gspo["aggregation"] == "sequence-mean"

@@ -204,7 +204,7 @@ def test_shapes_must_match():
 
 
 def test_loss_registry():
-    assert set(LOSSES) == {"ppo-clip", "clip-higher", "turn-clip"}
+    assert set(LOSSES) == {"ppo-clip", "clip-higher", "turn-clip", "sorl", "gspo"}
     assert LossSettings.for_loss("clip-higher").clip_eps_high == 0.28
     assert LossSettings.for_loss("turn-clip").ratio_level == "turn"
     assert LossSettings.for_loss("ppo-clip", aggregation="sequence-mean").aggregation == "sequence-mean"

@@ -5,7 +5,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from training.sampling import SAMPLERS, aaw_probabilities, aaw_sample, sample, uniform_sample
+from training.sampling import (
+    SAMPLERS,
+    aaw_probabilities,
+    aaw_sample,
+    draw_steps,
+    importance_weights,
+    sample,
+    uniform_sample,
+)
 
 advantage_lists = st.lists(st.sampled_from([0.0, 0.5, -1.0, 2.0, -0.25]), min_size=1, max_size=20)
 
@@ -93,3 +101,56 @@ def test_registry_refuses_unknown_names_with_the_choices():
     with pytest.raises(ValueError, match="aaw"):
         sample("weighted", [1.0], 1, np.random.default_rng(0))
     assert SAMPLERS["aaw"].uses_alpha and not SAMPLERS["uniform"].uses_alpha
+
+
+def test_aaw_reweights_the_estimator_by_abs_advantage_and_the_importance_correction_undoes_it():
+    # One group of 8 with a lone success: A_success = 7 |A_failure| (any normalisation). An item's
+    # expected weight in the update is k p_i A_i: uniform 7:1, AAW (alpha 1) 49:1, alpha 2 343:1.
+    advantages = np.array([7.0] + [-1.0] * 7)
+    uniform = np.full(8, 1 / 8) * advantages
+    assert uniform[0] / -uniform[1] == pytest.approx(7.0)
+    for alpha, ratio in ((1.0, 49.0), (2.0, 343.0)):
+        weights = aaw_probabilities(advantages, alpha) * advantages
+        assert weights[0] / -weights[1] == pytest.approx(ratio)  # sign(A) |A|^(1 + alpha)
+        corrected = aaw_probabilities(advantages, alpha) * advantages / (8 * aaw_probabilities(advantages, alpha))
+        assert corrected[0] / -corrected[1] == pytest.approx(7.0)
+
+
+def test_importance_weights_make_the_aaw_draw_an_unbiased_estimate_of_the_uniform_mean():
+    advantages = np.array([2.0, -1.0, 0.0, 0.5, -3.0, 0.0])
+    estimates = []
+    for seed in range(4000):
+        drawn = aaw_sample(advantages, 4, np.random.default_rng(seed))
+        estimates.append(float(np.mean(importance_weights(drawn) * advantages[drawn.indices])))
+    # Standard error about 1.3 / sqrt(4000) = 0.02.
+    assert np.mean(estimates) == pytest.approx(advantages.mean(), abs=0.08)
+    plain = [
+        float(np.mean(advantages[aaw_sample(advantages, 4, np.random.default_rng(seed)).indices]))
+        for seed in range(4000)
+    ]
+    assert abs(np.mean(plain) - advantages.mean()) > 0.5  # uncorrected AAW is biased toward large |A|
+
+
+def test_draw_steps_applies_the_importance_correction_per_draw():
+    from training.credit import assign_credit
+    from tsmg.episode import Episode, StepRecord
+
+    def episode(name, reward):
+        step = StepRecord(index=0, round=0, agent="p", observation="", reward=reward, state_key="s")
+        return Episode(
+            episode_id=name,
+            game_id="g",
+            group_id="g",
+            agents=["p"],
+            policies={"p": "m"},
+            steps=[step],
+            returns={"p": reward},
+        )
+
+    credit = assign_credit("dr-grpo", [episode("a", 1.0), episode("b", 0.0), episode("c", 0.0), episode("d", 0.0)])
+    steps, drawn = draw_steps(credit, "aaw", np.random.default_rng(0), count=6, importance_correction=True)
+    # p = |A| / sum |A| = (0.75, 0.25, 0.25, 0.25) / 1.5; 1 / (N p) = 0.5 or 1.5: every corrected A is +-0.375.
+    assert [step.draw for step in steps] == list(range(6))
+    assert all(abs(step.advantage) == pytest.approx(0.375) for step in steps)
+    plain, _ = draw_steps(credit, "aaw", np.random.default_rng(0), count=6)
+    assert [abs(step.advantage) for step in plain] != [abs(step.advantage) for step in steps]

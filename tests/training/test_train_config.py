@@ -175,3 +175,73 @@ def test_importing_training_config_and_listing_does_not_import_torch():
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "False"
+
+
+# ----------------------------------------------------------------------------- issue 12's refusals
+def test_aaw_configurations_identical_to_uniform_nonzero_are_refused_with_the_reason():
+    with pytest.raises(ValidationError, match="alpha 0.*'uniform-nonzero'"):
+        build(sampler={"alpha": 0.0})
+    with pytest.raises(ValidationError, match="exactly once, whatever \\|A\\|"):
+        build(sampler={"replacement": False})
+    # As many draws as trajectories (8 groups x 8): known once the game's seats are.
+    config = build(sampler={"replacement": False, "samples_per_update": 64})
+    with pytest.raises(IncompatibleGameError, match="draws 64 of at most 64 trajectories"):
+        validate_against_game(config)
+    validate_against_game(build(sampler={"replacement": False, "samples_per_update": 32}))
+
+
+def test_importance_correction_is_aaw_with_replacement_only():
+    assert build(sampler={"importance_correction": True}).sampler.importance_correction
+    with pytest.raises(ValidationError, match="draws uniformly"):
+        build(sampler={"name": "uniform-nonzero", "importance_correction": True})
+    with pytest.raises(ValidationError, match="needs replacement"):
+        build(sampler={"importance_correction": True, "replacement": False, "samples_per_update": 8})
+
+
+def test_dr_grpo_and_gspo_come_with_their_papers_aggregation():
+    assert build(credit={"name": "dr-grpo"}).loss.aggregation == "constant"
+    assert build(loss={"name": "gspo"}).loss.aggregation == "sequence-mean"
+    assert build().loss.aggregation == "token-mean"
+    with pytest.warns(UserWarning, match="credit assigner 'dr-grpo' prescribes loss.aggregation 'constant'"):
+        build(credit={"name": "dr-grpo"}, loss={"aggregation": "token-mean"})
+    with pytest.warns(UserWarning, match="'dr-grpo'"):  # gspo's own wins, and dr-grpo's is said to be dropped
+        assert build(credit={"name": "dr-grpo"}, loss={"name": "gspo"}).loss.aggregation == "sequence-mean"
+    config = build(credit={"name": "dr-grpo"})
+    assert TrainConfig.from_yaml_text(config.to_yaml()) == config  # no warning on a round trip
+
+
+def finished_keyless_lake():
+    """Frozen Lake whose state key exists while the episode runs but not once it is over."""
+    game = tsmg.make("FrozenLake-NoSlip-v0")
+    original = game.state_key
+    game.state_key = lambda agent: None if game.done else original(agent)  # type: ignore[method-assign]
+    return game
+
+
+@pytest.mark.parametrize("name", ["pgpo", "graft"])
+def test_graph_credit_needs_state_keys_and_next_state_keys(name):
+    config = build(credit={"name": name}, rollout={"game_id": "FrozenLake-NoSlip-v0"})
+    with pytest.raises(IncompatibleGameError, match="groups steps by state key"):
+        validate_against_game(config, keyless_lake())
+    with pytest.raises(IncompatibleGameError, match="names no state once an episode is over"):
+        validate_against_game(config, finished_keyless_lake())
+    assert validate_against_game(config).next_state_keys
+
+
+def test_opd_needs_a_teacher_and_a_sampler_that_draws_zero_rl_advantages():
+    with pytest.raises(ValidationError, match="distils from a teacher: set distill.teacher"):
+        build(credit={"name": "opd"}, sampler={"name": "uniform"})
+    with pytest.raises(ValidationError, match="sampler 'aaw'.*would draw nothing: use sampler 'uniform'"):
+        build(credit={"name": "opd"}, distill={"teacher": "hf:some/teacher"})
+    with pytest.raises(ValidationError, match="only apply with a distill.teacher"):
+        build(distill={"weight": 0.5})
+    with pytest.raises(ValidationError, match="must be a local model"):
+        build(distill={"teacher": "openai:gpt-4o"})
+    with pytest.raises(ValidationError, match="built from scratch"):
+        build(distill={"teacher": "tiny"})
+    opd = build(
+        credit={"name": "opd"}, sampler={"name": "uniform"}, distill={"teacher": "hf:t"}, rollout={"group_size": 1}
+    )
+    assert opd.distill.teacher == "hf:t"  # no groups needed for distillation alone
+    combined = build(distill={"teacher": "hf:t", "weight": 0.5, "turn_balanced": True})
+    assert combined.credit.name == "ms-grpo" and combined.distill.weight == 0.5

@@ -1,0 +1,154 @@
+"""On-policy distillation (OPD; TurnOPD, arXiv 2607.05804): a teacher scores the student's own tokens.
+
+The student plays as usual; every token y_t it wrote gets the per-token advantage
+``lambda (log pi_teacher(y_t) - log pi_student(y_t))`` (the reverse KL, per token, with
+pi_student the policy that sampled: pi_old), added to the RL advantage of its step
+(``A = A_RL + lambda A_OPD``); the credit assigner ``opd`` sets A_RL to 0 (distillation alone).
+``distill.turn_balanced`` scales each turn's term by (mean tokens per turn) / (its tokens), so
+that under a token-mean loss every turn weighs the same, not in proportion to its length.
+
+The teacher is any local model (``hf:PATH``, ``smollm2``, ``vllm:PATH``: its HF weights) or a
+trained run's folder (``hf:runs/NAME`` reads ``runs/NAME/final``). It reads the student's prompt
+ids and scores the student's token ids, under the same temperature and, for a constrained
+answer, the same allowed tokens (:func:`backends.scoring.score_completions`), so both models must
+share a tokenizer: :func:`check_teacher` compares the two vocabularies before any model loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tsmg.model_spec import parse_model_spec
+
+if TYPE_CHECKING:
+    from training.config import TrainConfig
+
+FloatArray = np.ndarray
+
+
+class TeacherMismatchError(ValueError):
+    """The teacher cannot score the student's tokens (its tokenizer differs); the message says how."""
+
+
+def opd_advantages(
+    teacher: Sequence[Sequence[float]],
+    student: Sequence[Sequence[float]],
+    weight: float = 1.0,
+    *,
+    turn_balanced: bool = False,
+) -> list[list[float]]:
+    """Per-token OPD advantages lambda (log pi_teacher - log pi_student) of each turn (one row per turn).
+
+    With ``turn_balanced`` each turn's terms are scaled by (mean turn length) / (its length): the
+    sum of a turn's weights is then the same for every turn.
+
+    Example:
+        >>> opd_advantages([[-1.0, -2.0], [-1.0]], [[-2.0, -2.0], [-3.0]])
+        [[1.0, 0.0], [2.0]]
+        >>> opd_advantages([[-1.0, -2.0], [-1.0]], [[-2.0, -2.0], [-3.0]], 0.5, turn_balanced=True)
+        [[0.375, 0.0], [1.5]]
+    """
+    if len(teacher) != len(student):
+        raise ValueError(f"got {len(teacher)} teacher rows for {len(student)} student rows")
+    lengths = [len(row) for row in student]
+    mean_length = float(np.mean(lengths)) if lengths else 0.0
+    rows = []
+    for given, sampled in zip(teacher, student, strict=True):
+        if len(given) != len(sampled):
+            raise ValueError("the teacher scored a different number of tokens than the student wrote")
+        scale = weight * (mean_length / len(sampled) if turn_balanced and sampled else 1.0)
+        rows.append([scale * (t - s) for t, s in zip(given, sampled, strict=True)])
+    return rows
+
+
+def teacher_source(spec: str) -> str:
+    """The folder (or hub id) of a teacher spec; a run folder means its ``final/`` model.
+
+    Example:
+        >>> teacher_source("hf:Qwen/Qwen2.5-0.5B-Instruct")
+        'Qwen/Qwen2.5-0.5B-Instruct'
+    """
+    parsed = parse_model_spec(spec)
+    if parsed.kind == "smollm2":
+        from backends.embedded import embedded_model_dir
+
+        return str(embedded_model_dir())
+    if parsed.kind in ("hf", "vllm") and parsed.target:
+        folder = Path(parsed.target).expanduser()
+        if not (folder / "config.json").is_file() and (folder / "final" / "config.json").is_file():
+            return str(folder / "final")
+        return parsed.target
+    raise ValueError(f"distill.teacher {spec!r} is not a local model ('hf:PATH', 'smollm2', 'vllm:PATH')")
+
+
+def _tokenizer(source: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except OSError as error:
+        raise TeacherMismatchError(f"cannot load the tokenizer of {source!r}: {error}") from None
+
+
+def student_tokenizer(config: TrainConfig) -> Any:
+    """The student's tokenizer, without loading its weights (a tiny model's is trained as the run would)."""
+    parsed = parse_model_spec(config.model.spec)
+    if parsed.kind == "tiny":
+        from backends.tiny import PRESETS, game_corpus, train_tokenizer
+        from training.setup import tiny_corpus
+
+        tiny = config.model.tiny
+        corpus = tiny_corpus(config)
+        return train_tokenizer(corpus or list(game_corpus()), tiny.vocab_size or PRESETS[tiny.preset].vocab_size)
+    from training.setup import base_model_source
+
+    return _tokenizer(base_model_source(config, Path(config.run.out_dir)))
+
+
+def check_teacher(config: TrainConfig) -> None:
+    """Refuse a teacher whose vocabulary differs from the student's, before any model loads.
+
+    Raises:
+        TeacherMismatchError: The two tokenizers map some token to different ids (the message
+            names one), or the teacher's tokenizer cannot be loaded.
+    """
+    spec = config.distill.teacher
+    if spec is None:
+        return
+    teacher = _tokenizer(teacher_source(spec)).get_vocab()
+    student = student_tokenizer(config).get_vocab()
+    if teacher == student:
+        return
+    differing = next((token for token in sorted(student) if teacher.get(token) != student[token]), None)
+    if differing is None:
+        differing = next(token for token in sorted(teacher) if token not in student)
+    raise TeacherMismatchError(
+        f"distill.teacher {spec!r} has another tokenizer than the student {config.model.spec!r} "
+        f"({len(teacher)} and {len(student)} tokens; {differing!r} is id {teacher.get(differing)} for the teacher "
+        f"and {student.get(differing)} for the student): distillation compares both models' log-probabilities of "
+        "the same token ids, so pick a teacher of the student's family (e.g. a run trained from the same base)"
+    )
+
+
+@dataclass
+class Teacher:
+    """The teacher model, loaded once per run, frozen (its ``model`` is scored like the student's)."""
+
+    model: Any
+    source: str
+
+    @classmethod
+    def load(cls, config: TrainConfig) -> Teacher:
+        """Load ``distill.teacher`` (HF weights, the student's dtype and threads), in eval mode, frozen."""
+        from backends.hf import HFBackend
+
+        assert config.distill.teacher is not None
+        source = teacher_source(config.distill.teacher)
+        backend = HFBackend(source, dtype=config.model.dtype, threads=config.run.threads)
+        backend.model.eval().requires_grad_(False)
+        return cls(backend.model, source)
