@@ -85,7 +85,7 @@ def test_a_fork_continues_exactly_as_the_unforked_episode(game_id):
         assert twin is not game and view(twin) == view(game) == views[fork_round][:OBSERVABLE]
         # The fork first, to the end: the original must not move meanwhile.
         assert play_on(twin, answers[fork_round:]) == views[fork_round + 1 :], f"{game_id} seed {seed}: the fork"
-        assert view(game) == views[fork_round][:OBSERVABLE], f"{game_id} seed {seed}: stepping the fork changed the original"
+        assert view(game) == views[fork_round][:OBSERVABLE], f"{game_id} seed {seed}: the fork moved the original"
         assert play_on(game, answers[fork_round:]) == views[fork_round + 1 :], f"{game_id} seed {seed}: the original"
     assert all(at > 0 or length == 1 for at, length in forked_at), forked_at
 
