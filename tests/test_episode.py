@@ -35,7 +35,7 @@ def test_corrupt_line_in_the_middle_is_an_error(tmp_path):
 
 def test_records_written_before_schema_versions_are_read_as_version_1(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
-    assert episode.schema_version == SCHEMA_VERSION == 2
+    assert episode.schema_version == SCHEMA_VERSION == 3
     # A line as written before this change: no schema_version, no choices or prompt ids in its steps.
     old = episode.model_dump(
         mode="json", exclude={"schema_version": True, "steps": {"__all__": {"choices", "prompt_token_ids"}}}
@@ -47,12 +47,28 @@ def test_records_written_before_schema_versions_are_read_as_version_1(tmp_path):
     assert loaded.model_dump(exclude={"schema_version"}) == episode.model_dump(exclude={"schema_version"})
 
 
+def test_version_2_records_are_read_without_versions_or_tree_fields(tmp_path):
+    [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
+    episode.policy_version, episode.steps[0].policy_version = 4, 4
+    # A line as version 2 wrote it: no policy versions, no parent or fork round.
+    old = episode.model_dump(
+        mode="json",
+        exclude={"policy_version": True, "parent_id": True, "fork_round": True, "steps": {"__all__": {"policy_version"}}},
+    )
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps({**old, "schema_version": 2}) + "\n")
+    [loaded] = read_episodes(path)
+    assert loaded.schema_version == 2 and loaded.policy_version is None and loaded.steps[0].policy_version is None
+    assert loaded.parent_id is None and loaded.fork_round is None
+    assert Episode.from_json(episode.to_json()).steps[0].policy_version == 4
+
+
 def test_a_newer_schema_version_is_refused_naming_the_versions_read(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
-    newer = {**episode.model_dump(mode="json"), "schema_version": 3, "a_field_from_the_future": 1}
+    newer = {**episode.model_dump(mode="json"), "schema_version": 4, "a_field_from_the_future": 1}
     path = tmp_path / "episodes.jsonl"
     path.write_text(json.dumps(newer) + "\n")
-    with pytest.raises(EpisodeSchemaError, match=r"episodes.jsonl:1: .*schema version 3.*reads versions 1 to 2"):
+    with pytest.raises(EpisodeSchemaError, match=r"episodes.jsonl:1: .*schema version 4.*reads versions 1 to 3"):
         list(read_episodes(path))
 
 
@@ -93,4 +109,4 @@ def test_an_eval_folder_of_a_newer_version_is_refused_in_one_sentence(tmp_path):
     path.write_text("".join(json.dumps({**record, "schema_version": 9}) + "\n" for record in records[:1]))
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert rerun.returncode == 2 and "Traceback" not in rerun.stderr
-    assert "schema version 9; this tsmg reads versions 1 to 2" in rerun.stderr
+    assert "schema version 9; this tsmg reads versions 1 to 3" in rerun.stderr

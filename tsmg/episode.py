@@ -9,7 +9,9 @@ nothing else (no re-tokenising, no side tables). Records carry ``schema_version`
 (:data:`SCHEMA_VERSION`); :func:`read_episodes` reads every version up to this one (a record
 without the field is version 1, written before prompt ids and choices were recorded) and
 refuses a newer one, naming the versions it reads. Version 2 added prompt ids, choices, the
-model's thinking (`reasoning`), tool calls and trimmed-history counts.
+model's thinking (`reasoning`), tool calls and trimmed-history counts. Version 3 added the policy
+version each sample was drawn under (asynchronous training) and, for a branch of a tree rollout,
+its parent and the round it forked at (its steps before that round are the parent's).
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class StepRecord(BaseModel):
             ids, what a trainer needs to recompute the distribution the answer was sampled from.
         prompt_token_ids: The prompt's token ids exactly as the model read them (local backends
             and vLLM's server; None where the backend does not say).
+        policy_version: The trainer's policy version (updates done) whose weights sampled this
+            answer (None outside training, and for seats the model does not play).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -92,10 +96,11 @@ class StepRecord(BaseModel):
     history_trimmed: int = 0
     choices: list[str] | None = None
     prompt_token_ids: list[int] | None = None
+    policy_version: int | None = None
 
 
 #: The version of the episode record this code writes; :func:`read_episodes` reads 1 to this.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class EpisodeSchemaError(ValueError):
@@ -127,6 +132,11 @@ class Episode(BaseModel):
         reasoning_tokens: Total tokens spent thinking, part of ``completion_tokens`` (None when
             no step reported any).
         schema_version: The record's version (:data:`SCHEMA_VERSION` when written by this code).
+        policy_version: The trainer's policy version the episode started under (asynchronous
+            training admits an episode by it; None outside training).
+        parent_id: For a branch of a tree rollout, the episode it forked from (None: a root).
+        fork_round: For a branch, the round it forked at: its steps of earlier rounds are copies
+            of the parent's (the same prompts and answers), and a trainer must not count them twice.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -151,6 +161,9 @@ class Episode(BaseModel):
     error: str | None = None
     reasoning_tokens: int | None = None
     schema_version: int = SCHEMA_VERSION
+    policy_version: int | None = None
+    parent_id: str | None = None
+    fork_round: int | None = None
 
     @model_validator(mode="before")
     @classmethod
