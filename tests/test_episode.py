@@ -53,7 +53,13 @@ def test_version_2_records_are_read_without_versions_or_tree_fields(tmp_path):
     # A line as version 2 wrote it: no policy versions, no parent or fork round.
     old = episode.model_dump(
         mode="json",
-        exclude={"policy_version": True, "parent_id": True, "fork_round": True, "steps": {"__all__": {"policy_version"}}},
+        exclude={
+            "policy_version": True,
+            "parent_id": True,
+            "fork_round": True,
+            "annotations": True,
+            "steps": {"__all__": {"policy_version"}},
+        },
     )
     path = tmp_path / "episodes.jsonl"
     path.write_text(json.dumps({**old, "schema_version": 2}) + "\n")

@@ -35,11 +35,13 @@ from training.advantages import (
     mt_grpo,
     returns_are_equal,
     rloo,
+    tree_grpo,
 )
 from tsmg.episode import Episode
 
-#: What a credit assigner may need from the rollout and the game.
-Need = Literal["groups", "state_keys", "per_step_rewards"]
+#: What a credit assigner may need from the rollout and the game (``tree``: tree-shaped rollouts,
+#: ``rollout.shape: tree``; ``fork``: a game whose episodes can be forked, :meth:`tsmg.core.Game.fork`).
+Need = Literal["groups", "state_keys", "per_step_rewards", "tree", "fork"]
 
 
 class AssignerParams(BaseModel):
@@ -81,11 +83,14 @@ class TrajectoryGroup:
         returns: The agent's episode return of each trajectory.
         step_rewards: Per trajectory, the reward of each of the agent's steps.
         step_keys: Per trajectory, the state key of each of the agent's steps (None if unrecorded).
+        trees: Per trajectory, the id of the root episode of its tree (its own id outside tree
+            rollouts).
     """
 
     returns: FloatArray
     step_rewards: list[FloatArray]
     step_keys: list[list[str | None]]
+    trees: list[str] = field(default_factory=list)
 
     def broadcast(self, episode_advantages: FloatArray) -> list[FloatArray]:
         """Copy each trajectory's advantage to every one of its steps."""
@@ -146,6 +151,10 @@ def _mt_grpo_group(group: TrajectoryGroup, params: MtGrpoParams) -> list[FloatAr
     return mt_grpo(group.step_rewards, outcome_weight=params.outcome_weight, std=params.std, eps=params.eps)
 
 
+def _tree_grpo_group(group: TrajectoryGroup, params: GroupNormParams) -> list[FloatArray]:
+    return group.broadcast(tree_grpo(group.returns, group.trees, std=params.std, eps=params.eps))
+
+
 CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
     spec.name: spec
     for spec in (
@@ -183,6 +192,22 @@ CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
             frozenset({"groups", "per_step_rewards"}),
             MtGrpoParams,
             _mt_grpo_group,
+        ),
+        CreditAssignerSpec(
+            "tree-grpo",
+            "tree rollouts: inter-tree plus intra-tree normalised leaf return; shared prefix steps weighted by "
+            "rollout.tree.shared_steps (Tree-GRPO)",
+            frozenset({"groups", "tree"}),
+            GroupNormParams,
+            _tree_grpo_group,
+        ),
+        CreditAssignerSpec(
+            "rtpo",
+            "reverse-turn updates: the last turn first, each turn's branches normalised against a continuation "
+            "played by the already-updated policy (RTPO, see training/rtpo.py)",
+            frozenset({"groups", "fork"}),
+            GroupNormParams,
+            _ms_grpo_group,
         ),
     )
 }
@@ -343,7 +368,27 @@ def trajectory_group(episodes: Sequence[Episode], agent: str) -> TrajectoryGroup
             np.array([step.reward for step in episode.steps_of(agent)], dtype=np.float64) for episode in episodes
         ],
         step_keys=[[step.state_key for step in episode.steps_of(agent)] for episode in episodes],
+        trees=tree_roots(episodes),
     )
+
+
+def tree_roots(episodes: Sequence[Episode]) -> list[str]:
+    """The id of each episode's tree: its root, following ``parent_id`` within ``episodes`` (its own id if none).
+
+    Example:
+        >>> names = [("a", None), ("b", "a"), ("c", "b"), ("d", None)]
+        >>> tree_roots([Episode(episode_id=i, parent_id=p, game_id="g", agents=[], policies={}) for i, p in names])
+        ['a', 'a', 'a', 'd']
+    """
+    parent = {episode.episode_id: episode.parent_id for episode in episodes}
+    roots = []
+    for episode in episodes:
+        node, seen = episode.episode_id, {episode.episode_id}
+        while (up := parent.get(node)) is not None and up in parent and up not in seen:
+            node = up
+            seen.add(up)
+        roots.append(node)
+    return roots
 
 
 def _selected_agents(episodes: Sequence[Episode], agent: str | Iterable[str] | None) -> list[str]:

@@ -62,6 +62,9 @@ class TrainSample:
         behaviour_logprobs: Their log-probabilities recorded at rollout time (None: recompute).
         advantage: The step's advantage (every token carries it).
         choices: The allowed answers of a constrained decision (None: free text).
+        policy_version: The policy version that sampled it (asynchronous training tells stale samples by it).
+        token_mask: Which tokens the loss counts (None: all); asynchronous training masks the
+            off-policy ones (:mod:`training.async_loop`).
     """
 
     prompt_ids: list[int]
@@ -69,6 +72,8 @@ class TrainSample:
     behaviour_logprobs: list[float] | None
     advantage: float
     choices: list[str] | None = None
+    policy_version: int | None = None
+    token_mask: list[bool] | None = None
 
 
 def training_samples(
@@ -97,6 +102,7 @@ def training_samples(
                 behaviour_logprobs=record.logprobs if exact_logprobs else None,
                 advantage=item.advantage,
                 choices=record.choices,
+                policy_version=record.policy_version,
             )
         )
     return samples
@@ -413,9 +419,7 @@ class PolicyUpdate:
         losses: list[tuple[dict[str, float], float]] = []
         finite = True
         if planned.policy:  # the step's global denominator, whichever rank computes which sample
-            masks = [
-                completion_mask([len(data.samples[int(i)].completion_ids) for i in batch]) for batch in planned.policy
-            ]
+            masks = [sample_mask([data.samples[int(i)] for i in batch]) for batch in planned.policy]
             denominator = aggregation_denominator(masks, settings.aggregation, settings.constant_normalizer)
         for indices in rank_share(planned.policy, self.optim.micro_batch_size, self.world):
             chunk = [data.samples[int(i)] for i in indices]
@@ -426,7 +430,7 @@ class PolicyUpdate:
                 scores.logprobs,
                 padded([data.old[int(i)] for i in indices], tail, device),
                 torch.tensor([sample.advantage for sample in chunk], dtype=torch.float32, device=device),
-                scores.mask,
+                scores.mask & sample_mask(chunk, tail).to(device),
                 settings,
                 logprobs_ref=None if reference is None else padded(reference, tail, device),
                 entropy=scores.entropy,
@@ -491,10 +495,21 @@ def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
 
 
-def completion_mask(lengths: Sequence[int]) -> torch.Tensor:
-    """A right-aligned ``(rows, longest)`` bool mask of completions of ``lengths`` tokens."""
-    tail = max(lengths)
-    return torch.arange(tail)[None, :] >= (tail - torch.tensor(lengths))[:, None]
+def sample_mask(samples: Sequence[TrainSample], tail: int | None = None) -> torch.Tensor:
+    """The right-aligned ``(rows, tail)`` mask of the tokens the loss counts: completions, less masked tokens.
+
+    Example:
+        >>> sample = TrainSample([1], [5, 6, 7], None, 1.0, token_mask=[True, False, True])
+        >>> sample_mask([sample], 4).tolist()
+        [[False, True, False, True]]
+    """
+    lengths = [len(sample.completion_ids) for sample in samples]
+    width = max(lengths) if tail is None else tail
+    mask = torch.arange(width)[None, :] >= (width - torch.tensor(lengths))[:, None]
+    for row, sample in enumerate(samples):
+        if sample.token_mask is not None:
+            mask[row, width - len(sample.token_mask) :] &= torch.tensor(sample.token_mask, dtype=torch.bool)
+    return mask
 
 
 def padded(values: Sequence[Sequence[float]], tail: int, device: torch.device) -> torch.Tensor:

@@ -10,8 +10,8 @@ nothing else (no re-tokenising, no side tables). Records carry ``schema_version`
 without the field is version 1, written before prompt ids and choices were recorded) and
 refuses a newer one, naming the versions it reads. Version 2 added prompt ids, choices, the
 model's thinking (`reasoning`), tool calls and trimmed-history counts. Version 3 added the policy
-version each sample was drawn under (asynchronous training) and, for a branch of a tree rollout,
-its parent and the round it forked at (its steps before that round are the parent's).
+version each sample was drawn under (asynchronous training), for a branch of a tree rollout its
+parent and the round it forked at (its steps before that round are the parent's), and annotations.
 """
 
 from __future__ import annotations
@@ -137,6 +137,8 @@ class Episode(BaseModel):
         parent_id: For a branch of a tree rollout, the episode it forked from (None: a root).
         fork_round: For a branch, the round it forked at: its steps of earlier rounds are copies
             of the parent's (the same prompts and answers), and a trainer must not count them twice.
+        annotations: What annotators added for credit assignment, by annotator name
+            (:mod:`training.annotators`; e.g. an influence graph between tool calls).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -164,6 +166,7 @@ class Episode(BaseModel):
     policy_version: int | None = None
     parent_id: str | None = None
     fork_round: int | None = None
+    annotations: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
