@@ -25,6 +25,7 @@ record by replaying its answers (:meth:`EpisodeSnapshot.replay`).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -307,7 +308,7 @@ def rollout(
             raise ValueError("give seeds or plans")
         probe_id = game if isinstance(game, str) else "game"
         plans = plan_episodes(probe_id, seeds)
-    limit = max_concurrent or len(plans) or 1
+    limit = max_concurrent or (len(plans) or 1 if branch is None else sys.maxsize)  # branches add episodes
     if schedule == "auto":
         members = policies.values() if isinstance(policies, Mapping) else [policies]
         independent = any(getattr(policy, "prefers_independent_episodes", False) for policy in members)
