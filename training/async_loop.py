@@ -4,49 +4,53 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
 
 * **Versions.** Version v is the weights after v updates. The rollout of update u is played by
   version ``u - 1 - eta`` exactly (never older, never newer; after a resume from update s, by
-  version s at the oldest). So the trainer, while it computes update u, has the worker play
-  update u + 1 (eta = 1) or up to u + eta; eta = 0 is the synchronous loop, with the same
-  episodes and the same weights. A fixed lag rather than "the newest weights available" keeps a
-  run reproducible whatever the timing: same seed, same episodes.
-* **The worker** (a thread) owns a copy of the model: for the HF engine it is the rollout model;
-  for vLLM the engine gets each version pushed from it (weights, or the LoRA adapter). For each
-  update in turn it waits until the version it needs is published, loads it, plays the update's
-  rollout exactly as the synchronous loop would (independent groups or trees,
-  :class:`training.sources.GroupRollouts`), stamps the version on every episode and model step,
-  and hands it over. A whole episode is played by one version, so a long episode is admitted by
-  the version it started under; nothing is dropped or played again.
+  version s at the oldest). So while the trainer computes update u, the worker plays update
+  u + 1 (eta = 1), up to u + eta; eta = 0 is the synchronous loop, with the same episodes and the
+  same weights. A fixed lag rather than "the newest weights available" keeps a run reproducible
+  whatever the timing: same seed, same episodes.
+* **The worker** is a process of its own (:func:`worker_main`; a thread would share the
+  interpreter lock with the trainer, and a rollout of a small model is mostly Python). It builds
+  the same rollout engine as the synchronous loop (HF on its own copy of the model, or vLLM
+  pushed from that copy) and plays each update's rollout exactly as the synchronous loop would
+  (independent groups or trees, :class:`training.sources.GroupRollouts`), stamping the version
+  on every episode and model step. The trainer sends it update u's request as soon as version
+  ``u - 1 - eta`` is published, with that version's trained parameters (shared memory, once per
+  version). A whole episode is played by one version, so a long episode is admitted by the
+  version it started under; nothing is dropped or played again.
 * **The trainer** takes update u's rollout (waiting only if the worker is behind), credits it,
   and corrects what is stale: a sample played by a version older than the trainer's gets pi_old
   recomputed under the trainer's current weights (the proximal policy of decoupled PPO), and its
   tokens whose ratio pi_trainer / pi_engine, against the log-probabilities the engine recorded,
-  leaves ``[1 - loop.trust_eps_low, 1 + loop.trust_eps_high]`` are masked out of the loss (not
-  clipped: they add no gradient and do not count in the token mean). Fresh samples keep their
-  recorded log-probabilities, as in the synchronous loop. After the update it publishes a copy of
-  the trained parameters as the next version.
+  leaves ``[1 - loop.trust_eps_low, 1 + loop.trust_eps_high]`` are masked out of the loss
+  (:func:`training.losses.off_policy_mask`; masked, not clipped: they add no gradient and do not
+  count in the token mean). Fresh samples keep their recorded log-probabilities, as in the
+  synchronous loop. Annotators run in the trainer on each rollout it receives.
 * **Checkpoints** after update s hold the rollouts s + 1 .. s + eta the worker played already
-  (it finishes them first: they need versions up to s - 1), so a resumed run plays exactly what
-  the uninterrupted one would: no credited sample is lost and none is trained on twice.
-* **Evaluations** play on the trainer's own weights (its HF model), in the trainer's thread.
+  (the trainer waits for them: they need versions up to s - 1), so a resumed run plays exactly
+  what the uninterrupted one would: no credited sample is lost and none is trained on twice.
+* **Evaluations** play on the trainer's own weights (its HF model), in the trainer's process.
 
-One process only (data-parallel async is not done); RTPO cannot run asynchronously (its stages
-need the updated weights), which the configuration refuses.
+One trainer process only (data-parallel async is not done); RTPO cannot run asynchronously
+(its stages need the updated weights), which the configuration refuses. The worker rebuilds the
+game from its registration: a game registered at run time must have an importable entry point.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
-import threading
+import queue
 import time
-from collections.abc import Callable, Mapping, Sequence
+import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
+import torch.multiprocessing as multiprocessing
 
+from training.annotators import annotate
 from training.config import TrainConfig
 from training.credit import StepCredit
 from training.distributed import World
@@ -59,87 +63,92 @@ from tsmg.episode import Episode
 logger = logging.getLogger(__name__)
 
 PENDING_FILE = "async_rollouts.jsonl"
-#: How long a waiting thread sleeps between checks that the other side is still alive.
-_POLL_S = 0.05
+#: How long a waiting side sleeps between checks that the other one is still alive.
+_POLL_S = 0.5
 
 
-class PolicyVersions:
-    """The trainer's published weights by version: the trainer publishes, the worker loads an older one.
+def trained_parameters(model: Any) -> dict[str, torch.Tensor]:
+    """A copy of ``model``'s trained parameters (the frozen ones never change), by name."""
+    return {name: value.detach().clone() for name, value in model.named_parameters() if value.requires_grad}
 
-    Only the trained parameters are kept (the frozen ones never change), until no rollout needs them.
 
-    Args:
-        model: The trained model.
-        version: The version its weights are now.
+def load_parameters(weights: Mapping[str, torch.Tensor], model: Any) -> None:
+    """Copy ``weights`` into ``model``'s parameters of the same names."""
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, value in weights.items():
+            parameters[name].copy_(value)
+
+
+def worker_main(
+    config_data: dict[str, Any],
+    run_dir: str,
+    model_seats: list[str],
+    game_spec: Any,
+    requests: Any,
+    results: Any,
+) -> None:
+    """The rollout worker process: build the engine, then play each requested update's rollout.
+
+    Requests are ``(step, version, weights or None)`` (None weights: the version already loaded),
+    or None to stop; results are ``("batch", step, batch, seconds, finished_at)`` (``time.time()``)
+    or ``("error", step, text)``.
+    The worker also stops when the trainer's process is gone (killed).
     """
+    from training.engines import build_engine
+    from training.setup import add_lora, load_backend, own_storage
+    from tsmg import registry
+    from tsmg.policies import policy_from_spec
 
-    def __init__(self, model: Any, version: int) -> None:
-        self._weights: dict[int, dict[str, torch.Tensor]] = {}
-        self._changed = threading.Condition()
-        self.publish(version, model)
-
-    def publish(self, version: int, model: Any) -> None:
-        """Keep a copy of ``model``'s trained parameters as ``version``."""
-        weights = {name: value.detach().clone() for name, value in model.named_parameters() if value.requires_grad}
-        with self._changed:
-            self._weights[version] = weights
-            self._changed.notify_all()
-
-    def wait(self, version: int, stopped: threading.Event) -> dict[str, torch.Tensor] | None:
-        """The weights of ``version``, once published (None if ``stopped`` is set first)."""
-        with self._changed:
-            while version not in self._weights:
-                if stopped.is_set():
-                    return None
-                self._changed.wait(_POLL_S)
-            return self._weights[version]
-
-    def forget_before(self, version: int) -> None:
-        """Drop the versions older than ``version`` (no rollout will need them)."""
-        with self._changed:
-            for old in [old for old in self._weights if old < version]:
-                del self._weights[old]
-
-    def wake(self) -> None:
-        """Wake a waiting worker (to see that it is stopped)."""
-        with self._changed:
-            self._changed.notify_all()
-
-    @staticmethod
-    def load(weights: Mapping[str, torch.Tensor], model: Any) -> None:
-        """Copy ``weights`` into ``model``'s parameters of the same names."""
-        parameters = dict(model.named_parameters())
-        with torch.no_grad():
-            for name, value in weights.items():
-                parameters[name].copy_(value)
-
-
-def worker_copy(backend: Any) -> Any:
-    """A copy of an HF backend for another thread: its own model, tokenizer and choice tries.
-
-    Fast tokenizers must not be used by two threads at once, and the choice tries are a cache
-    without a lock, so the copy shares neither with the trainer's backend.
-    """
-    from backends.hf_constraints import ChoiceTries
-
-    shadow = copy.copy(backend)
-    shadow.model = copy.deepcopy(backend.model).eval()
-    shadow.tokenizer = copy.deepcopy(backend.tokenizer)
-    shadow.choice_tries = ChoiceTries(shadow.tokenizer, end_token=backend.eos_ids[0] if backend.eos_ids else None)
-    shadow._entropy = np.random.default_rng()
-    return shadow
+    step = 0
+    try:
+        config = TrainConfig.model_validate(config_data)
+        if game_spec is not None and game_spec.id not in {spec.id for spec in registry.specs()}:
+            spec = game_spec
+            registry.register(spec.id, spec.entry_point, description=spec.description, **spec.kwargs)
+        backend = load_backend(config, Path(run_dir))
+        if config.model.finetune == "lora":
+            add_lora(backend, config)
+        own_storage(backend.model)  # as the trainer's model: the same numerics
+        rollout = config.rollout
+        opponent = policy_from_spec(rollout.opponent, seed=config.run.seed) if rollout.opponent else None
+        engine = build_engine(config, backend, Path(run_dir), model_seats, opponent)
+        source = GroupRollouts(config, engine, World())
+        parent = multiprocessing.parent_process()
+        while True:
+            try:
+                request = requests.get(timeout=_POLL_S)
+            except queue.Empty:
+                if parent is not None and not parent.is_alive():
+                    return
+                continue
+            if request is None:
+                break
+            step, version, weights = request
+            if weights is not None:
+                load_parameters(weights, backend.model)
+                engine.sync()  # vLLM: the version pushed in; HF: the copy is the rollout model
+            began = time.perf_counter()
+            batch = source.play(step, version=version)
+            results.put(("batch", step, batch, time.perf_counter() - began, time.time()))
+        close = getattr(engine, "close", None)
+        if close is not None:
+            close()
+    except BaseException:
+        results.put(("error", step, traceback.format_exc()))
 
 
 class AsyncRollouts(RolloutSource):
-    """Rollouts played ahead by a worker thread under bounded staleness (see the module docstring).
+    """Rollouts played ahead by a worker process under bounded staleness (see the module docstring).
 
     Args:
         config: The run's configuration (``loop.mode: async``).
         engine: The engine on the trainer's own weights (evaluations).
         world: One process.
-        setup: The training setup (its backend's model is copied for the worker and versioned).
+        setup: The training setup (its backend's trained parameters are the versions).
         update: The update stage (recomputes stale samples' pi_old).
-        make_engine: ``make_engine(backend)``: the worker's engine over its copy of the model.
+        run_dir: The run folder (the worker finds a model built from scratch there).
+        model_seats: The seats the model plays.
         start_step: Updates done before this session.
 
     Raises:
@@ -154,7 +163,8 @@ class AsyncRollouts(RolloutSource):
         *,
         setup: Any,
         update: PolicyUpdate,
-        make_engine: Callable[[Any], RolloutEngine],
+        run_dir: Path,
+        model_seats: Sequence[str],
         start_step: int = 0,
     ) -> None:
         if world.size > 1:
@@ -162,78 +172,88 @@ class AsyncRollouts(RolloutSource):
         super().__init__(config, engine, world)
         self.trained = setup.backend
         self.update = update
+        self.run_dir = run_dir
+        self.model_seats = list(model_seats)
         self.eta = config.loop.max_staleness
         self.first_version = start_step
         self.published = start_step
-        self.shadow = worker_copy(setup.backend)
-        self.worker = GroupRollouts(config, make_engine(self.shadow), world)
-        self.versions = PolicyVersions(setup.backend.model, start_step)
-        self.ready: dict[int, RolloutBatch | BaseException] = {}
+        self.versions: dict[int, dict[str, torch.Tensor]] = {start_step: trained_parameters(setup.backend.model)}
+        self.ready: dict[int, RolloutBatch] = {}
         self.play_seconds: dict[int, float] = {}
-        self._handed = threading.Condition()
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._loaded_version = start_step
+        self.finished_at: dict[int, float] = {}  # when the worker finished each rollout (time.time())
+        self.requested = start_step  # the last update whose rollout was requested (or restored)
+        self.sent_version: int | None = None
+        self._process: Any = None
+        self._requests: Any = None
+        self._results: Any = None
 
     # ------------------------------------------------------------------ the worker
-    def _start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="tsmg-rollout-worker", daemon=True)
-            self._thread.start()
-
     def needed_version(self, step: int) -> int:
         """The version that plays update ``step``'s rollout: ``step - 1 - eta``, at least this session's first."""
         return max(step - 1 - self.eta, self.first_version)
 
-    def _work(self) -> None:
-        step = self.first_version + 1
-        try:
-            while step <= self.config.run.updates and not self._stopped.is_set():
-                if step in self.ready:  # restored from the checkpoint
-                    step += 1
-                    continue
-                version = self.needed_version(step)
-                weights = self.versions.wait(version, self._stopped)
-                if weights is None:
-                    return
-                if version != self._loaded_version:
-                    PolicyVersions.load(weights, self.shadow.model)
-                    self.worker.engine.sync()  # vLLM: push the version in; HF: the copy is the rollout model
-                    self._loaded_version = version
-                self.versions.forget_before(version)
-                began = time.perf_counter()
-                batch = self.worker.play(step, version=version)
-                self.play_seconds[step] = time.perf_counter() - began
-                with self._handed:
-                    self.ready[step] = batch
-                    self._handed.notify_all()
-                step += 1
-        except BaseException as error:  # handed to the trainer, which raises it
-            logger.exception("the rollout worker failed at update %d", step)
-            with self._handed:
-                self.ready[step] = error
-                self._handed.notify_all()
+    def _start(self) -> None:
+        if self._process is not None:
+            return
+        context = multiprocessing.get_context("spawn")
+        self._requests, self._results = context.Queue(), context.Queue()
+        from tsmg import registry
 
-    def _take(self, step: int, *, keep: bool) -> RolloutBatch:
-        with self._handed:
-            while step not in self.ready:
-                if self._thread is None or not self._thread.is_alive():
-                    raise RuntimeError(f"the rollout worker stopped before playing update {step}'s rollout")
-                self._handed.wait(_POLL_S)
-            item = self.ready[step] if keep else self.ready.pop(step)
-        if isinstance(item, BaseException):
-            raise RuntimeError(f"the rollout worker failed playing update {step}: {item!r}") from item
-        return item
+        data = self.config.model_dump(mode="json")
+        data["rollout"]["annotators"] = []  # the trainer runs them (they are registered in its process only)
+        game = self.config.rollout.game_id
+        spec = None if registry.is_remote(game) else registry.spec(game)
+        arguments = (data, str(self.run_dir), self.model_seats, spec, self._requests, self._results)
+        self._process = context.Process(target=worker_main, args=arguments, name="tsmg-rollout-worker", daemon=True)
+        self._process.start()
+        self._request_ready()
+
+    def _request_ready(self) -> None:
+        """Ask the worker for every rollout whose version is published (in order, up to ``run.updates``)."""
+        while self.requested < self.config.run.updates:
+            step = self.requested + 1
+            version = self.needed_version(step)
+            if version > self.published:
+                return
+            self.requested = step
+            if step in self.ready:  # restored from the checkpoint
+                continue
+            weights = None if version == self.sent_version else self.versions[version]
+            self.sent_version = version
+            self._requests.put((step, version, weights))
+        for old in [old for old in self.versions if old < self.needed_version(self.requested + 1)]:
+            del self.versions[old]  # no rollout needs it any more
+
+    def _receive(self, step: int) -> RolloutBatch:
+        """Update ``step``'s rollout, reading the worker's results until it comes."""
+        while step not in self.ready:
+            try:
+                message = self._results.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self._process.is_alive():
+                    raise RuntimeError(
+                        f"the rollout worker process ended (exit code {self._process.exitcode}) before playing "
+                        f"update {step}'s rollout"
+                    ) from None
+                continue
+            if message[0] == "error":
+                raise RuntimeError(f"the rollout worker failed at update {message[1]}:\n{message[2]}")
+            _, played, batch, seconds, finished_at = message
+            annotate(self.config.rollout.annotators, batch.episodes)
+            self.ready[played], self.play_seconds[played], self.finished_at[played] = batch, seconds, finished_at
+        return self.ready[step]
 
     # ------------------------------------------------------------------ the trainer's side
     def play(self, step: int, version: int | None = None) -> RolloutBatch:
         """Update ``step``'s rollout from the worker (waiting for it if the worker is behind)."""
         self._start()
-        return self._take(step, keep=False)
+        batch = self._receive(step)
+        del self.ready[step]
+        return batch
 
     def trained_credit(self, credit: Any, episodes: Sequence[Episode]) -> Any:
         """As the worker's source (trees: each shared step once)."""
-        return self.worker.trained_credit(credit, episodes)
+        return GroupRollouts.trained_credit(self, credit, episodes)  # type: ignore[arg-type]
 
     def training_samples(
         self, steps: Sequence[StepCredit], episodes: Mapping[str, Episode], batch: RolloutBatch, step: int
@@ -274,16 +294,18 @@ class AsyncRollouts(RolloutSource):
         return samples, metrics
 
     def publish(self, step: int) -> None:
-        """Update ``step`` is done: its weights become version ``step``."""
-        self.versions.publish(step, self.trained.model)
+        """Update ``step`` is done: its weights become version ``step``, and the rollouts it allows are requested."""
+        self.versions[step] = trained_parameters(self.trained.model)
         self.published = step
+        if self._process is not None:
+            self._request_ready()
 
     def save(self, folder: Path) -> None:
         """The rollouts the worker played ahead of the checkpoint's update (it finishes them first)."""
         self._start()
         with open(folder / PENDING_FILE, "w", encoding="utf-8") as handle:
             for step in range(self.published + 1, min(self.published + self.eta, self.config.run.updates) + 1):
-                batch = self._take(step, keep=True)
+                batch = self._receive(step)
                 record: dict[str, Any] = {"step": step, "temperature": batch.temperature}
                 record["exact_logprobs"] = batch.exact_logprobs
                 record["episodes"] = [episode.model_dump(mode="json") for episode in batch.episodes]
@@ -300,11 +322,13 @@ class AsyncRollouts(RolloutSource):
             self.ready[int(record["step"])] = RolloutBatch(episodes, record["temperature"], record["exact_logprobs"])
 
     def close(self) -> None:
-        """Stop the worker (after the rollout it is playing) and close its engine."""
-        self._stopped.set()
-        self.versions.wake()
-        if self._thread is not None:
-            self._thread.join()
-        close_engine = getattr(self.worker.engine, "close", None)
-        if close_engine is not None:
-            close_engine()
+        """Stop the worker (after the rollout it is playing); it closes its engine."""
+        if self._process is None:
+            return
+        self._requests.put(None)
+        self._process.join(timeout=120)
+        if self._process.is_alive():
+            logger.warning("the rollout worker did not stop in 2 minutes; terminating it")
+            self._process.terminate()
+            self._process.join()
+        self._process = None

@@ -138,6 +138,8 @@ def build_rollouts(
     *,
     setup: Any,
     update: Any,
+    run_dir: Path,
+    model_seats: Sequence[str],
     start_step: int = 0,
 ) -> RolloutSource:
     """The run's rollout source: RTPO's stages, groups or trees, played ahead by a worker under ``loop.mode: async``.
@@ -149,6 +151,8 @@ def build_rollouts(
             (:func:`training.engines.build_engine`).
         setup: The training setup (its backend is the trained model).
         update: The update stage (asynchronous mode recomputes stale samples' pi_old with it).
+        run_dir: The run folder.
+        model_seats: The seats the model plays.
         start_step: Updates done before this session (a resumed run).
 
     Raises:
@@ -163,7 +167,8 @@ def build_rollouts(
             world,
             setup=setup,
             update=update,
-            make_engine=make_engine,
+            run_dir=run_dir,
+            model_seats=model_seats,
             start_step=start_step,
         )
     engine = make_engine(setup.backend)

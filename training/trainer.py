@@ -168,6 +168,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         lambda backend, **options: build_engine(config, backend, folder.path, model_seats, opponent, **options),
         setup=setup,
         update=update,
+        run_dir=folder.path,
+        model_seats=model_seats,
         start_step=start_step,
     )
     engine = rollouts.eval_engine

@@ -58,13 +58,13 @@ def test_eta_0_gives_exactly_the_synchronous_episodes_and_weights(tiny_model, tm
 
 @pytest.mark.parametrize("eta", [1, 2])
 def test_no_sample_is_older_than_eta_under_a_slow_trainer(tiny_model, tmp_path, monkeypatch, eta):  # noqa: F811
-    ahead, waited = [], []  # at each take: rollouts finished past the one taken; whether it had to wait
+    early = []  # per update: whether the worker had finished its rollout before the trainer asked for it
     take = AsyncRollouts.play
 
     def watched(self, step, version=None):
-        waited.append(step not in self.ready)
+        asked = time.time()
         batch = take(self, step, version)
-        ahead.append(max((finished - step for finished in self.ready), default=0))
+        early.append(self.finished_at[step] < asked)
         return batch
 
     monkeypatch.setattr(AsyncRollouts, "play", watched)
@@ -85,8 +85,7 @@ def test_no_sample_is_older_than_eta_under_a_slow_trainer(tiny_model, tmp_path, 
         assert episode.policy_version == max(update - 1 - eta, 0)  # exactly the bound: never older, never fresher
         assert {step.policy_version for step in episode.steps} == {episode.policy_version}
     assert max(row["async/staleness"] for row in result.metrics if row["step"]) == eta
-    assert max(ahead) <= eta  # the worker never played further ahead than eta versions allow
-    assert not all(waited[1:])  # and it did play ahead: a rollout was ready before the trainer asked
+    assert any(early)  # the worker played ahead while the trainer was busy
 
 
 def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model, tmp_path):  # noqa: F811
@@ -95,7 +94,7 @@ def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model,
     update = PolicyUpdate(setup, config, World())
     engine = HFRolloutEngine(setup.backend, config.rollout, ["player"])
     source = AsyncRollouts(
-        config, engine, World(), setup=setup, update=update, make_engine=lambda backend, **_: engine, start_step=2
+        config, engine, World(), setup=setup, update=update, run_dir=tmp_path, model_seats=["player"], start_step=2
     )
     batch = GroupRollouts(config, engine, World()).play(3, version=1)  # played by version 1; the trainer is at 2
     episodes = {episode.episode_id: episode for episode in batch.episodes}
