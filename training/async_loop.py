@@ -23,8 +23,11 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   tokens whose ratio pi_trainer / pi_engine, against the log-probabilities the engine recorded,
   leaves ``[1 - loop.trust_eps_low, 1 + loop.trust_eps_high]`` are masked out of the loss
   (:func:`training.losses.off_policy_mask`; masked, not clipped: they add no gradient and do not
-  count in the token mean). Fresh samples keep their recorded log-probabilities, as in the
-  synchronous loop. Annotators run in the trainer on each rollout it receives.
+  count in the token mean). vLLM's recorded numbers are not the trainer's (for a constrained
+  answer it normalises over more tokens), so there the trainer recomputes pi_engine under the
+  weights of the version that played the sample, which it keeps until they are trained. Fresh
+  samples keep their recorded log-probabilities, as in the synchronous loop. Annotators run in
+  the trainer on each rollout it receives.
 * **Checkpoints** after update s hold the rollouts s + 1 .. s + eta the worker played already
   (the trainer waits for them: they need versions up to s - 1), so a resumed run plays exactly
   what the uninterrupted one would: no credited sample is lost and none is trained on twice.
@@ -204,7 +207,8 @@ class AsyncRollouts(RolloutSource):
         game = self.config.rollout.game_id
         spec = None if registry.is_remote(game) else registry.spec(game)
         arguments = (data, str(self.run_dir), self.model_seats, spec, self._requests, self._results)
-        self._process = context.Process(target=worker_main, args=arguments, name="tsmg-rollout-worker", daemon=True)
+        # Not a daemon: a vLLM engine starts processes of its own, which a daemon may not.
+        self._process = context.Process(target=worker_main, args=arguments, name="tsmg-rollout-worker")
         self._process.start()
         self._request_ready()
 
@@ -221,8 +225,6 @@ class AsyncRollouts(RolloutSource):
             weights = None if version == self.sent_version else self.versions[version]
             self.sent_version = version
             self._requests.put((step, version, weights))
-        for old in [old for old in self.versions if old < self.needed_version(self.requested + 1)]:
-            del self.versions[old]  # no rollout needs it any more
 
     def _receive(self, step: int) -> RolloutBatch:
         """Update ``step``'s rollout, reading the worker's results until it comes."""
@@ -274,29 +276,58 @@ class AsyncRollouts(RolloutSource):
         temperature = batch.temperature
         unrecorded = [replace(samples[index], behaviour_logprobs=None) for index in corrected]
         proximal = self.update.old_logprobs(unrecorded, temperature)
-        # The engine's log-probabilities live in its own space: the constrained distribution
-        # (HF) or the raw next-token one (vLLM); the trainer's are compared in the same space.
-        comparable = proximal
-        if not batch.exact_logprobs:
-            comparable = self.update.old_logprobs([replace(sample, choices=None) for sample in unrecorded], temperature)
+        behaviour = self._behaviour(samples, stale, versions, batch)
         loop = self.config.loop
         masked = counted = 0
         for position, index in enumerate(corrected):
-            sample = samples[index]
             keep = None
-            if versions[index] < current and sample.behaviour_logprobs is not None:
-                trainer, engine = torch.tensor(comparable[position]), torch.tensor(sample.behaviour_logprobs)
+            if behaviour.get(index) is not None:
+                trainer, engine = torch.tensor(proximal[position]), torch.tensor(behaviour[index])
                 keep = off_policy_mask(trainer, engine, loop.trust_eps_low, loop.trust_eps_high).tolist()
                 masked += keep.count(False)
                 counted += len(keep)
-            samples[index] = replace(sample, behaviour_logprobs=proximal[position], token_mask=keep)
+            samples[index] = replace(samples[index], behaviour_logprobs=proximal[position], token_mask=keep)
         metrics["async/masked_token_fraction"] = masked / counted if counted else 0.0
+        metrics["async/unmasked_stale_samples"] = float(sum(behaviour.get(index) is None for index in stale))
         return samples, metrics
+
+    def _behaviour(
+        self, samples: Sequence[TrainSample], stale: Sequence[int], versions: Sequence[int], batch: RolloutBatch
+    ) -> dict[int, Any]:
+        """The log-probabilities the engine sampled the stale samples with, in the trainer's terms, by sample index.
+
+        The HF engine's recorded ones are the trainer's (the same model, the same numerics). vLLM's
+        are its own (for a constrained answer it even normalises over more tokens), so the trainer
+        scores the sample under the weights of the version that played it, which it keeps until
+        that version's rollouts are trained; None where it no longer has them (a rollout restored
+        from a checkpoint and played by a version before the resumed one): that sample is not masked.
+        """
+        if batch.exact_logprobs:
+            return {index: samples[index].behaviour_logprobs for index in stale}
+        by_version: dict[int, list[int]] = {}
+        for index in stale:
+            by_version.setdefault(versions[index], []).append(index)
+        found: dict[int, Any] = {}
+        model = self.trained.model
+        for version, indices in by_version.items():
+            weights = self.versions.get(version)
+            if weights is None:
+                found.update(dict.fromkeys(indices))
+                continue
+            load_parameters(weights, model)
+            try:
+                unrecorded = [replace(samples[index], behaviour_logprobs=None) for index in indices]
+                found.update(zip(indices, self.update.old_logprobs(unrecorded, batch.temperature), strict=True))
+            finally:
+                load_parameters(self.versions[self.published], model)  # the current weights again
+        return found
 
     def publish(self, step: int) -> None:
         """Update ``step`` is done: its weights become version ``step``, and the rollouts it allows are requested."""
         self.versions[step] = trained_parameters(self.trained.model)
         self.published = step
+        for old in [old for old in self.versions if old < self.needed_version(step + 1)]:
+            del self.versions[old]  # no rollout left to play or to train was played by it
         if self._process is not None:
             self._request_ready()
 

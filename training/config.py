@@ -1,5 +1,8 @@
 """Training configuration: one frozen pydantic model split by concern, validated when built.
 
+(Past 600 lines: one section model per stage of the pipeline, each with the validators that refuse
+what cannot work, and the checks against the game.)
+
 ``TrainConfig`` has one section per stage of the pipeline (``rollout``, ``credit``, ``sampler``,
 ``loss``, ``optim``) plus ``model`` and ``run``. Unknown fields are refused everywhere, so a typo
 fails with its name; algorithm names are checked against the registries (the error lists the

@@ -2,6 +2,10 @@
 
 What :func:`train` implements, exactly (each stage names the module that does it):
 
+* **Rollout** (:mod:`training.sources`): independent groups by default (below); trees branched
+  from shared prefixes (``rollout.shape: tree``, :mod:`training.tree`), RTPO's reverse-turn stages
+  (``credit.name: rtpo``, :mod:`training.rtpo`), or either of the first two played ahead by a
+  worker process with older weights (``loop.mode: async``, :mod:`training.async_loop`).
 * **Rollout: independent groups** (:func:`training.engines.independent_groups`). Update ``u``
   plays ``rollout.groups_per_update`` groups of ``rollout.group_size`` episodes; a group's
   episodes share one game seed (one start). Every seed of update ``u`` derives from
@@ -33,8 +37,8 @@ What :func:`train` implements, exactly (each stage names the module that does it
   each optimizer step's samples split across ranks, gradients summed; rank 0 writes
   (:mod:`training.distributed`). The update does not depend on the world size.
 
-Simplifications: data parallel only (no FSDP sharding of the weights); rollouts and updates
-alternate (no overlap); groups are independent episodes (no tree rollouts).
+Simplifications: data parallel only (no FSDP sharding of the weights); asynchronous rollouts
+with one trainer process only.
 """
 
 from __future__ import annotations
