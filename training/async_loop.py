@@ -266,8 +266,9 @@ class AsyncRollouts(RolloutSource):
         versions = [current if sample.policy_version is None else sample.policy_version for sample in samples]
         stale = [index for index, version in enumerate(versions) if version < current]
         corrected = list(range(len(samples))) if not batch.exact_logprobs else stale
+        played_by = [episode.policy_version for episode in batch.episodes if episode.policy_version is not None]
         metrics = {
-            "async/staleness": float(current - min(versions, default=current)),
+            "async/staleness": float(current - min(played_by, default=current)),
             "async/stale_samples": float(len(stale)),
             "async/worker_play_s": self.play_seconds.pop(step, 0.0),
         }

@@ -164,7 +164,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         restore_rng_state(checkpoint.rng)
     elapsed_before, start_step = float(state["elapsed_s"]), checkpoint.step if checkpoint else 0
     opponent = policy_from_spec(rollout_config.opponent, seed=run.seed) if rollout_config.opponent else None
-    # Where each update's episodes come from (groups, trees, RTPO's stages; a worker thread when
+    # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
     # asynchronous) and the engine evaluations play on (training/sources.py).
     rollouts = build_rollouts(
         config,
@@ -195,6 +195,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
     def save_checkpoint(step: int) -> Path:
         state["elapsed_s"] = elapsed()
+
         def save_all(target: Path) -> None:
             save_weights(target)
             rollouts.save(target)  # what a resumed run's rollouts need (RTPO's cycle, async rollouts played ahead)

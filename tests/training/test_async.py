@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,13 +11,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.training.test_trainer import REPO, comparable, make_config, tiny_model  # noqa: F401  (session model)
+from tests.training.test_trainer import (  # noqa: F401  (tiny_model: the session's model)
+    REPO,
+    comparable,
+    killed_after_a_checkpoint,
+    make_config,
+    tiny_model,
+)
 from training.async_loop import AsyncRollouts
 from training.checkpoint import latest_checkpoint
 from training.config import TrainConfig
 from training.distributed import World
 from training.engines import HFRolloutEngine
-from training.run_log import METRICS_FILE, read_metrics
 from training.setup import set_up
 from training.sources import GroupRollouts
 from training.trainer import TrainHooks, train
@@ -125,24 +128,7 @@ def test_killing_an_async_run_and_resuming_it_loses_and_repeats_nothing(tiny_mod
     config = make_config(
         out, tiny_model, run={"updates": 1000, "checkpoint_every": 2, "keep_last": 2, "episodes_every": 1}, **ASYNC
     )
-    config_file = tmp_path / "config.yaml"
-    config.to_yaml(config_file)
-    command = [sys.executable, "-m", "tsmg.cli", "train", "--config", str(config_file), "--quiet"]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and process.poll() is None:
-            steps = [row["step"] for row in read_metrics(out / METRICS_FILE)]
-            if latest_checkpoint(out / "checkpoints") is not None and steps and steps[-1] >= 3:
-                break
-            time.sleep(0.02)
-        assert process.poll() is None, process.stderr.read().decode()
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
-
-    saved = int(latest_checkpoint(out / "checkpoints").name.split("-")[1])
+    saved = killed_after_a_checkpoint(config, tmp_path)
     assert (latest_checkpoint(out / "checkpoints") / "async_rollouts.jsonl").read_text().count("\n") == 1
     updates = saved + 3
     resumed = train(config.model_copy(update={"run": config.run.model_copy(update={"updates": updates})}), resume=True)
