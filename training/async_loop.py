@@ -59,7 +59,7 @@ from training.credit import StepCredit
 from training.distributed import World
 from training.engines import RolloutBatch, RolloutEngine
 from training.losses import off_policy_mask
-from training.sources import GroupRollouts, RolloutSource
+from training.sources import GroupRollouts
 from training.update import PolicyUpdate, TrainSample, training_samples
 from tsmg.episode import Episode
 
@@ -141,8 +141,10 @@ def worker_main(
         results.put(("error", step, traceback.format_exc()))
 
 
-class AsyncRollouts(RolloutSource):
-    """Rollouts played ahead by a worker process under bounded staleness (see the module docstring).
+class AsyncRollouts(GroupRollouts):
+    """The groups or trees of :class:`~training.sources.GroupRollouts`, played ahead by a worker process.
+
+    Bounded staleness, off-policy correction and checkpoints: see the module docstring.
 
     Args:
         config: The run's configuration (``loop.mode: async``).
@@ -252,10 +254,6 @@ class AsyncRollouts(RolloutSource):
         batch = self._receive(step)
         del self.ready[step]
         return batch
-
-    def trained_credit(self, credit: Any, episodes: Sequence[Episode]) -> Any:
-        """As the worker's source (trees: each shared step once)."""
-        return GroupRollouts.trained_credit(self, credit, episodes)  # type: ignore[arg-type]
 
     def training_samples(
         self, steps: Sequence[StepCredit], episodes: Mapping[str, Episode], batch: RolloutBatch, step: int
