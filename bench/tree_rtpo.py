@@ -13,7 +13,8 @@ how the rollout is shaped and credited:
   steps trained once with the mean of their leaves' advantages, :mod:`training.tree`);
 * ``rtpo``: ``--algo rtpo``: 16 spines per cycle, 8 branches per turn, one update per turn from
   the last back (:mod:`training.rtpo`). Its updates play fewer and shorter episodes, so it does
-  more updates within the budget.
+  more updates within the budget;
+* (on request, ``--arms ... tree-each``) the tree with each shared step trained once per leaf.
 
 Reported per arm: held-out greedy success on ``--eval-episodes`` maps at the budget's end, the
 best one seen (every ``--eval-every`` updates) and the episodes until 80 % / 90 %; then the
@@ -47,7 +48,13 @@ ARMS: dict[str, dict[str, Any]] = {
         "credit": "tree-grpo",
     },
     "rtpo": {"credit": "rtpo"},
+    # Not run by default: the tree with every shared step trained once per leaf (the flat weighting).
+    "tree-each": {
+        "rollout": {"shape": "tree", "tree": {"roots": 2, "branch_factor": 2, "fork_every": 1, "shared_steps": "each"}},
+        "credit": "tree-grpo",
+    },
 }
+DEFAULT_ARMS = ["ms-grpo", "tree", "rtpo"]
 
 
 def run_one(job: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=6400, help="training episodes per run (the budget)")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-episodes", type=int, default=100)
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=DEFAULT_ARMS)
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one CPU thread each)")
     parser.add_argument("--out", type=Path, help="keep the run folders here (default: a temporary folder)")
     args = parser.parse_args(argv)

@@ -10,7 +10,7 @@ samples (:meth:`~RolloutSource.training_samples`). Sources:
   :mod:`training.tree`: each shared prefix step trained once, weighted by ``rollout.tree.shared_steps``);
 * :class:`training.rtpo.ReverseTurnRollouts`: RTPO's reverse-turn stages (``credit.name: rtpo``);
 * :class:`training.async_loop.AsyncRollouts`: any of the first kind played ahead by a worker
-  thread with older weights (``loop.mode: async``).
+  process with older weights (``loop.mode: async``).
 
 Each episode records the policy version that played it (:func:`stamp_policy_version`): version v
 is the weights after v updates, so the synchronous loop plays update u with version u - 1.
