@@ -47,6 +47,28 @@ def test_records_written_before_schema_versions_are_read_as_version_1(tmp_path):
     assert loaded.model_dump(exclude={"schema_version"}) == episode.model_dump(exclude={"schema_version"})
 
 
+def test_version_2_records_are_read_without_versions_or_tree_fields(tmp_path):
+    [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
+    episode.policy_version, episode.steps[0].policy_version = 4, 4
+    # A line as version 2 wrote it: no policy versions, no parent or fork round.
+    old = episode.model_dump(
+        mode="json",
+        exclude={
+            "policy_version": True,
+            "parent_id": True,
+            "fork_round": True,
+            "annotations": True,
+            "steps": {"__all__": {"policy_version"}},
+        },
+    )
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps({**old, "schema_version": 2}) + "\n")
+    [loaded] = read_episodes(path)
+    assert loaded.schema_version == 2 and loaded.policy_version is None and loaded.steps[0].policy_version is None
+    assert loaded.parent_id is None and loaded.fork_round is None
+    assert Episode.from_json(episode.to_json()).steps[0].policy_version == 4
+
+
 def test_a_newer_schema_version_is_refused_naming_the_versions_read(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
     newer = {**episode.model_dump(mode="json"), "schema_version": 4, "a_field_from_the_future": 1}

@@ -548,3 +548,60 @@ def graft(
         delta + gamma * lam * np.array([onward.get(target, 0.0) for target in row_targets])
         for delta, row_targets in zip(deltas, targets, strict=True)
     ]
+
+
+# --------------------------------------------------------------------------- tree rollouts
+#: How a step shared by n leaves of a tree (a prefix before a fork) is trained: once with the mean
+#: of its leaves' advantages ("mean": each leaf counts 1/n), once with sqrt(n) x that mean ("sqrt":
+#: each leaf counts 1/sqrt(n)), or once per leaf ("each": the flat, over-weighting baseline).
+SharedSteps = Literal["mean", "sqrt", "each"]
+
+
+def tree_grpo(
+    returns: ArrayLike, trees: Sequence[Hashable], *, std: StdKind = "sample", eps: float = DEFAULT_EPS
+) -> FloatArray:
+    """Tree-GRPO leaf advantages: inter-tree plus intra-tree group normalisation.
+
+    A_i = (R_i - mean_G) / (std_G + eps) + (R_i - mean_T(i)) / (std_T(i) + eps), where G is the
+    group (every leaf from one start state) and T(i) the tree of leaf i (the leaves that share
+    its root). The inter-tree term compares a tree's leaves with every leaf of the group; the
+    intra-tree term compares leaves that share a prefix, so it reflects only the decisions after
+    their forks. A tree of one leaf has no intra-tree term.
+
+    Args:
+        returns: The return of each leaf (each episode of the group).
+        trees: The tree (any hashable, e.g. the root episode's id) of each leaf.
+        std: Sample (ddof = 1, default) or population (ddof = 0) standard deviation.
+        eps: Keeps the divisions finite.
+
+    Example:
+        >>> tree_grpo([1.0, 0.0, 0.0, 0.0], ["a", "a", "b", "b"], std="population").round(3).tolist()
+        [2.732, -1.577, -0.577, -0.577]
+    """
+    values = np.asarray(returns, dtype=np.float64)
+    if len(trees) != values.size:
+        raise ValueError(f"one tree per return: {len(trees)} trees for {values.size} returns")
+    advantages = ms_grpo(values, std=std, eps=eps)
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for index, tree in enumerate(trees):
+        members[tree].append(index)
+    for indices in members.values():
+        advantages[indices] += ms_grpo(values[indices], std=std, eps=eps)
+    return advantages
+
+
+def shared_step_advantage(leaf_advantages: ArrayLike, shared_steps: SharedSteps) -> float:
+    """The advantage a step shared by n leaves is trained with once: n^p x the mean of its leaves' advantages.
+
+    p = 0 for "mean" (each leaf weighs 1/n), 1/2 for "sqrt" (1/sqrt(n)), 1 for "each" (what training
+    the step once per leaf adds up to in the gradient).
+
+    Example:
+        >>> [shared_step_advantage([1.0, 0.0, 0.0, -3.0], rule) for rule in ("mean", "sqrt", "each")]
+        [-0.5, -1.0, -2.0]
+    """
+    values = np.asarray(leaf_advantages, dtype=np.float64)
+    if values.size == 0:
+        raise ValueError("a shared step has at least one leaf")
+    power = {"mean": 0.0, "sqrt": 0.5, "each": 1.0}[shared_steps]
+    return float(values.size**power * values.mean())

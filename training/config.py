@@ -1,5 +1,8 @@
 """Training configuration: one frozen pydantic model split by concern, validated when built.
 
+(Past 600 lines: one section model per stage of the pipeline, each with the validators that refuse
+what cannot work, and the checks against the game.)
+
 ``TrainConfig`` has one section per stage of the pipeline (``rollout``, ``credit``, ``sampler``,
 ``loss``, ``optim``) plus ``model`` and ``run``. Unknown fields are refused everywhere, so a typo
 fails with its name; algorithm names are checked against the registries (the error lists the
@@ -27,6 +30,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from training.advantages import SharedSteps
+from training.annotators import check_annotators
 from training.credit import CREDIT_ASSIGNERS, AssignerParams, Need, credit_assigner, resolve_params
 from training.loss_specs import LOSSES, Aggregation, loss_spec
 from training.sampling import SAMPLERS, SampleUnit, sampler
@@ -40,8 +45,29 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class TreeConfig(_Section):
+    """The shape of a tree rollout (``rollout.shape: tree``; see :mod:`training.tree`).
+
+    A group of ``rollout.group_size`` leaves from one seed grows from ``roots`` root episodes: an
+    episode still playing after ``fork_every``, 2 x ``fork_every``, ... rounds forks into
+    ``branch_factor`` (itself and ``branch_factor - 1`` new branches) while the group has leaves
+    left; when every episode of a group has ended with leaves left, new roots start.
+    """
+
+    roots: int = Field(default=2, ge=1, description="Root episodes each group starts with (at most group_size).")
+    branch_factor: int = Field(default=2, ge=2, description="An episode that forks continues itself plus this - 1.")
+    fork_every: int = Field(default=1, ge=1, description="An episode may fork after every this many rounds.")
+    shared_steps: SharedSteps = Field(
+        default="mean",
+        description=(
+            "How a prefix step shared by n leaves trains: once with the mean of their advantages ('mean', each leaf "
+            "weighs 1/n), once with sqrt(n) x that mean ('sqrt', 1/sqrt(n)), or once per leaf ('each')."
+        ),
+    )
+
+
 class RolloutConfig(_Section):
-    """How episodes are played: independent groups of G episodes, each group from one seed."""
+    """How episodes are played: independent groups of G episodes, each group from one seed (or trees)."""
 
     game_id: str = Field(description="Registered game id, e.g. 'FrozenLake-v0'.")
     game_options: dict[str, Any] = Field(default_factory=dict, description="Options passed to tsmg.make.")
@@ -67,10 +93,40 @@ class RolloutConfig(_Section):
         ),
     )
 
+    shape: Literal["groups", "tree"] = Field(
+        default="groups",
+        description=(
+            "'groups': group_size independent episodes per seed; 'tree': group_size leaves per seed branched from "
+            "shared prefixes (rollout.tree; the game must fork)."
+        ),
+    )
+    tree: TreeConfig = Field(default_factory=TreeConfig, description="The tree's shape, for shape 'tree'.")
+    annotators: list[str] = Field(
+        default_factory=list,
+        description="Registered annotators run on every rollout before credit, in order (training.annotators).",
+    )
+
+    @field_validator("annotators")
+    @classmethod
+    def _registered_annotators(cls, names: list[str]) -> list[str]:
+        check_annotators(names)
+        return names
+
     @field_validator("observation_lines")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
         return checked_regex(pattern, "observation_lines")
+
+    @model_validator(mode="after")
+    def _tree_fits(self) -> RolloutConfig:
+        if self.shape != "tree" and self.tree != TreeConfig():
+            raise ValueError(f"rollout.tree only applies to rollout.shape 'tree' (shape is {self.shape!r})")
+        if self.shape == "tree" and self.tree.roots > self.group_size:
+            raise ValueError(
+                f"rollout.tree.roots ({self.tree.roots}) cannot exceed rollout.group_size ({self.group_size}), the "
+                "leaves of a group"
+            )
+        return self
 
 
 class CreditConfig(_Section):
@@ -384,6 +440,57 @@ class DistillConfig(_Section):
         return spec
 
 
+class LoopConfig(_Section):
+    """Whether rollouts and updates alternate or overlap (:mod:`training.async_loop`)."""
+
+    mode: Literal["sync", "async"] = Field(
+        default="sync",
+        description=(
+            "'sync': each update's episodes are played with the weights of the update before; 'async': a rollout "
+            "worker plays ahead with older weights while the trainer updates (at most max_staleness versions old)."
+        ),
+    )
+    max_staleness: int = Field(
+        default=1,
+        description=(
+            "eta: the episodes of update u are played by policy version u - 1 - eta (0: synchronous results; "
+            "1: the worker plays the next update's episodes during this update)."
+        ),
+    )
+    # Why so wide: one update moves many tokens past +-20 % (several optimizer steps per update); with
+    # [0.8, 1.2] a third to a half of the stale tokens of the random-maps set-up were masked and
+    # learning slowed to a crawl, while [0.5, 2] masks what moved more than twofold.
+    trust_eps_low: float = Field(
+        default=0.5, gt=0.0, lt=1.0, description="Off-policy tokens with pi_trainer / pi_engine < 1 - this are masked."
+    )
+    trust_eps_high: float = Field(
+        default=1.0, gt=0.0, description="Off-policy tokens with pi_trainer / pi_engine > 1 + this are masked."
+    )
+
+    @field_validator("max_staleness")
+    @classmethod
+    def _non_negative(cls, eta: int) -> int:
+        if eta < 0:
+            raise ValueError(
+                f"loop.max_staleness (eta) is {eta}; it counts how many policy versions a sample may lag behind "
+                "the trainer, so it must be 0 or more (0: synchronous)"
+            )
+        return eta
+
+    @model_validator(mode="after")
+    def _async_fields_need_async(self) -> LoopConfig:
+        fields = type(self).model_fields
+        changed = sorted(name for name in fields if name != "mode" and getattr(self, name) != fields[name].default)
+        if self.mode == "sync" and changed:
+            raise ValueError(f"loop fields {changed} only apply to loop.mode 'async' (mode is 'sync')")
+        return self
+
+
+#: Rollout engines that take each new policy version while training (:mod:`training.engines`): the HF
+#: backend (a copy of the trained model) and vLLM's in-process engine (weights or adapter pushed).
+ENGINES_TAKING_WEIGHTS = frozenset({"hf", "tiny", "smollm2", "vllm"})
+
+
 class TrainConfig(_Section):
     """A whole training run. Build it from keyword sections, a dict, or YAML (:meth:`from_yaml`)."""
 
@@ -397,6 +504,7 @@ class TrainConfig(_Section):
     distill: DistillConfig = Field(
         default_factory=DistillConfig, description="On-policy distillation from a teacher (credit 'opd', or added)."
     )
+    loop: LoopConfig = Field(default_factory=LoopConfig, description="Synchronous or asynchronous rollouts.")
 
     @model_validator(mode="before")
     @classmethod
@@ -411,6 +519,27 @@ class TrainConfig(_Section):
         if not prescribed:
             return data
         return {**data, "loss": {**loss, "aggregation": prescribed[0][1]}}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _async_engine_takes_weights(cls, data: Any) -> Any:
+        # Before the sections are validated, so that the reason names asynchronous training rather
+        # than the model section's generic refusal of a model without local weights.
+        loop, model = (data.get(key) if isinstance(data, Mapping) else None for key in ("loop", "model"))
+        mode = loop.get("mode") if isinstance(loop, Mapping) else getattr(loop, "mode", None)
+        spec = model.get("spec") if isinstance(model, Mapping) else getattr(model, "spec", None)
+        if mode == "async" and isinstance(spec, str):
+            try:
+                kind = parse_model_spec(spec).kind
+            except ValueError:
+                return data  # the model section says what is wrong with the spec
+            if kind not in ENGINES_TAKING_WEIGHTS:
+                raise ValueError(
+                    f"loop.mode 'async' pushes every new policy version into the rollout engine, and {spec!r} plays "
+                    f"on an engine that cannot take new weights; use a model spec whose engine can "
+                    f"({', '.join(sorted(ENGINES_TAKING_WEIGHTS))})"
+                )
+        return data
 
     @model_validator(mode="after")
     def _groups_available(self) -> TrainConfig:
@@ -442,6 +571,20 @@ class TrainConfig(_Section):
             raise ValueError(
                 f"credit assigner 'opd' gives every step an RL advantage of 0 (the teacher's term is added per token "
                 f"later), so sampler {self.sampler.name!r}, which draws by A, would draw nothing: use sampler 'uniform'"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _rollout_shape_fits(self) -> TrainConfig:
+        name, shape = self.credit.name, self.rollout.shape
+        if "tree" in self.credit.needs and shape != "tree":
+            raise ValueError(f"credit assigner {name!r} normalises within trees and needs rollout.shape 'tree'")
+        if name == "rtpo" and shape != "groups":
+            raise ValueError("rtpo builds its own reverse trees from single episodes; leave rollout.shape at 'groups'")
+        if name == "rtpo" and self.loop.mode == "async":
+            raise ValueError(
+                "rtpo updates each turn against a continuation played by the already-updated policy, which an "
+                "asynchronous worker playing with older weights cannot give; use loop.mode 'sync'"
             )
         return self
 
@@ -517,6 +660,7 @@ class GameCapabilities:
         next_state_keys: Whether ``state_key`` also names the state a finished episode ended in
             (what the last step led to), besides the states where agents decide.
         next_state_keys_reason: Why not, when it does not.
+        fork_mode: How the game forks an episode in progress (:attr:`tsmg.core.Game.fork_mode`).
     """
 
     agents: tuple[str, ...]
@@ -526,6 +670,7 @@ class GameCapabilities:
     per_step_rewards_reason: str
     next_state_keys: bool = False
     next_state_keys_reason: str = "not probed"
+    fork_mode: str = "none"
 
 
 def _probe_state_keys(game: Game, seed: int) -> tuple[bool, str]:
@@ -619,7 +764,14 @@ def game_capabilities(
             _probe_final_state_keys(game, seed, max_rounds) if state_keys else (False, state_reason)
         )
     return GameCapabilities(
-        tuple(game.agents), state_keys, state_reason, step_rewards, reward_reason, next_keys, next_reason
+        tuple(game.agents),
+        state_keys,
+        state_reason,
+        step_rewards,
+        reward_reason,
+        next_keys,
+        next_reason,
+        fork_mode=game.fork_mode,
     )
 
 
@@ -649,6 +801,14 @@ def incompatibilities(config: TrainConfig, capabilities: GameCapabilities) -> li
     if config.rollout.opponent is not None and len(capabilities.agents) < 2:
         reasons.append(f"rollout.opponent is set but {game_id} has a single agent")
     reasons.extend(_aaw_identical(config, capabilities))
+    forking = "tree rollouts (rollout.shape: tree)" if config.rollout.shape == "tree" else None
+    if "fork" in needs:
+        forking = f"credit assigner {name!r}"
+    if forking and capabilities.fork_mode == "none":
+        reasons.append(
+            f"{forking} fork episodes in progress, but {game_id} cannot fork (its fork_mode is 'none': it neither "
+            "copies a snapshot of its state nor replays one from a seed; see tsmg.core.Game.fork)"
+        )
     return reasons
 
 

@@ -39,13 +39,15 @@ from training.advantages import (
     pgpo,
     returns_are_equal,
     rloo,
+    tree_grpo,
 )
 from training.loss_specs import Aggregation
 from tsmg.episode import Episode
 
 #: What a credit assigner may need from the rollout and the game (``teacher``: a teacher model's
-#: log-probabilities, configured in the ``distill`` section).
-Need = Literal["groups", "state_keys", "next_state_keys", "per_step_rewards", "teacher"]
+#: log-probabilities, configured in the ``distill`` section; ``tree``: tree-shaped rollouts,
+#: ``rollout.shape: tree``; ``fork``: a game whose episodes can be forked, :meth:`tsmg.core.Game.fork`).
+Need = Literal["groups", "state_keys", "next_state_keys", "per_step_rewards", "teacher", "tree", "fork"]
 
 
 class AssignerParams(BaseModel):
@@ -114,6 +116,8 @@ class TrajectoryGroup:
         terminal: Per trajectory, whether the game ended (rather than a step limit) after its last step.
         successes: Per trajectory, 1.0 if the agent succeeded, else 0.0 (a game without a notion
             of success: a positive return counts as one).
+        trees: Per trajectory, the id of the root episode of its tree (its own id outside tree
+            rollouts).
     """
 
     returns: FloatArray
@@ -122,6 +126,7 @@ class TrajectoryGroup:
     next_keys: list[list[str | None]] = field(default_factory=list)
     terminal: list[bool] = field(default_factory=list)
     successes: FloatArray = field(default_factory=lambda: np.zeros(0))
+    trees: list[str] = field(default_factory=list)
 
     def broadcast(self, episode_advantages: FloatArray) -> list[FloatArray]:
         """Copy each trajectory's advantage to every one of its steps."""
@@ -224,6 +229,10 @@ def _no_rl_group(group: TrajectoryGroup, params: NoParams) -> list[FloatArray]:
     return [np.zeros(rewards.size) for rewards in group.step_rewards]
 
 
+def _tree_grpo_group(group: TrajectoryGroup, params: GroupNormParams) -> list[FloatArray]:
+    return group.broadcast(tree_grpo(group.returns, group.trees, std=params.std, eps=params.eps))
+
+
 CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
     spec.name: spec
     for spec in (
@@ -288,6 +297,22 @@ CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
             frozenset({"teacher"}),
             NoParams,
             _no_rl_group,
+        ),
+        CreditAssignerSpec(
+            "tree-grpo",
+            "tree rollouts: inter-tree plus intra-tree normalised leaf return; shared prefix steps weighted by "
+            "rollout.tree.shared_steps (Tree-GRPO)",
+            frozenset({"groups", "tree"}),
+            GroupNormParams,
+            _tree_grpo_group,
+        ),
+        CreditAssignerSpec(
+            "rtpo",
+            "reverse-turn updates: the last turn first, each turn's branches normalised against a continuation "
+            "played by the already-updated policy (RTPO, see training/rtpo.py)",
+            frozenset({"groups", "fork"}),
+            GroupNormParams,
+            _ms_grpo_group,
         ),
     )
 }
@@ -465,7 +490,27 @@ def trajectory_group(episodes: Sequence[Episode], agent: str) -> TrajectoryGroup
             ],
             dtype=np.float64,
         ),
+        trees=tree_roots(episodes),
     )
+
+
+def tree_roots(episodes: Sequence[Episode]) -> list[str]:
+    """The id of each episode's tree: its root, following ``parent_id`` within ``episodes`` (its own id if none).
+
+    Example:
+        >>> names = [("a", None), ("b", "a"), ("c", "b"), ("d", None)]
+        >>> tree_roots([Episode(episode_id=i, parent_id=p, game_id="g", agents=[], policies={}) for i, p in names])
+        ['a', 'a', 'a', 'd']
+    """
+    parent = {episode.episode_id: episode.parent_id for episode in episodes}
+    roots = []
+    for episode in episodes:
+        node, seen = episode.episode_id, {episode.episode_id}
+        while (up := parent.get(node)) is not None and up in parent and up not in seen:
+            node = up
+            seen.add(up)
+        roots.append(node)
+    return roots
 
 
 def _selected_agents(episodes: Sequence[Episode], agent: str | Iterable[str] | None) -> list[str]:

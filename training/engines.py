@@ -35,7 +35,7 @@ from tsmg.episode import Episode
 from tsmg.lap import LAP
 from tsmg.model_spec import parse_model_spec
 from tsmg.policies import Decision, DecisionRequest, Policy
-from tsmg.rollout import EpisodePlan, plan_episodes, rollout
+from tsmg.rollout import Brancher, EpisodePlan, plan_episodes, rollout
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +65,20 @@ class RolloutEngine(Protocol):
     adapter there in :meth:`sync`; the HF engine shares the trained model and has nothing to do.
     """
 
-    def play(self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None) -> RolloutBatch:
+    def play(
+        self,
+        plans: Sequence[EpisodePlan],
+        *,
+        seed: int,
+        temperature: float | None = None,
+        branch: Brancher | None = None,
+    ) -> RolloutBatch:
         """Play the planned episodes; ``seed`` is the LAP's run seed, ``temperature`` overrides the LAP's.
 
         Every sampling seed follows from ``seed`` and the decision's plan position
         (:func:`tsmg.seeding.decision_seed`), so a process that plays a share of a rollout
-        samples each of its episodes as the whole rollout would.
+        samples each of its episodes as the whole rollout would. ``branch`` grows tree rollouts
+        (:func:`tsmg.rollout.rollout`).
         """
         ...
 
@@ -140,7 +148,14 @@ class _LAPRolloutEngine:
         self.model_seats = tuple(model_seats)
         self.opponent = opponent
 
-    def play(self, plans: Sequence[EpisodePlan], *, seed: int, temperature: float | None = None) -> RolloutBatch:
+    def play(
+        self,
+        plans: Sequence[EpisodePlan],
+        *,
+        seed: int,
+        temperature: float | None = None,
+        branch: Brancher | None = None,
+    ) -> RolloutBatch:
         """Play ``plans``; see :meth:`RolloutEngine.play`."""
         update: dict[str, Any] = {"seed": seed}
         if temperature is not None:
@@ -157,6 +172,7 @@ class _LAPRolloutEngine:
             plans=plans,
             game_options=self.config.game_options,
             max_concurrent=self.config.max_concurrent,
+            branch=branch,
         )
         return RolloutBatch(episodes, lap_config.temperature, exact_logprobs=self.exact_logprobs)
 
@@ -193,12 +209,17 @@ def play_sharded(
     *,
     seed: int,
     temperature: float | None = None,
+    branch: Brancher | None = None,
 ) -> RolloutBatch:
-    """Play ``plans`` with each rank taking a contiguous share of whole groups; every rank gets the whole batch."""
+    """Play ``plans`` with each rank taking a contiguous share of whole groups; every rank gets the whole batch.
+
+    ``group_size`` is the number of plans per group (a tree's roots); ``branch`` grows trees.
+    """
     if world.size == 1:
-        return engine.play(plans, seed=seed, temperature=temperature)
+        return engine.play(plans, seed=seed, temperature=temperature, branch=branch)
     first, last = world.shard_bounds(len(plans) // group_size)
-    mine = engine.play(plans[first * group_size : last * group_size], seed=seed, temperature=temperature)
+    share = plans[first * group_size : last * group_size]
+    mine = engine.play(share, seed=seed, temperature=temperature, branch=branch)
     parts = world.gather(mine)
     return RolloutBatch(
         episodes=[episode for part in parts for episode in part.episodes],
@@ -326,6 +347,7 @@ def build_engine(
     opponent: Policy | None,
     *,
     vllm_options: Mapping[str, Any] | None = None,
+    on_vllm: bool = True,
 ) -> RolloutEngine:
     """The rollout engine ``config.model.spec`` asks for: ``vllm:PATH`` plays on a vLLM engine, the rest on ``backend``.
 
@@ -338,13 +360,14 @@ def build_engine(
         vllm_options: Options of :class:`backends.vllm_engine.VLLMBackend` over the defaults of
             :func:`training.vllm_sync.engine_options` (e.g. ``gpu_memory_utilization``,
             ``max_model_len``, ``enforce_eager``), over the config's ``model.vllm_options``.
+        on_vllm: False plays on ``backend`` whatever the spec (asynchronous training evaluates so).
 
     Raises:
         ImportError: ``vllm:PATH`` where vLLM is not installed (the message says how to get it).
     """
     spec = parse_model_spec(config.model.spec)
     path = spec.target
-    if spec.kind != "vllm":
+    if spec.kind != "vllm" or not on_vllm:
         return HFRolloutEngine(backend, config.rollout, model_seats, opponent)
     require_vllm()
     from backends.vllm_engine import VLLMBackend

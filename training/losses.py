@@ -55,6 +55,7 @@ __all__ = [
     "importance_ratio",
     "k3_kl",
     "clipped_turns",
+    "off_policy_mask",
     "policy_loss",
     "sequence_ratio",
     "turn_mean",
@@ -447,3 +448,20 @@ def policy_loss(
             total = total - settings.entropy_coef * reduce(entropy)
     metrics["loss/total"] = float(total.detach())
     return LossOutput(total, metrics)
+
+
+def off_policy_mask(logprobs_trainer: Tensor, logprobs_engine: Tensor, eps_low: float, eps_high: float) -> Tensor:
+    """Tokens whose ratio pi_trainer / pi_engine lies in ``[1 - eps_low, 1 + eps_high]`` (the others are masked).
+
+    Asynchronous training's off-policy correction: a token sampled by an older policy whose
+    probability the trainer's current weights put too far from the engine's is left out of the
+    loss altogether (masked, not clipped: a clipped token still counts in the aggregation and
+    its gradient may still flow on the other side of the clip).
+
+    Example:
+        >>> trainer, engine = torch.tensor([0.5, 0.5, 0.5]).log(), torch.tensor([0.5, 0.3, 0.6]).log()
+        >>> off_policy_mask(trainer, engine, 0.2, 0.2)
+        tensor([ True, False,  True])
+    """
+    ratio = torch.exp(logprobs_trainer - logprobs_engine)
+    return (ratio >= 1.0 - eps_low) & (ratio <= 1.0 + eps_high)

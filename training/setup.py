@@ -62,6 +62,7 @@ def set_up(config: TrainConfig, run_dir: Path, checkpoint: Checkpoint | None, wo
         backend.load_adapter(checkpoint.adapter_dir, trainable=True)
     elif lora:
         add_lora(backend, config)
+    own_storage(backend.model)
     reference = None
     if config.loss.kl_beta > 0 and not lora:  # full fine-tuning: a frozen copy of the initial weights
         if checkpoint is None:
@@ -83,6 +84,20 @@ def set_up(config: TrainConfig, run_dir: Path, checkpoint: Checkpoint | None, wo
         if checkpoint.scheduler is not None:
             scheduler.load_state_dict(checkpoint.scheduler)
     return TrainingSetup(backend, lora, reference, parameters, optimizer, scheduler)
+
+
+def own_storage(model: Any) -> None:
+    """Give every CPU parameter storage of its own, allocated like any tensor.
+
+    Why: weights loaded from a file may sit at any offset of one shared buffer, and the CPU
+    kernels' results depend on a tensor's memory alignment in the last bit (a copy of the same
+    model computed some log-probabilities 1 ulp apart). With its own storage, the trained model and
+    every copy of it (the asynchronous rollout worker's, a frozen reference) compute alike.
+    """
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.device.type == "cpu":
+                parameter.data = parameter.data.clone()
 
 
 def load_backend(config: TrainConfig, run_dir: Path, *, weights: Path | None = None) -> Any:

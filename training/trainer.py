@@ -2,6 +2,10 @@
 
 What :func:`train` implements, exactly (each stage names the module that does it):
 
+* **Rollout** (:mod:`training.sources`): independent groups by default (below); trees branched
+  from shared prefixes (``rollout.shape: tree``, :mod:`training.tree`), RTPO's reverse-turn stages
+  (``credit.name: rtpo``, :mod:`training.rtpo`), or either of the first two played ahead by a
+  worker process with older weights (``loop.mode: async``, :mod:`training.async_loop`).
 * **Rollout: independent groups** (:func:`training.engines.independent_groups`). Update ``u``
   plays ``rollout.groups_per_update`` groups of ``rollout.group_size`` episodes; a group's
   episodes share one game seed (one start). Every seed of update ``u`` derives from
@@ -33,8 +37,8 @@ What :func:`train` implements, exactly (each stage names the module that does it
   each optimizer step's samples split across ranks, gradients summed; rank 0 writes
   (:mod:`training.distributed`). The update does not depend on the world size.
 
-Simplifications: data parallel only (no FSDP sharding of the weights); rollouts and updates
-alternate (no overlap); groups are independent episodes (no tree rollouts).
+Simplifications: data parallel only (no FSDP sharding of the weights); asynchronous rollouts
+with one trainer process only.
 """
 
 from __future__ import annotations
@@ -54,22 +58,20 @@ from training.config import TrainConfig, validate_against_game
 from training.credit import assign_credit
 from training.distill import check_teacher
 from training.distributed import current_world
-from training.engines import RolloutEngine, build_engine, check_rollout, independent_groups, play_sharded
+from training.engines import build_engine, check_rollout, play_sharded
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
 from training.setup import base_model_source, set_up
+from training.sources import SAMPLER, build_rollouts
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.policies import policy_from_spec
 from tsmg.rollout import plan_episodes
-from tsmg.seeding import derive_seed, seed_generator
+from tsmg.seeding import seed_generator
 from tsmg.summary import summarize
 
 __all__ = ["TrainHooks", "TrainResult", "TrainingOOMError", "base_model_source", "train"]
 
 logger = logging.getLogger(__name__)
-
-# What each generator of update u is for: seed_generator(run.seed, u, PURPOSE) / derive_seed(...).
-GAME_SEEDS, SAMPLING, SAMPLER = 0, 1, 2
 
 
 @dataclass
@@ -165,9 +167,22 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         restore_rng_state(checkpoint.rng)
     elapsed_before, start_step = float(state["elapsed_s"]), checkpoint.step if checkpoint else 0
     opponent = policy_from_spec(rollout_config.opponent, seed=run.seed) if rollout_config.opponent else None
-    engine: RolloutEngine = build_engine(config, setup.backend, folder.path, model_seats, opponent)
+    # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
+    # asynchronous) and the engine evaluations play on (training/sources.py).
+    rollouts = build_rollouts(
+        config,
+        world,
+        lambda backend, **options: build_engine(config, backend, folder.path, model_seats, opponent, **options),
+        setup=setup,
+        update=update,
+        run_dir=folder.path,
+        model_seats=model_seats,
+        start_step=start_step,
+    )
+    engine = rollouts.eval_engine
     if checkpoint is not None:
         engine.sync()  # an engine with its own copy of the weights starts from the base ones
+        rollouts.load(checkpoint.path)
     eval_plans = plan_episodes(rollout_config.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
     save_weights = weights_saver(setup.backend, config.model.finetune)
     log = folder.metrics_log(resume, checkpoint, run.tensorboard)
@@ -183,8 +198,13 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
     def save_checkpoint(step: int) -> Path:
         state["elapsed_s"] = elapsed()
+
+        def save_all(target: Path) -> None:
+            save_weights(target)
+            rollouts.save(target)  # what a resumed run's rollouts need (RTPO's cycle, async rollouts played ahead)
+
         return folder.save_checkpoint(
-            step, save_weights=save_weights, optimizer=setup.optimizer, scheduler=setup.scheduler, state=state
+            step, save_weights=save_all, optimizer=setup.optimizer, scheduler=setup.scheduler, state=state
         )
 
     if run.eval_every and run.eval_at_start and start_step == 0:
@@ -199,14 +219,9 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             step += 1
             metrics: dict[str, float] = {}
 
-            # Rollout: independent groups of G episodes, each group from one game seed.
+            # Rollout: groups of G episodes from one game seed each (independent, or a tree).
             began = time.perf_counter()
-            plans = independent_groups(
-                rollout_config, step, seed_generator(run.seed, step, GAME_SEEDS), run.eval_seed_start
-            )
-            batch = play_sharded(
-                engine, plans, rollout_config.group_size, world, seed=derive_seed(run.seed, step, SAMPLING)
-            )
+            batch = rollouts.play(step)
             check_rollout(batch, config)
             episodes = [episode for episode in batch.episodes if episode.error is None]
             state["episodes_total"] = int(state["episodes_total"]) + len(batch.episodes)
@@ -218,6 +233,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
             # Credit: per-step advantages of the trained seats.
             credit = assign_credit(config.credit.name, episodes, agent=train_seats, params=config.credit.params)
+            credit = rollouts.trained_credit(credit, episodes)  # a tree's shared steps once; RTPO's turn
             metrics.update(credit.stats.as_metrics())
 
             # Sampling: trajectories (all their steps) or single steps, by |A| or uniformly.
@@ -236,7 +252,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
             # Samples: the prompt ids and tokens each episode recorded, with the step's advantage.
             by_id = {episode.episode_id: episode for episode in episodes}
-            samples = training_samples(steps, by_id, exact_logprobs=batch.exact_logprobs)
+            samples, corrected = rollouts.training_samples(steps, by_id, batch, step)  # async: stale ones corrected
+            metrics.update(corrected)
             metrics["sampler/samples"] = float(len(samples))
             rollout_samples = []
             if config.loss.entropy_coef and config.loss.entropy_scope == "rollout":
@@ -248,7 +265,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             with warnings.catch_warnings():  # a skipped update steps the schedule without an optimizer step
                 warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
                 setup.scheduler.step()
-            engine.sync()
+            rollouts.publish(step)
             state["skipped_updates"] = int(state["skipped_updates"]) + int(metrics["loss/skipped"])
             metrics["loss/skipped_updates"] = float(state["skipped_updates"])
             metrics["optim/lr"] = float(setup.optimizer.param_groups[0]["lr"])
@@ -275,6 +292,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             if last:
                 break
     finally:
+        rollouts.close()
         if log is not None:
             log.close()
         close_engine = getattr(engine, "close", None)

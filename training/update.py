@@ -72,6 +72,9 @@ class TrainSample:
         choices: The allowed answers of a constrained decision (None: free text).
         sequence: The draw it came with: the samples of one drawn trajectory share it (one
             sequence for a sequence-level ratio).
+        policy_version: The policy version that sampled it (asynchronous training tells stale samples by it).
+        token_mask: Which tokens the loss counts (None: all); asynchronous training masks the
+            off-policy ones (:mod:`training.async_loop`).
     """
 
     prompt_ids: list[int]
@@ -80,6 +83,8 @@ class TrainSample:
     advantage: float
     choices: list[str] | None = None
     sequence: int = 0
+    policy_version: int | None = None
+    token_mask: list[bool] | None = None
 
 
 def training_samples(
@@ -109,6 +114,7 @@ def training_samples(
                 advantage=item.advantage,
                 choices=record.choices,
                 sequence=item.draw,
+                policy_version=record.policy_version,
             )
         )
     return samples
@@ -487,9 +493,7 @@ class PolicyUpdate:
         finite = True
         context = self.step_context(planned, data)
         if planned.policy:  # the step's global denominator, whichever rank computes which sample
-            masks = [
-                completion_mask([len(data.samples[int(i)].completion_ids) for i in batch]) for batch in planned.policy
-            ]
+            masks = [sample_mask([data.samples[int(i)] for i in batch]) for batch in planned.policy]
             denominator = aggregation_denominator(masks, settings.aggregation, settings.constant_normalizer)
             if settings.ratio_level == "sequence" and settings.aggregation == "sequence-mean":
                 assert context is not None
@@ -515,7 +519,7 @@ class PolicyUpdate:
                 scores.logprobs,
                 padded([data.old[int(i)] for i in indices], tail, device),
                 advantages,
-                scores.mask,
+                scores.mask & sample_mask(chunk, tail).to(device),
                 settings,
                 logprobs_ref=None if reference is None else padded(reference, tail, device),
                 entropy=scores.entropy,
@@ -582,10 +586,21 @@ def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
 
 
-def completion_mask(lengths: Sequence[int]) -> torch.Tensor:
-    """A right-aligned ``(rows, longest)`` bool mask of completions of ``lengths`` tokens."""
-    tail = max(lengths)
-    return torch.arange(tail)[None, :] >= (tail - torch.tensor(lengths))[:, None]
+def sample_mask(samples: Sequence[TrainSample], tail: int | None = None) -> torch.Tensor:
+    """The right-aligned ``(rows, tail)`` mask of the tokens the loss counts: completions, less masked tokens.
+
+    Example:
+        >>> sample = TrainSample([1], [5, 6, 7], None, 1.0, token_mask=[True, False, True])
+        >>> sample_mask([sample], 4).tolist()
+        [[False, True, False, True]]
+    """
+    lengths = [len(sample.completion_ids) for sample in samples]
+    width = max(lengths) if tail is None else tail
+    mask = torch.arange(width)[None, :] >= (width - torch.tensor(lengths))[:, None]
+    for row, sample in enumerate(samples):
+        if sample.token_mask is not None:
+            mask[row, width - len(sample.token_mask) :] &= torch.tensor(sample.token_mask, dtype=torch.bool)
+    return mask
 
 
 def padded(values: Sequence[Sequence[float]], tail: int, device: torch.device) -> torch.Tensor:

@@ -22,9 +22,10 @@ Every random draw comes from the game's own :class:`numpy.random.Generator`, cre
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
@@ -36,6 +37,8 @@ ActionT = TypeVar("ActionT")
 MoveT = TypeVar("MoveT")
 
 InvalidMode = Literal["default_action", "penalize", "terminate"]
+#: How :meth:`Game.fork` copies an episode in progress (see :attr:`Game.fork_mode`).
+ForkMode = Literal["snapshot", "replay", "none"]
 
 
 class GameError(RuntimeError):
@@ -136,6 +139,8 @@ class Game(ABC):
     game_id: str = "unregistered"
     #: Whether at most one agent acts per step (a class attribute; the PettingZoo adapter sets it per env).
     turn_based: bool = True
+    #: Builds a fresh game like this one (set by :func:`tsmg.make`; a replay fork needs it).
+    factory: Callable[[], Game] | None = None
 
     @property
     @abstractmethod
@@ -242,6 +247,33 @@ class Game(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, deliberately empty
         """Release resources held by the game (none by default)."""
 
+    @property
+    def fork_mode(self) -> ForkMode:
+        """How :meth:`fork` copies the episode in progress.
+
+        ``snapshot``: a copy of the state, the referee's tally and the random generator (cheap:
+        rules games, whose states are immutable values); ``replay``: a fresh game (:attr:`factory`)
+        reset with the episode's seed replays every answer so far (adapters around envs whose
+        state cannot be copied); ``none``: the game cannot fork (tree rollouts refuse it).
+        """
+        return "none"
+
+    def fork(self) -> Game:
+        """An independent copy of the episode in progress, chance included.
+
+        The copy continues exactly as this game would under the same answers (its random
+        generator is in the same state), and stepping either never changes the other. Tree
+        rollouts branch continuations from shared prefixes with it.
+
+        Raises:
+            GameError: The game cannot fork (:attr:`fork_mode` is ``none``; the message says why), or
+                no episode is in progress.
+        """
+        raise GameError(
+            f"{type(self).__name__} cannot fork an episode in progress: it copies no snapshot of its state and "
+            "cannot replay one (implement fork() and fork_mode, or build it with tsmg.make from a seeded reset)"
+        )
+
 
 
 @dataclass(slots=True)
@@ -287,6 +319,9 @@ class RefereedGame(Game, Generic[MoveT]):
     #: What a forfeiting agent scores by default: a loss, as PettingZoo scores an illegal move.
     FORFEIT_REWARD: ClassVar[float] = -1.0
     _tally: _Tally | None = None
+    #: The seed and options of the episode's reset and every round's answers (what a replay fork plays again).
+    _replay_start: tuple[int | None, dict[str, Any]] = (None, {})
+    _replay_log: list[dict[AgentID, str | Invalid]]
 
     # ------------------------------------------------------------------ the world's hooks
     @abstractmethod
@@ -374,12 +409,42 @@ class RefereedGame(Game, Generic[MoveT]):
         """Cumulative reward of each agent in the current episode."""
         return dict(self._require_tally().returns)
 
+    @property
+    def fork_mode(self) -> ForkMode:
+        """``replay`` when the game knows how to build a fresh copy of itself (:attr:`factory`), else ``none``."""
+        return "replay" if self.factory is not None else "none"
+
+    def fork(self) -> Game:
+        """A fresh game from :attr:`factory`, reset with this episode's seed, replaying every round's answers.
+
+        Raises:
+            GameError: No factory, an episode reset without a seed (its chance cannot be replayed),
+                or no episode in progress.
+        """
+        self._require_tally()
+        seed, options = self._replay_start
+        if self.factory is None:
+            return super().fork()
+        if seed is None:
+            raise GameError(
+                f"{type(self).__name__} forks by replaying the episode from its seed, and this episode was reset "
+                "without one: reset(seed=...) to make it forkable"
+            )
+        twin = self.factory()
+        if not isinstance(twin, RefereedGame):
+            raise GameError(f"the factory of {type(self).__name__} built a {type(twin).__name__}, which cannot replay")
+        twin.reset(seed=seed, options=options)
+        for actions in self._replay_log:
+            twin.step(actions)
+        return twin
+
     def reset(
         self, seed: int | None = None, options: Mapping[str, Any] | None = None
     ) -> tuple[dict[AgentID, str], dict[AgentID, dict[str, Any]]]:
         """Start a new episode; see :meth:`Game.reset`."""
         agents = self.agents
         self._tally = None  # the world starts without a stale record in view
+        self._replay_start, self._replay_log = (seed, dict(options or {})), []
         infos = self._start(seed, options or {})
         self._tally = _Tally(
             returns=dict.fromkeys(agents, 0.0),
@@ -398,6 +463,7 @@ class RefereedGame(Game, Generic[MoveT]):
             raise GameError("the episode is over; call reset() before step()")
         active = self._to_move()
         check_answers(active, actions)
+        self._replay_log.append(dict(actions))
         config = self.config
         agents = self.agents
         rewards = dict.fromkeys(agents, 0.0)
@@ -654,6 +720,34 @@ class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
     def state_key(self, agent: AgentID) -> Hashable:
         """Key of the current state as ``agent`` sees it."""
         return self.key(self.state, agent)
+
+    @property
+    def fork_mode(self) -> ForkMode:
+        """``snapshot``: rules return new states, so a fork shares the state and copies the rest."""
+        return "snapshot"
+
+    def fork(self) -> RulesGame[StateT, ActionT]:
+        """A snapshot of the episode in progress: the same (immutable) state, a copy of the tally and the generator.
+
+        Rules never mutate a state (they return new ones), so sharing it is safe; the random
+        generator is copied with its state, so both games draw the same chance from here on,
+        each on its own.
+
+        Raises:
+            GameError: No episode in progress.
+        """
+        tally = self._require_tally()
+        twin = copy.copy(self)
+        twin._tally = replace(
+            tally,
+            returns=dict(tally.returns),
+            invalid_streak=dict(tally.invalid_streak),
+            terminated=dict(tally.terminated),
+            truncated=dict(tally.truncated),
+        )
+        twin._rng = copy.deepcopy(self._rng)
+        twin._replay_log = list(self._replay_log)
+        return twin
 
     # ------------------------------------------------------------------ referee hooks
     def _start(self, seed: int | None, options: Mapping[str, Any]) -> dict[AgentID, dict[str, Any]]:

@@ -9,9 +9,11 @@ nothing else (no re-tokenising, no side tables). Records carry ``schema_version`
 (:data:`SCHEMA_VERSION`); :func:`read_episodes` reads every version up to this one (a record
 without the field is version 1, written before prompt ids and choices were recorded) and
 refuses a newer one, naming the versions it reads. Version 2 added prompt ids, choices, the
-model's thinking (`reasoning`), tool calls and trimmed-history counts; version 3 the state key
+model's thinking (`reasoning`), tool calls and trimmed-history counts. Version 3 added the state key
 each agent's last step led to (``final_state_keys``, for credit assigners that follow a step to
-its successor state: PGPO, GRAFT).
+its successor state: PGPO, GRAFT), the policy version each sample was drawn under (asynchronous
+training), for a branch of a tree rollout its parent and the round it forked at (its steps before
+that round are the parent's), and annotations.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class StepRecord(BaseModel):
             ids, what a trainer needs to recompute the distribution the answer was sampled from.
         prompt_token_ids: The prompt's token ids exactly as the model read them (local backends
             and vLLM's server; None where the backend does not say).
+        policy_version: The trainer's policy version (updates done) whose weights sampled this
+            answer (None outside training, and for seats the model does not play).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -94,6 +98,7 @@ class StepRecord(BaseModel):
     history_trimmed: int = 0
     choices: list[str] | None = None
     prompt_token_ids: list[int] | None = None
+    policy_version: int | None = None
 
 
 #: The version of the episode record this code writes; :func:`read_episodes` reads 1 to this.
@@ -131,6 +136,13 @@ class Episode(BaseModel):
         final_state_keys: Per agent, the string form of the game's state key once the episode
             was over: the state the agent's last step led to (None where the game gave none).
         schema_version: The record's version (:data:`SCHEMA_VERSION` when written by this code).
+        policy_version: The trainer's policy version the episode started under (asynchronous
+            training admits an episode by it; None outside training).
+        parent_id: For a branch of a tree rollout, the episode it forked from (None: a root).
+        fork_round: For a branch, the round it forked at: its steps of earlier rounds are copies
+            of the parent's (the same prompts and answers), and a trainer must not count them twice.
+        annotations: What annotators added for credit assignment, by annotator name
+            (:mod:`training.annotators`; e.g. an influence graph between tool calls).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -156,6 +168,10 @@ class Episode(BaseModel):
     reasoning_tokens: int | None = None
     final_state_keys: dict[str, str | None] = Field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    policy_version: int | None = None
+    parent_id: str | None = None
+    fork_round: int | None = None
+    annotations: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod

@@ -13,6 +13,7 @@ Every game made from the registry ends: a game whose options set no step limit g
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import importlib.util
 import logging
@@ -114,6 +115,7 @@ class GameSpec:
             known = sorted(config.model_fields) if config is not None else []
             raise GameOptionsError(_explain_validation(self.id, error, known)) from None
         game.game_id = self.id
+        game.factory = functools.partial(self.make, **overrides)  # what a replay fork builds its twin with
         return game
 
 

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
-from tsmg.core import AgentID, Game, GameError, Invalid, StepResult, check_answers
+from tsmg.core import AgentID, ForkMode, Game, GameError, Invalid, StepResult, check_answers
 from tsmg.registry import UnknownGameError
 
 ResultT = TypeVar("ResultT")
@@ -160,8 +160,11 @@ class RemoteGame(Game):
         # turn_based is a class-level attribute of Game; a remote game learns it from the server.
         setattr(self, "turn_based", self.info.turn_based)  # noqa: B010
         self._game_options = dict(game_options)
+        self._message_timeout_s = message_timeout_s
         self._client = GameEnvClient(base_url=http_base(url), message_timeout_s=message_timeout_s)
         self._view: Any = None  # the GameObservation of the last reset or step
+        # The episode's reset and answers, which a fork replays in a session of its own.
+        self._replay: tuple[int | None, dict[str, Any], list[dict[AgentID, str | Invalid]]] = (None, {}, [])
         self._close = weakref.finalize(self, _close_in_background, self._client)
 
     # ---------------------------------------------------------------------- transport
@@ -239,6 +242,7 @@ class RemoteGame(Game):
             self._call(self._client.disconnect)
             result = self._call(lambda: self._client.reset(**fields))
         self._view = result.observation
+        self._replay = (seed, dict(options or {}), [])
         return {agent: self._seat(agent).text for agent in self._agents}, {agent: {} for agent in self._agents}
 
     def step(self, actions: Mapping[AgentID, str | Invalid]) -> StepResult:
@@ -265,6 +269,7 @@ class RemoteGame(Game):
             action = GameAction(answers=answers or None, invalid=invalid or None)
         result = self._call(lambda: self._client.step(action))
         self._view = view = result.observation
+        self._replay[2].append(dict(actions))
         if view.seats is not None:
             seats = view.seats
             return StepResult(
@@ -282,6 +287,30 @@ class RemoteGame(Game):
             truncated={agent: bool(view.truncated)},
             infos={agent: view.info},
         )
+
+    @property
+    def fork_mode(self) -> ForkMode:
+        """``replay``: a server session cannot be copied, but a new one replays the seed and the answers."""
+        return "replay"
+
+    def fork(self) -> RemoteGame:
+        """A new session of the same game, reset with this episode's seed and replaying every answer so far.
+
+        Raises:
+            GameError: No episode in progress, or one reset without a seed (its chance cannot be replayed).
+        """
+        self._require_view()
+        seed, options, answers = self._replay
+        if seed is None:
+            raise GameError(
+                f"{self.game_id}: a remote game forks by replaying the episode from its seed, and this episode was "
+                "reset without one: reset(seed=...) to make it forkable"
+            )
+        twin = RemoteGame(self.game_id, message_timeout_s=self._message_timeout_s, **self._game_options)
+        twin.reset(seed=seed, options=options or None)
+        for round_answers in answers:
+            twin.step(round_answers)
+        return twin
 
     def observe(self, agent: AgentID) -> str:
         """The current observation text of ``agent``."""

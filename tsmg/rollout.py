@@ -1,5 +1,7 @@
 """The rollout engine: many episodes at once, one batched policy call per round.
 
+(Past 600 lines: the engine and its branching, tree rollouts, share the live-episode bookkeeping.)
+
 Each round gathers every pending decision of every live episode, groups them by policy, and
 asks each policy once for the whole batch. With an in-process model backend this turns N
 episodes into one batched ``generate`` per round instead of N. When an episode finishes, its
@@ -12,11 +14,20 @@ never holds the other episodes in lock-step.
 
 A policy or game that raises fails only the episodes concerned: they are recorded with the
 error and the rest of the run goes on.
+
+Branching (tree rollouts): a ``branch`` hook sees every episode after each of its rounds and when
+it ends (:class:`RoundEnd`), and may return new plans. A plan whose ``start`` is an
+:class:`EpisodeSnapshot` continues that episode in progress on a fork of its game instead of
+resetting a new one; the new episodes join the same lockstep batch at once, so every branch of a
+round is one call of the policy (and identical prompts, the branches of one fork, are one prompt
+to a backend that prefills identical prompts once). A snapshot can also be rebuilt from a finished
+record by replaying its answers (:meth:`EpisodeSnapshot.replay`).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -26,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
-from tsmg.core import AgentID, Game, Invalid
+from tsmg.core import AgentID, Game, GameError, Invalid
 from tsmg.episode import Episode, Message, StepRecord, dumps_key
 from tsmg.policies import Decision, DecisionRequest, Policy, Turn
 from tsmg.registry import make
@@ -47,12 +58,16 @@ class EpisodePlan:
         group_index: The episode's index in its group. It is a key of every sampling seed
             (:func:`tsmg.seeding.decision_seed`), so a group's episodes sample differently
             while the same plan replays exactly.
+        start: Continue this episode in progress (a fork of its game, a copy of its record so
+            far) instead of resetting a new game: a branch of a tree rollout. Its record names the
+            snapshot's episode as ``parent_id`` and the round it forked at as ``fork_round``.
     """
 
     seed: int | None
     episode_id: str
     group_id: str | None = None
     group_index: int = 0
+    start: EpisodeSnapshot | None = None
 
 
 @dataclass(slots=True)
@@ -66,6 +81,160 @@ class _LiveEpisode:
     history: dict[AgentID, list[Turn]] = field(default_factory=dict)
     last_step: dict[AgentID, StepRecord] = field(default_factory=dict)
     unclaimed_reward: dict[AgentID, float] = field(default_factory=dict)
+
+
+def _fork_live(live: _LiveEpisode, index: int, plan: EpisodePlan) -> _LiveEpisode:
+    """An independent copy of ``live`` (its game forked, its record and histories copied) under ``plan``."""
+    record = live.record.model_copy(deep=True)
+    record.episode_id, record.group_id = plan.episode_id, plan.group_id
+    return _LiveEpisode(
+        index=index,
+        plan=plan,
+        game=live.game.fork(),
+        record=record,
+        started=time.perf_counter(),
+        observations=dict(live.observations),
+        history={agent: list(turns) for agent, turns in live.history.items()},
+        last_step={agent: record.steps[step.index] for agent, step in live.last_step.items()},
+        unclaimed_reward=dict(live.unclaimed_reward),
+    )
+
+
+class EpisodeSnapshot:
+    """An episode in progress, frozen between two rounds: where branches of a tree rollout start.
+
+    It holds a fork of the game and a copy of the record and the agents' histories; each episode
+    started from it (an :class:`EpisodePlan` whose ``start`` it is) forks them again, so one
+    snapshot starts any number of branches, and none of them changes the snapshot or the episode
+    it was taken from. Take one with :meth:`RoundEnd.snapshot` during a rollout, or rebuild one
+    from a finished record with :meth:`replay`.
+    """
+
+    def __init__(self, live: _LiveEpisode, parent_id: str) -> None:
+        """Wrap a private copy of a live episode (use :meth:`RoundEnd.snapshot` or :meth:`replay`)."""
+        self._live = live
+        self.parent_id = parent_id
+
+    @property
+    def record(self) -> Episode:
+        """The episode's record up to the snapshot (do not modify)."""
+        return self._live.record
+
+    @property
+    def rounds(self) -> int:
+        """Rounds played before the snapshot: the round its branches fork at."""
+        return self._live.record.num_rounds
+
+    def begin(self, index: int, plan: EpisodePlan) -> _LiveEpisode:
+        """A live branch under ``plan`` (the rollout engine calls it)."""
+        branch = _fork_live(self._live, index, plan)
+        branch.record.parent_id, branch.record.fork_round = self.parent_id, self.rounds
+        return branch
+
+    @classmethod
+    def replay(cls, record: Episode, rounds: int, game: Game) -> EpisodeSnapshot:
+        """The episode of ``record`` as it stood after its first ``rounds`` rounds, rebuilt on ``game``.
+
+        ``game`` (a fresh game made with the record's id and options) is reset with the record's
+        seed and plays the recorded answers again; each step keeps what the record holds (prompt,
+        tokens, log-probabilities, policy version) and the game recomputes the rest. Replaying is
+        exact for a game whose episodes follow from the seed and the answers (the contract of
+        every tsmg game).
+
+        Raises:
+            GameError: The record has no seed, fewer rounds, failed, or the game shows another
+                observation than the record (the game does not replay it).
+        """
+        if record.seed is None or record.error is not None or rounds > record.num_rounds:
+            raise GameError(
+                f"cannot replay {record.episode_id} to round {rounds}: a replay needs a seeded episode that "
+                f"finished with at least that many rounds (seed {record.seed}, {record.num_rounds} rounds, "
+                f"error {record.error!r})"
+            )
+        plan = EpisodePlan(record.seed, record.episode_id, record.group_id)
+        observations, _ = game.reset(seed=record.seed)
+        header = record.model_copy(update={"steps": [], "num_rounds": 0, "invalid_answers": 0, "error": None})
+        header.returns = dict.fromkeys(record.agents, 0.0)
+        header.prompt_tokens = header.completion_tokens = 0
+        header.reasoning_tokens, header.success = None, {}
+        live = _LiveEpisode(-1, plan, game, header, time.perf_counter(), observations)
+        by_round: dict[int, list[StepRecord]] = defaultdict(list)
+        for step in record.steps:
+            by_round[step.round].append(step)
+        for number in range(rounds):
+            answers = {}
+            for step in by_round[number]:
+                if live.observations.get(step.agent) != step.observation:
+                    raise GameError(
+                        f"{record.game_id} does not replay {record.episode_id}: at round {number} {step.agent} "
+                        "observes something else than the record holds"
+                    )
+                request = DecisionRequest(
+                    game=game,
+                    agent=step.agent,
+                    observation=step.observation,
+                    legal_actions=None,
+                    history=live.history.setdefault(step.agent, []),
+                    episode_seed=record.seed,
+                    round=number,
+                )
+                answers[step.agent] = (request, _recorded_decision(step))
+            _play_round(live, answers)
+            for step, replayed in zip(by_round[number], live.record.steps[-len(by_round[number]) :], strict=True):
+                replayed.policy_version = step.policy_version
+        return cls(live, record.episode_id)
+
+
+def _recorded_decision(step: StepRecord) -> Decision:
+    """The decision a step records, as the policy returned it (the answer, its tokens and log-probabilities)."""
+    action: str | Invalid = step.action if step.action is not None else Invalid(step.reason or "invalid answer")
+    return Decision(
+        action=action,
+        completion=step.completion,
+        prompt=[message.model_dump() for message in step.prompt] if step.prompt else None,
+        token_ids=step.token_ids,
+        logprobs=step.logprobs,
+        prompt_tokens=step.prompt_tokens,
+        completion_tokens=step.completion_tokens,
+        attempts=step.attempts,
+        latency_s=step.latency_s,
+        reasoning=step.reasoning,
+        reasoning_tokens=step.reasoning_tokens,
+        tool_calls=step.tool_calls,
+        history_trimmed=step.history_trimmed,
+        prompt_token_ids=step.prompt_token_ids,
+        choices=step.choices,
+    )
+
+
+@dataclass(frozen=True)
+class RoundEnd:
+    """What a ``branch`` hook of :func:`rollout` sees: an episode after one of its rounds, or at its end.
+
+    Attributes:
+        plan: The episode's plan.
+        record: Its record so far (do not modify).
+        done: Whether the episode has ended (finished or failed); then it cannot be snapshot.
+    """
+
+    plan: EpisodePlan
+    record: Episode
+    done: bool
+    _live: _LiveEpisode | None = field(default=None, repr=False)
+
+    def snapshot(self) -> EpisodeSnapshot:
+        """Freeze the episode here, between this round and the next (a fork of its game).
+
+        Raises:
+            GameError: The episode has ended, or its game cannot fork.
+        """
+        if self.done or self._live is None:
+            raise GameError(f"episode {self.plan.episode_id} has ended; only an episode in progress can be forked")
+        return EpisodeSnapshot(_fork_live(self._live, -1, self.plan), self.plan.episode_id)
+
+
+#: A branching hook: new plans to play, given an episode after a round or at its end (see :class:`RoundEnd`).
+Brancher = Callable[[RoundEnd], Sequence[EpisodePlan]]
 
 
 def plan_episodes(
@@ -103,6 +272,7 @@ def rollout(
     max_concurrent: int | None = None,
     on_episode: Callable[[Episode], None] | None = None,
     schedule: Literal["auto", "lockstep", "independent"] = "auto",
+    branch: Brancher | None = None,
 ) -> list[Episode]:
     """Play episodes concurrently and return their records in plan order.
 
@@ -118,9 +288,13 @@ def rollout(
             (in-process models); ``independent`` advances each episode on its own thread
             (remote servers batch by themselves, and a slow request holds no other episode);
             ``auto`` picks ``independent`` when a policy sets ``prefers_independent_episodes``.
+        branch: Called with every episode after each round and at its end (:class:`RoundEnd`);
+            the plans it returns are played too, in the same lockstep batches (tree rollouts).
+            Lockstep schedule only.
 
     Returns:
-        The finished episodes, in plan order. Episodes that failed carry ``error``.
+        The finished episodes, in plan order, then those the ``branch`` hook planned, in the
+        order it planned them. Episodes that failed carry ``error``.
     """
     options = dict(game_options or {})
     if isinstance(game, str):
@@ -136,7 +310,7 @@ def rollout(
             raise ValueError("give seeds or plans")
         probe_id = game if isinstance(game, str) else "game"
         plans = plan_episodes(probe_id, seeds)
-    limit = max_concurrent or len(plans) or 1
+    limit = max_concurrent or (len(plans) or 1 if branch is None else sys.maxsize)  # branches add episodes
     if schedule == "auto":
         members = policies.values() if isinstance(policies, Mapping) else [policies]
         independent = any(getattr(policy, "prefers_independent_episodes", False) for policy in members)
@@ -146,12 +320,22 @@ def rollout(
 
     finished: dict[int, Episode] = {}
     lock = threading.Lock()
+    every_plan = list(plans)
+    pending = list(enumerate(plans))
+
+    def grow(end: RoundEnd) -> None:
+        """Queue the plans the branch hook returns (played next, before the plans not started yet)."""
+        assert branch is not None
+        for plan in branch(end):
+            episode_index_of[plan.episode_id] = len(every_plan)
+            pending.append((len(every_plan), plan))
+            every_plan.append(plan)
 
     def finish(episode: _LiveEpisode | Episode, error: str | None = None) -> None:
         if isinstance(episode, Episode):  # could not even start
-            record, index = episode, episode_index_of[episode.episode_id]
+            record, index, plan = episode, episode_index_of[episode.episode_id], None
         else:
-            record, index = episode.record, episode.index
+            record, index, plan = episode.record, episode.index, episode.plan
             record.error = error
             record.latency_s = time.perf_counter() - episode.started
             if error is None:
@@ -160,16 +344,21 @@ def rollout(
             finished[index] = record
             if on_episode is not None:
                 on_episode(record)
+        if branch is not None:
+            grow(RoundEnd(plan or every_plan[index], record, done=True))
 
     episode_index_of = {plan.episode_id: index for index, plan in enumerate(plans)}
     start = partial(_start_episode, factory=factory, policies=policies, options=options)
     if schedule == "lockstep":
-        _run_lockstep(list(enumerate(plans)), start, policies, limit, finish)
+        after_round = None if branch is None else (lambda live: grow(RoundEnd(live.plan, live.record, False, live)))
+        _run_lockstep(pending, start, policies, limit, finish, after_round)
     elif schedule == "independent":
-        _run_independent(list(enumerate(plans)), start, policies, limit, finish)
+        if branch is not None:
+            raise ValueError("branching (tree rollouts) needs the lockstep schedule; policies here ask for independent")
+        _run_independent(pending, start, policies, limit, finish)
     else:
         raise ValueError(f"unknown schedule {schedule!r}: use 'lockstep', 'independent' or 'auto'")
-    return [finished[index] for index in range(len(plans))]
+    return [finished[index] for index in range(len(every_plan))]
 
 
 Starter = Callable[[int, EpisodePlan], "_LiveEpisode | Episode"]
@@ -182,8 +371,12 @@ def _run_lockstep(
     policies: Policy | Mapping[AgentID, Policy],
     limit: int,
     finish: Finisher,
+    after_round: Callable[[_LiveEpisode], None] | None = None,
 ) -> None:
-    """Every round, one batched call per policy for all live episodes (in-process models)."""
+    """Every round, one batched call per policy for all live episodes (in-process models).
+
+    ``pending`` is popped from its end; what ``finish`` or ``after_round`` append to it starts next.
+    """
     pending.reverse()  # pop() from the end keeps plan order
     live: list[_LiveEpisode] = []
     while pending or live:
@@ -200,6 +393,8 @@ def _run_lockstep(
         for episode in live:
             if _advance(episode, answers, failed, finish):
                 still_live.append(episode)
+                if after_round is not None:
+                    after_round(episode)
         live = still_live
 
 
@@ -311,6 +506,14 @@ def _start_episode(
     options: Mapping[str, Any],
 ) -> _LiveEpisode | Episode:
     started = time.perf_counter()
+    if plan.start is not None:
+        try:
+            return plan.start.begin(index, plan)
+        except Exception as error:
+            logger.exception("could not fork episode %s", plan.episode_id)
+            failed = plan.start.record.model_copy(update={"episode_id": plan.episode_id, "group_id": plan.group_id})
+            failed.error = f"could not fork: {error!r}"
+            return failed
     game: Game | None = None
     try:
         game = factory()

@@ -18,6 +18,7 @@ from websockets.sync.client import connect as ws_connect
 
 import tsmg
 from tsmg.checker import check_game
+from tsmg.core import GameError
 from tsmg.episode import read_episodes
 from tsmg.policies import RandomPolicy
 from tsmg.remote import RemoteGameError, UnreachableGameError
@@ -407,4 +408,29 @@ def test_remote_game_reopens_a_session_the_server_reaped(small_server):
         game.step({"player": "right"})
     assert game.reset(seed=0)[0] == first  # a new session, the same start
     assert game.step({"player": "right"}).infos["player"]["valid"]
+    game.close()
+
+
+@pytest.mark.parametrize("game_id", ["FrozenLake-v0", "SnakeArena-2p-v0"])
+def test_a_remote_game_forks_by_replay_and_continues_as_the_original(served, game_id):
+    from tests.test_fork import answers_for, play_on, view
+
+    game = tsmg.make(served.url(game_id), max_steps=12)
+    assert game.fork_mode == "replay"
+    game.reset(seed=3)
+    rng = np.random.default_rng(0)
+    answers = []
+    while not game.done:
+        answers.append(answers_for(game, rng))
+        game.step(answers[-1])
+    fork_round = len(answers) // 2
+    game.reset(seed=3)
+    play_on(game, answers[:fork_round])
+    twin = game.fork()  # a session of its own, replayed to the same round
+    assert view(twin) == view(game)
+    assert play_on(twin, answers[fork_round:]) == play_on(game, answers[fork_round:])
+    twin.close()
+    game.reset()  # no seed: nothing to replay from
+    with pytest.raises(GameError, match="without one"):
+        game.fork()
     game.close()

@@ -78,10 +78,10 @@ def test_training_beats_the_untrained_policy_on_held_out_episodes(tiny_model, tm
     assert HFBackend(result.final_model).model is not None
 
 
-def test_kill_9_then_resume_continues_exactly(tiny_model, tmp_path):
-    # A run in a subprocess (through the CLI), killed hard once a checkpoint exists and a later step is logged.
-    out = tmp_path / "killed"
-    config = make_config(out, tiny_model, run={"updates": 1000, "checkpoint_every": 2, "keep_last": 2})
+def killed_after_a_checkpoint(config, tmp_path):
+    """Train ``config`` through the CLI in a subprocess, ``kill -9`` it once a checkpoint exists and update 3 is
+    logged; the step of the last complete checkpoint."""
+    out = Path(config.run.out_dir)
     config_file = tmp_path / "config.yaml"
     config.to_yaml(config_file)
     command = [sys.executable, "-m", "tsmg.cli", "train", "--config", str(config_file), "--quiet"]
@@ -98,9 +98,16 @@ def test_kill_9_then_resume_continues_exactly(tiny_model, tmp_path):
     finally:
         process.kill()
         process.wait()
+    return int(latest_checkpoint(out / "checkpoints").name.split("-")[1])
+
+
+def test_kill_9_then_resume_continues_exactly(tiny_model, tmp_path):
+    # A run in a subprocess (through the CLI), killed hard once a checkpoint exists and a later step is logged.
+    out = tmp_path / "killed"
+    config = make_config(out, tiny_model, run={"updates": 1000, "checkpoint_every": 2, "keep_last": 2})
+    saved = killed_after_a_checkpoint(config, tmp_path)
 
     # Resume to three updates past the last complete checkpoint, wherever the kill landed.
-    saved = int(latest_checkpoint(out / "checkpoints").name.split("-")[1])
     updates = saved + 3
     longer = {"run": config.run.model_copy(update={"updates": updates})}
     resumed = train(config.model_copy(update=longer), resume=True)

@@ -1,0 +1,164 @@
+"""Asynchronous training: eta = 0 is the synchronous run, the staleness bound, off-policy masking, kill and resume."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.training.test_trainer import (  # noqa: F401  (tiny_model: the session's model)
+    REPO,
+    comparable,
+    killed_after_a_checkpoint,
+    make_config,
+    tiny_model,
+)
+from training.async_loop import AsyncRollouts
+from training.checkpoint import latest_checkpoint
+from training.config import TrainConfig
+from training.distributed import World
+from training.engines import HFRolloutEngine
+from training.setup import set_up
+from training.sources import GroupRollouts
+from training.trainer import TrainHooks, train
+from training.update import PolicyUpdate
+from tsmg.episode import read_episodes
+
+ASYNC = {"loop": {"mode": "async", "max_staleness": 1}}
+
+
+def episodes_of(run_dir: Path) -> list[dict]:
+    return [
+        episode.model_dump(exclude={"latency_s": True, "steps": {"__all__": {"latency_s"}}})
+        for episode in read_episodes(run_dir / "episodes.jsonl")
+    ]
+
+
+def without_timing(rows: list[dict]) -> list[dict]:
+    return [{key: value for key, value in row.items() if key != "async/worker_play_s"} for row in comparable(rows)]
+
+
+def test_eta_0_gives_exactly_the_synchronous_episodes_and_weights(tiny_model, tmp_path):  # noqa: F811
+    run = {"updates": 4, "episodes_every": 1, "eval_every": 2, "eval_episodes": 8}
+    synchronous = train(make_config(tmp_path / "sync", tiny_model, run=run))
+    asynchronous = train(
+        make_config(tmp_path / "async", tiny_model, run=run, loop={"mode": "async", "max_staleness": 0})
+    )
+    assert episodes_of(tmp_path / "async") == episodes_of(tmp_path / "sync")
+    assert len(episodes_of(tmp_path / "sync")) == 4 * 16
+    rows = [{key: value for key, value in row.items() if not key.startswith("async/")} for row in asynchronous.metrics]
+    assert comparable(rows) == comparable(synchronous.metrics)
+    assert all(row.get("async/staleness", 0.0) == 0.0 for row in asynchronous.metrics)
+    weights, reference = (load_file(result.final_model / "model.safetensors") for result in (asynchronous, synchronous))
+    assert weights.keys() == reference.keys()
+    assert all(torch.equal(weights[name], reference[name]) for name in weights)
+
+
+@pytest.mark.parametrize("eta", [1, 2])
+def test_no_sample_is_older_than_eta_under_a_slow_trainer(tiny_model, tmp_path, monkeypatch, eta):  # noqa: F811
+    early = []  # per update: whether the worker had finished its rollout before the trainer asked for it
+    take = AsyncRollouts.play
+
+    def watched(self, step, version=None):
+        asked = time.time()
+        batch = take(self, step, version)
+        early.append(self.finished_at[step] < asked)
+        return batch
+
+    monkeypatch.setattr(AsyncRollouts, "play", watched)
+
+    def slow(step, loss):  # the trainer takes far longer than the worker's rollout
+        time.sleep(0.3)
+        return loss
+
+    config = make_config(
+        tmp_path / "run",
+        tiny_model,
+        run={"updates": 6, "episodes_every": 1},
+        loop={"mode": "async", "max_staleness": eta},
+    )
+    result = train(config, hooks=TrainHooks(transform_loss=slow))
+    for episode in read_episodes(tmp_path / "run" / "episodes.jsonl"):
+        update = int(episode.episode_id.split("/")[0][1:])
+        assert episode.policy_version == max(update - 1 - eta, 0)  # exactly the bound: never older, never fresher
+        assert {step.policy_version for step in episode.steps} == {episode.policy_version}
+    assert max(row["async/staleness"] for row in result.metrics if row["step"]) == eta
+    assert any(early)  # the worker played ahead while the trainer was busy
+
+
+def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model, tmp_path):  # noqa: F811
+    config = make_config(tmp_path / "run", tiny_model, **ASYNC)
+    setup = set_up(config, tmp_path, None, World())
+    update = PolicyUpdate(setup, config, World())
+    engine = HFRolloutEngine(setup.backend, config.rollout, ["player"])
+    source = AsyncRollouts(
+        config, engine, World(), setup=setup, update=update, run_dir=tmp_path, model_seats=["player"], start_step=2
+    )
+    batch = GroupRollouts(config, engine, World()).play(3, version=1)  # played by version 1; the trainer is at 2
+    episodes = {episode.episode_id: episode for episode in batch.episodes}
+    record = batch.episodes[0].steps[0]
+    record.logprobs = [record.logprobs[0] + 1.0]  # the engine put e times more mass on it: far off-policy
+    fresh = batch.episodes[1]
+    fresh.steps[0].policy_version = 2  # this one is on-policy: kept as recorded
+    from training.credit import StepCredit
+
+    steps = [
+        StepCredit(0, batch.episodes[0].episode_id, "player", 0, 1.0),
+        StepCredit(1, fresh.episode_id, "player", 0, 1.0),
+    ]
+    samples, metrics = source.training_samples(steps, episodes, batch, step=3)
+    recomputed = update.old_logprobs([samples[0]], batch.temperature)[0]
+    assert samples[0].behaviour_logprobs == pytest.approx(recomputed)  # pi_old: the trainer's weights now
+    assert samples[0].token_mask == [False]  # masked: it adds nothing to the loss, not even a clipped term
+    assert samples[1].token_mask is None and samples[1].behaviour_logprobs == fresh.steps[0].logprobs
+    assert metrics["async/stale_samples"] == 1 and metrics["async/masked_token_fraction"] == 1.0
+    # An unperturbed stale token: the same weights sampled it, so its ratio is 1 and it is kept.
+    record.logprobs = list(recomputed)
+    samples, _ = source.training_samples(steps[:1], episodes, batch, step=3)
+    assert samples[0].token_mask == [True]
+
+
+def test_killing_an_async_run_and_resuming_it_loses_and_repeats_nothing(tiny_model, tmp_path):  # noqa: F811
+    out = tmp_path / "killed"
+    config = make_config(
+        out, tiny_model, run={"updates": 1000, "checkpoint_every": 2, "keep_last": 2, "episodes_every": 1}, **ASYNC
+    )
+    saved = killed_after_a_checkpoint(config, tmp_path)
+    assert (latest_checkpoint(out / "checkpoints") / "async_rollouts.jsonl").read_text().count("\n") == 1
+    updates = saved + 3
+    resumed = train(config.model_copy(update={"run": config.run.model_copy(update={"updates": updates})}), resume=True)
+    reference = train(
+        make_config(tmp_path / "reference", tiny_model, run={"updates": updates, "episodes_every": 1}, **ASYNC)
+    )
+    assert without_timing(resumed.metrics) == without_timing(reference.metrics)
+    played = [episode["episode_id"] for episode in episodes_of(out)]
+    assert len(played) == len(set(played)) == updates * 16  # every update's episodes once: none lost, none twice
+    # The same episodes (the policy's name aside: a resumed run loads the checkpoint's folder).
+    assert [{**e, "policies": None} for e in episodes_of(out)] == [
+        {**e, "policies": None} for e in episodes_of(tmp_path / "reference")
+    ]
+
+
+def test_async_configurations_that_cannot_work_are_refused():
+    base = {"rollout": {"game_id": "FrozenLake-v0"}, "model": {"spec": "tiny"}}
+    with pytest.raises(ValueError, match=r"max_staleness \(eta\) is -1.*must be 0 or more"):
+        TrainConfig.model_validate({**base, "loop": {"mode": "async", "max_staleness": -1}})
+    with pytest.raises(ValueError, match="'openai:gpt-4o' plays on an engine that cannot take new weights"):
+        TrainConfig.model_validate({**base, "model": {"spec": "openai:gpt-4o"}, "loop": {"mode": "async"}})
+    with pytest.raises(ValueError, match="rtpo updates each turn against a continuation"):
+        TrainConfig.model_validate({**base, "credit": {"name": "rtpo"}, "loop": {"mode": "async"}})
+    with pytest.raises(ValueError, match=r"\['max_staleness'\] only apply to loop.mode 'async'"):
+        TrainConfig.model_validate({**base, "loop": {"max_staleness": 3}})
+
+
+def test_the_cli_refuses_a_negative_eta_in_one_sentence(tmp_path):
+    command = [sys.executable, "-m", "tsmg.cli", "train", "--game", "FrozenLake-v0", "--model", "tiny"]
+    command += ["--set", "loop.mode=async", "--set", "loop.max_staleness=-1", "--out", str(tmp_path / "run")]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert "max_staleness (eta) is -1" in run.stderr and not (tmp_path / "run").exists()

@@ -1,0 +1,179 @@
+"""Where each update's episodes come from, and which of their steps the update trains.
+
+The training loop (:mod:`training.trainer`) asks a :class:`RolloutSource` for the rollout of
+update u (:meth:`~RolloutSource.play`), lets the credit assigner score it, and asks the source
+which credited steps to train (:meth:`~RolloutSource.trained_credit`) and how to turn them into
+samples (:meth:`~RolloutSource.training_samples`). Sources:
+
+* :class:`GroupRollouts`: independent groups of ``rollout.group_size`` episodes per seed
+  (``rollout.shape: groups``), or trees of as many leaves (``rollout.shape: tree``,
+  :mod:`training.tree`: each shared prefix step trained once, weighted by ``rollout.tree.shared_steps``);
+* :class:`training.rtpo.ReverseTurnRollouts`: RTPO's reverse-turn stages (``credit.name: rtpo``);
+* :class:`training.async_loop.AsyncRollouts`: any of the first kind played ahead by a worker
+  process with older weights (``loop.mode: async``).
+
+Each episode records the policy version that played it (:func:`stamp_policy_version`): version v
+is the weights after v updates, so the synchronous loop plays update u with version u - 1.
+Annotators (:mod:`training.annotators`) run on every rollout before it is handed over, the stage
+where e.g. an influence-graph annotator (IAPO) would plug in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from training.annotators import annotate
+from training.config import TrainConfig
+from training.credit import CreditAssignment, StepCredit
+from training.distributed import World
+from training.engines import RolloutBatch, RolloutEngine, independent_groups, play_sharded
+from training.tree import TreeBrancher, share_prefix_steps, tree_plans
+from training.update import TrainSample, training_samples
+from tsmg.episode import Episode
+from tsmg.seeding import derive_seed, seed_generator
+
+# What each generator of update u is for: seed_generator(run.seed, u, PURPOSE) / derive_seed(...).
+GAME_SEEDS, SAMPLING, SAMPLER, BRANCH_SAMPLING = 0, 1, 2, 3
+
+
+def stamp_policy_version(episodes: Sequence[Episode], version: int) -> None:
+    """Record that ``version`` played ``episodes``: on each episode, and on each model step not stamped yet.
+
+    Steps copied from an earlier episode (a tree's shared prefix, RTPO's replayed turns) keep the
+    version that played them; scripted seats (no tokens) get none.
+    """
+    for episode in episodes:
+        episode.policy_version = version
+        for step in episode.steps:
+            if step.policy_version is None and step.token_ids is not None:
+                step.policy_version = version
+
+
+class RolloutSource:
+    """The rollouts of a run, update by update (the synchronous defaults; subclasses play them).
+
+    Args:
+        config: The run's configuration.
+        engine: Plays episodes with the current policy (and evaluations: :attr:`eval_engine`).
+        world: This process's place among the training processes.
+    """
+
+    def __init__(self, config: TrainConfig, engine: RolloutEngine, world: World) -> None:
+        self.config = config
+        self.engine = engine
+        self.world = world
+
+    @property
+    def eval_engine(self) -> RolloutEngine:
+        """The engine evaluations play on: the trainer's current weights."""
+        return self.engine
+
+    def play(self, step: int, version: int | None = None) -> RolloutBatch:
+        """The rollout of update ``step``, played by policy ``version`` (default ``step - 1``, the current one)."""
+        raise NotImplementedError
+
+    def trained_credit(self, credit: CreditAssignment, episodes: Sequence[Episode]) -> CreditAssignment:
+        """The credited steps the update trains (all of them here)."""
+        return credit
+
+    def training_samples(
+        self, steps: Sequence[StepCredit], episodes: Mapping[str, Episode], batch: RolloutBatch, step: int
+    ) -> tuple[list[TrainSample], dict[str, float]]:
+        """Samples of the drawn steps (:func:`training.update.training_samples`), and metrics of any correction."""
+        return training_samples(steps, episodes, exact_logprobs=batch.exact_logprobs), {}
+
+    def publish(self, step: int) -> None:
+        """Update ``step`` is done: the engine gets its weights."""
+        self.engine.sync()
+
+    def save(self, folder: Path) -> None:
+        """Add what a resumed run needs to the checkpoint being written into ``folder`` (nothing here)."""
+
+    def load(self, folder: Path) -> None:
+        """Take back what :meth:`save` wrote, from the checkpoint ``folder`` (nothing here)."""
+
+    def close(self) -> None:
+        """Stop anything the source runs (nothing here; the engine is closed by its owner)."""
+
+    def _seeds(self, step: int) -> tuple[Any, int]:
+        """The generator of update ``step``'s game seeds and its LAP run seed."""
+        run = self.config.run
+        return seed_generator(run.seed, step, GAME_SEEDS), derive_seed(run.seed, step, SAMPLING)
+
+    def _handed_over(self, batch: RolloutBatch, version: int) -> RolloutBatch:
+        stamp_policy_version(batch.episodes, version)
+        annotate(self.config.rollout.annotators, batch.episodes)
+        return batch
+
+
+class GroupRollouts(RolloutSource):
+    """Independent groups, or trees (``rollout.shape``), of ``rollout.group_size`` episodes per seed."""
+
+    def play(self, step: int, version: int | None = None) -> RolloutBatch:
+        """Play update ``step``'s groups (or trees), sharded over processes by group."""
+        rollout, run = self.config.rollout, self.config.run
+        rng, seed = self._seeds(step)
+        if rollout.shape == "tree":
+            plans = tree_plans(rollout, step, rng, run.eval_seed_start)
+            brancher = TreeBrancher(rollout.tree, rollout.group_size, plans)
+            batch = play_sharded(self.engine, plans, rollout.tree.roots, self.world, seed=seed, branch=brancher)
+        else:
+            plans = independent_groups(rollout, step, rng, run.eval_seed_start)
+            batch = play_sharded(self.engine, plans, rollout.group_size, self.world, seed=seed)
+        return self._handed_over(batch, step - 1 if version is None else version)
+
+    def trained_credit(self, credit: CreditAssignment, episodes: Sequence[Episode]) -> CreditAssignment:
+        """Trees: each shared prefix step once, as ``rollout.tree.shared_steps`` weighs it."""
+        if self.config.rollout.shape != "tree":
+            return credit
+        return share_prefix_steps(credit, episodes, self.config.rollout.tree.shared_steps)
+
+
+def build_rollouts(
+    config: TrainConfig,
+    world: World,
+    make_engine: Callable[..., RolloutEngine],
+    *,
+    setup: Any,
+    update: Any,
+    run_dir: Path,
+    model_seats: Sequence[str],
+    start_step: int = 0,
+) -> RolloutSource:
+    """The run's rollout source: RTPO's stages, groups or trees, played ahead by a worker under ``loop.mode: async``.
+
+    Args:
+        config: The run's configuration.
+        world: This process's place among the training processes.
+        make_engine: ``make_engine(backend, on_vllm=True)``: the rollout engine over ``backend``
+            (:func:`training.engines.build_engine`).
+        setup: The training setup (its backend is the trained model).
+        update: The update stage (asynchronous mode recomputes stale samples' pi_old with it).
+        run_dir: The run folder.
+        model_seats: The seats the model plays.
+        start_step: Updates done before this session (a resumed run).
+
+    Raises:
+        ValueError: Asynchronous training with several processes (not supported).
+    """
+    if config.loop.mode == "async":
+        from training.async_loop import AsyncRollouts
+
+        return AsyncRollouts(
+            config,
+            make_engine(setup.backend, on_vllm=False),  # evaluations: the trainer's own weights, on its model
+            world,
+            setup=setup,
+            update=update,
+            run_dir=run_dir,
+            model_seats=model_seats,
+            start_step=start_step,
+        )
+    engine = make_engine(setup.backend)
+    if config.credit.name == "rtpo":
+        from training.rtpo import ReverseTurnRollouts
+
+        return ReverseTurnRollouts(config, engine, world)
+    return GroupRollouts(config, engine, world)
