@@ -9,7 +9,11 @@ into a :class:`TrajectoryGroup` of arrays, calls the registered assigner and ret
 :class:`TrajectoryCredit` per (episode, agent) plus :class:`CreditStats` for the metrics.
 
 Multi-agent: credit is assigned per agent; an agent's trajectories are compared only with the
-same agent's trajectories in the same group, and its return is its episode return.
+same agent's trajectories in the same group, and its return is its episode return. Self-play
+assigners (``rae``, ``marshal``; ``docs/selfplay.md``) compare a seat's trajectories across the
+whole update instead (``scope="batch"``), and ``rae`` keeps a baseline per game and seat from one
+update to the next (``stateful``: the trainer passes the same ``state`` every update and stores
+it in its checkpoints).
 
 To add an assigner: its formula in :mod:`training.advantages`, a ``compute(group, params)``
 function and a :class:`CreditAssignerSpec` entry here (with its parameter model and needs).
@@ -29,17 +33,22 @@ from training.advantages import (
     FloatArray,
     Normalizer,
     StdKind,
+    discounted_returns,
     dr_grpo,
     gigpo,
     ms_grpo,
     mt_grpo,
+    per_agent_normalized,
     returns_are_equal,
     rloo,
+    role_baseline_advantages,
 )
 from tsmg.episode import Episode
 
 #: What a credit assigner may need from the rollout and the game.
-Need = Literal["groups", "state_keys", "per_step_rewards"]
+Need = Literal["groups", "state_keys", "per_step_rewards", "multi_agent"]
+#: What an assigner compares a trajectory with: the same seat in its group, or the same seat in the whole update.
+Scope = Literal["group", "batch"]
 
 
 class AssignerParams(BaseModel):
@@ -73,6 +82,24 @@ class MtGrpoParams(GroupNormParams):
     outcome_weight: float = Field(default=1.0, ge=0.0, description="lambda, the weight of the outcome term.")
 
 
+class RaeParams(GroupNormParams):
+    """Parameters of SPIRAL's role-conditioned advantage estimation."""
+
+    alpha: float = Field(default=0.95, ge=0.0, le=1.0, description="Decay of each role's moving baseline.")
+    per_agent_norm: bool = Field(
+        default=False, description="Also standardise each seat's advantages over its steps of the update (MARSHAL)."
+    )
+
+
+class MarshalParams(GroupNormParams):
+    """Parameters of MARSHAL's turn-level, per-agent normalised advantages."""
+
+    gamma: float = Field(default=1.0, ge=0.0, le=1.0, description="Discount of the turn-level returns.")
+    normalizer: Normalizer = Field(
+        default="std", description="Per seat: centre and divide by std + eps ('std'), or centre only ('none')."
+    )
+
+
 @dataclass(frozen=True)
 class TrajectoryGroup:
     """One agent's trajectories in one group, as arrays (what a credit assigner computes on).
@@ -81,11 +108,18 @@ class TrajectoryGroup:
         returns: The agent's episode return of each trajectory.
         step_rewards: Per trajectory, the reward of each of the agent's steps.
         step_keys: Per trajectory, the state key of each of the agent's steps (None if unrecorded).
+        agent: The agent (seat) whose trajectories these are.
+        game_ids: The game of each trajectory.
+        state: What a stateful assigner keeps from one update to the next (its own mapping; None
+            for a stateless one).
     """
 
     returns: FloatArray
     step_rewards: list[FloatArray]
     step_keys: list[list[str | None]]
+    agent: str = ""
+    game_ids: tuple[str, ...] = ()
+    state: dict[str, Any] | None = None
 
     def broadcast(self, episode_advantages: FloatArray) -> list[FloatArray]:
         """Copy each trajectory's advantage to every one of its steps."""
@@ -105,6 +139,9 @@ class CreditAssignerSpec:
         needs: What it needs from the rollout and the game.
         params: Pydantic model of its parameters (validated when a configuration is built).
         compute: ``compute(group, params) -> per-trajectory step advantages``.
+        scope: ``group``: ``compute`` sees one seat's trajectories of one group; ``batch``: one
+            seat's trajectories of the whole update, in episode order.
+        stateful: ``compute`` reads and updates ``group.state``, which must persist across updates.
     """
 
     name: str
@@ -112,6 +149,8 @@ class CreditAssignerSpec:
     needs: frozenset[Need]
     params: type[AssignerParams]
     compute: Compute = field(repr=False)
+    scope: Scope = "group"
+    stateful: bool = False
 
 
 def _ms_grpo_group(group: TrajectoryGroup, params: GroupNormParams) -> list[FloatArray]:
@@ -144,6 +183,32 @@ def _gigpo_group(group: TrajectoryGroup, params: GigpoParams) -> list[FloatArray
 
 def _mt_grpo_group(group: TrajectoryGroup, params: MtGrpoParams) -> list[FloatArray]:
     return mt_grpo(group.step_rewards, outcome_weight=params.outcome_weight, std=params.std, eps=params.eps)
+
+
+def _rae_seat(group: TrajectoryGroup, params: RaeParams) -> list[FloatArray]:
+    """One seat's trajectories of the update against its role baselines (kept in ``group.state``)."""
+    if group.state is None:
+        raise ValueError("rae keeps a baseline per game and seat across updates and needs a state mapping")
+    roles = [role_key(game_id, group.agent) for game_id in group.game_ids]
+    advantages, baselines = role_baseline_advantages(group.returns, roles, group.state, alpha=params.alpha)
+    group.state.update(baselines)
+    per_step = group.broadcast(advantages)
+    if params.per_agent_norm:
+        per_step = per_agent_normalized(per_step, [group.agent] * len(per_step), std=params.std, eps=params.eps)
+    return per_step
+
+
+def _marshal_seat(group: TrajectoryGroup, params: MarshalParams) -> list[FloatArray]:
+    """Turn-level returns of one seat's steps, standardised over that seat's steps of the update."""
+    turn_returns = [discounted_returns(rewards, params.gamma) for rewards in group.step_rewards]
+    return per_agent_normalized(
+        turn_returns, [group.agent] * len(turn_returns), normalizer=params.normalizer, std=params.std, eps=params.eps
+    )
+
+
+def role_key(game_id: str, agent: str) -> str:
+    """The role a baseline is kept for: a game and a seat (``"KuhnPoker-v0/player_1"``)."""
+    return f"{game_id}/{agent}"
 
 
 CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
@@ -183,6 +248,23 @@ CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
             frozenset({"groups", "per_step_rewards"}),
             MtGrpoParams,
             _mt_grpo_group,
+        ),
+        CreditAssignerSpec(
+            "rae",
+            "R minus a moving baseline per game and seat, b <- alpha b + (1 - alpha) R, kept across updates (SPIRAL)",
+            frozenset({"multi_agent"}),
+            RaeParams,
+            _rae_seat,
+            scope="batch",
+            stateful=True,
+        ),
+        CreditAssignerSpec(
+            "marshal",
+            "turn-level returns standardised per seat over that seat's steps of the whole update (MARSHAL)",
+            frozenset({"multi_agent"}),
+            MarshalParams,
+            _marshal_seat,
+            scope="batch",
         ),
     )
 }
@@ -335,14 +417,17 @@ def agent_return(episode: Episode, agent: str) -> float:
     return float(sum(step.reward for step in episode.steps_of(agent)))
 
 
-def trajectory_group(episodes: Sequence[Episode], agent: str) -> TrajectoryGroup:
-    """Arrays of one agent's trajectories in a group of episodes."""
+def trajectory_group(episodes: Sequence[Episode], agent: str, state: dict[str, Any] | None = None) -> TrajectoryGroup:
+    """Arrays of one agent's trajectories in a group of episodes (``state``: a stateful assigner's memory)."""
     return TrajectoryGroup(
         returns=np.array([agent_return(episode, agent) for episode in episodes], dtype=np.float64),
         step_rewards=[
             np.array([step.reward for step in episode.steps_of(agent)], dtype=np.float64) for episode in episodes
         ],
         step_keys=[[step.state_key for step in episode.steps_of(agent)] for episode in episodes],
+        agent=agent,
+        game_ids=tuple(episode.game_id for episode in episodes),
+        state=state,
     )
 
 
@@ -363,17 +448,24 @@ def assign_credit(
     *,
     agent: str | Iterable[str] | None = None,
     params: Mapping[str, Any] | AssignerParams | None = None,
+    credit_if: Callable[[Episode, str], bool] | None = None,
+    state: dict[str, Any] | None = None,
 ) -> CreditAssignment:
     """Per-step advantages of every (episode, agent) with the registered assigner ``name``.
 
     Episodes are grouped by ``group_id``; within a group each agent's trajectories are compared
-    with the same agent's trajectories only.
+    with the same agent's trajectories only. An assigner of ``scope="batch"`` compares each
+    agent's trajectories across all the episodes instead, in their order.
 
     Args:
         name: A registered assigner (see :data:`CREDIT_ASSIGNERS`).
         episodes: Finished episodes; episodes of a group share their start.
         agent: The agent(s) to credit (the seats being trained); None credits every agent.
         params: The assigner's parameters (defaults where missing).
+        credit_if: Whether to credit a seat of an episode at all (e.g. only the seats the trained
+            model played when it shares a game with opponents); None credits every seat in ``agent``.
+        state: The memory of a stateful assigner, updated in place; pass the same mapping every
+            update (and keep it with the checkpoints). None: a fresh one for this call.
 
     Returns:
         One :class:`TrajectoryCredit` per (episode, credited agent) that plays in the episode, in
@@ -386,17 +478,25 @@ def assign_credit(
     spec = credit_assigner(name)
     resolved = resolve_params(name, params)
     agents = _selected_agents(episodes, agent)
+    memory = None
+    if spec.stateful:
+        memory = (state if state is not None else {}).setdefault(spec.name, {})
     positions: dict[str, list[int]] = {}
     for position, episode in enumerate(episodes):
-        positions.setdefault(episode.group_id or episode.episode_id, []).append(position)
+        key = (episode.group_id or episode.episode_id) if spec.scope == "group" else ""
+        positions.setdefault(key, []).append(position)
     credits: dict[tuple[int, str], TrajectoryCredit] = {}
     groups = zero_signal = singletons = 0
-    for group_id, members in positions.items():
+    for members in positions.values():
         for seat in agents:
-            playing = [position for position in members if seat in episodes[position].agents]
+            playing = [
+                position
+                for position in members
+                if seat in episodes[position].agents and (credit_if is None or credit_if(episodes[position], seat))
+            ]
             if not playing:
                 continue
-            group = trajectory_group([episodes[position] for position in playing], seat)
+            group = trajectory_group([episodes[position] for position in playing], seat, memory)
             advantages = spec.compute(group, resolved)
             groups += 1
             singletons += len(playing) == 1
@@ -404,11 +504,28 @@ def assign_credit(
             for position, episode_return, values in zip(playing, group.returns, advantages, strict=True):
                 episode = episodes[position]
                 indices = tuple(index for index, step in enumerate(episode.steps) if step.agent == seat)
+                group_id = episode.group_id or episode.episode_id
                 credits[(position, seat)] = TrajectoryCredit(
                     episode.episode_id, group_id, seat, float(episode_return), indices, values
                 )
     ordered = [credits[key] for key in sorted(credits, key=lambda key: (key[0], agents.index(key[1])))]
     return CreditAssignment(ordered, _stats(ordered, groups, zero_signal, singletons))
+
+
+def credit_state_metrics(state: Mapping[str, Any], prefix: str = "credit/") -> dict[str, float]:
+    """The numbers stateful assigners keep, as metrics: ``credit/rae/KuhnPoker-v0/player_1`` is a role's baseline.
+
+    Example:
+        >>> credit_state_metrics({"rae": {"TicTacToe-v0/player_0": 0.25}})
+        {'credit/rae/TicTacToe-v0/player_0': 0.25}
+    """
+    return {
+        f"{prefix}{assigner}/{key}": float(value)
+        for assigner, memory in state.items()
+        if isinstance(memory, Mapping)
+        for key, value in memory.items()
+        if isinstance(value, int | float)
+    }
 
 
 def _stats(credits: Sequence[TrajectoryCredit], groups: int, zero_signal: int, singletons: int) -> CreditStats:

@@ -11,6 +11,7 @@ hold all the trainer needs (prompt ids, offered choices, tokens, behaviour log-p
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -159,6 +160,16 @@ class _LAPRolloutEngine:
             max_concurrent=self.config.max_concurrent,
         )
         return RolloutBatch(episodes, lap_config.temperature, exact_logprobs=self.exact_logprobs)
+
+    def with_seats(self, model_seats: Sequence[str], opponent: Policy | None) -> _LAPRolloutEngine:
+        """This engine with another seating: the model in ``model_seats``, ``opponent`` in the rest (None: self-play).
+
+        The copy shares the backend (and its weights); :mod:`training.selfplay` plays each group of
+        an update with its own seating through it.
+        """
+        seated = copy.copy(self)
+        seated.model_seats, seated.opponent = tuple(model_seats), opponent
+        return seated
 
     def _agents(self) -> tuple[str, ...]:
         from tsmg import make
