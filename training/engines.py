@@ -111,9 +111,10 @@ class CompactView:
         """The wrapped policy's decisions on the compact observations."""
         if self.pattern is None:
             return self.policy.act(requests)
-        return self.policy.act([self._shown(request) for request in requests])
+        return self.policy.act([self.shown(request) for request in requests])
 
-    def _shown(self, request: DecisionRequest) -> DecisionRequest:
+    def shown(self, request: DecisionRequest) -> DecisionRequest:
+        """``request`` as the wrapped policy sees it: the compact observation, of its history turns too."""
         history = [
             replace(turn, observation=compact_observation(turn.observation, self.pattern)) for turn in request.history
         ]
