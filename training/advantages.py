@@ -151,7 +151,7 @@ def role_baseline_advantages(
     Why per role: in a zero-sum game seat 1 and seat 2 face different expected returns (the first
     mover's advantage in tic-tac-toe, the second player's +1/18 in Kuhn poker); one shared
     baseline would credit a seat for where it sits instead of how it played. A role's baseline
-    reads only that role's returns.
+    reads only that role's returns. Derivation and choices: ``docs/selfplay.md``.
 
     Args:
         returns: R_i of each trajectory, in the order they update the baselines.
@@ -197,7 +197,7 @@ def per_agent_normalized(
 
     Why per agent: seats of one game see returns of different scale and sign (the first player
     wins more; a cooperative helper's returns may barely move); one batch-wide normaliser would
-    leave one seat's advantages all positive and the other's all negative.
+    leave one seat's advantages all positive and the other's all negative. See ``docs/selfplay.md``.
 
     Args:
         step_values: Per trajectory, one value per step (e.g. turn-level returns).
