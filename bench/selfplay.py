@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 GAMES = {"tictactoe": "TicTacToe-v0", "kuhn": "KuhnPoker-v0"}
-DEFAULT_UPDATES = {"tictactoe": 120, "kuhn": 60}
+DEFAULT_UPDATES = {"tictactoe": 150, "kuhn": 60}
 GROUPS = {"tictactoe": 8, "kuhn": 16}
 ARMS: dict[str, dict[str, Any]] = {
     "self-play": {"rollout": {"self_play": True}, "credit": {"name": "ms-grpo"}},
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--games", default="tictactoe,kuhn", help=f"comma-separated, among {sorted(GAMES)}")
     parser.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, among {sorted(ARMS)}")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--updates", default="", help="GAME=N,... (default tictactoe=120,kuhn=60)")
+    parser.add_argument("--updates", default="", help="GAME=N,... (default tictactoe=150,kuhn=60)")
     parser.add_argument("--eval-episodes", type=int, default=100, help="held-out episodes per seat and opponent")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/selfplay-bench"))
