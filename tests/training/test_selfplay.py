@@ -160,7 +160,12 @@ def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_pa
 
 def test_checkpoints_play_as_models_in_tsmg_eval_with_openskill_ratings(tiny_model, tmp_path):
     run = tmp_path / "run"
-    train(make_config(run, tiny_model, rollout={"self_play": True}, run={"checkpoint_every": 1}))
+    view = r"( [XO1-9] \| [XO1-9] \| [XO1-9])|(It is your turn .*)"  # trained on a compact prompt
+    train(
+        make_config(
+            run, tiny_model, rollout={"self_play": True, "observation_lines": view}, run={"checkpoint_every": 1}
+        )
+    )
     models = [f"hf:{run}/checkpoints/step-1", f"hf:{run}/checkpoints/step-2"]
     command = [sys.executable, "-m", "tsmg.cli", "eval", "--game", "TicTacToe-v0", "--episodes", "3"]
     command += ["--action-format", "choice", "--no-progress", "--out", str(tmp_path / "eval")]
@@ -171,6 +176,12 @@ def test_checkpoints_play_as_models_in_tsmg_eval_with_openskill_ratings(tiny_mod
     [game] = json.loads((tmp_path / "eval" / "summary.json").read_text())["games"]
     assert set(game["ratings"]) == set(models)
     assert sum(game["head_to_head"][models[0]][models[1]].values()) == 6  # 3 seeds, seats swapped
+    # Each checkpoint plays with the prompt it trained with (no system message, the compact view), not the
+    # evaluation's default prompt.
+    trained = next(read_episodes(run / "episodes.jsonl")).steps[0].prompt
+    evaluated = next(read_episodes(tmp_path / "eval" / "episodes.jsonl")).steps[0].prompt
+    assert evaluated == trained and [message.role for message in trained] == ["user"]
+    assert trained[0].content.startswith(" 1 | 2 | 3\n")
 
 
 def test_a_lora_checkpoint_loads_over_its_runs_base_model(tiny_model, tmp_path):
