@@ -150,7 +150,7 @@ def test_bad_self_play_set_ups_are_refused_before_any_model_loads(tmp_path):
 
 def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_path):
     command = [sys.executable, "-m", "tsmg.cli", "train", "--game", "FrozenLake-v0", "--model", "tiny"]
-    command += ["--set", "rollout.self_play=true", "--out", str(tmp_path / "run")]
+    command += ["--self-play", "--out", str(tmp_path / "run")]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
