@@ -47,6 +47,12 @@ def load_model(spec: str = DEFAULT_MODEL, **options: Any) -> LanguageModel:
     if parsed.kind == "hf":
         from backends.hf import HFBackend
 
+        checkpoint = _training_checkpoint(parsed.target)
+        if checkpoint is not None:  # hf:RUN/checkpoints/step-N: its weights, or its adapter over the run's base
+            options.setdefault("name", f"hf:{parsed.target}")
+            if checkpoint.adapter is not None:
+                options.setdefault("adapter", checkpoint.adapter)
+            return HFBackend(checkpoint.model, **options)
         return HFBackend(parsed.target, **options)
     if parsed.kind == "openai":
         from backends.openai_compat import OpenAIBackend
@@ -57,3 +63,21 @@ def load_model(spec: str = DEFAULT_MODEL, **options: Any) -> LanguageModel:
 
         return VLLMBackend(parsed.target, **options)
     raise BackendError(f"{spec!r} is not a language model to load: use hf:PATH, smollm2, openai:MODEL or vllm:PATH")
+
+
+def _training_checkpoint(target: str) -> Any:
+    """The weights of a training checkpoint folder (:func:`training.checkpoint.checkpoint_weights`), else None.
+
+    The checkpoint layout belongs to the trainer; it is read here only when the folder exists and
+    has no ``config.json`` of its own (an ordinary model folder never gets this far).
+    """
+    from pathlib import Path
+
+    folder = Path(target).expanduser()
+    if not folder.is_dir() or (folder / "config.json").is_file():
+        return None
+    try:
+        from training.checkpoint import checkpoint_weights
+    except ImportError:  # pragma: no cover - an install without the training package
+        return None
+    return checkpoint_weights(folder)

@@ -8,6 +8,8 @@ The betting history is a string of action letters (``k`` check, ``b`` bet, ``c``
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
 JACK, QUEEN, KING = 0, 1, 2
@@ -105,3 +107,102 @@ def nash_action(card: int, history: str, alpha: float, uniform: float) -> int:
     if facing_bet(history):
         return CALL if aggressive else FOLD
     return BET if aggressive else CHECK
+
+
+# --------------------------------------------------------------------------- exploitability
+#: The histories at which a player acts: player 0 at "" and "kb", player 1 at "k" and "b".
+DECISION_HISTORIES = ("", "k", "b", "kb")
+#: An information set: the acting player's own card and the betting history.
+InfoSet = tuple[int, str]
+#: A behaviour strategy for both seats: per information set, the probability of each action of
+#: ``legal_actions(history)``, in that order (the information sets say which seat acts).
+Strategy = Mapping[InfoSet, Sequence[float]]
+
+
+def information_sets() -> list[InfoSet]:
+    """The 12 information sets of Kuhn poker, (card, history), player 0's and player 1's alike.
+
+    Example:
+        >>> len(information_sets()), information_sets()[:2]
+        (12, [(0, ''), (0, 'k')])
+    """
+    return [(card, history) for card in (JACK, QUEEN, KING) for history in DECISION_HISTORIES]
+
+
+def nash_strategy(alpha: float = 1 / 6) -> dict[InfoSet, tuple[float, float]]:
+    """The equilibrium of :func:`nash_aggression` as a behaviour strategy (actions in ``legal_actions`` order)."""
+    strategy = {}
+    for card, history in information_sets():
+        aggressive = nash_aggression(card, history, alpha)
+        passive = 1.0 - aggressive
+        strategy[(card, history)] = (aggressive, passive) if facing_bet(history) else (passive, aggressive)
+    return strategy
+
+
+def _checked(strategy: Strategy) -> dict[InfoSet, tuple[float, ...]]:
+    checked: dict[InfoSet, tuple[float, ...]] = {}
+    for infoset in information_sets():
+        if infoset not in strategy:
+            card, history = infoset
+            raise ValueError(f"the strategy has no probabilities for card {CARD_NAMES[card]} after {history!r}")
+        probabilities = tuple(float(p) for p in strategy[infoset])
+        if len(probabilities) != 2 or min(probabilities) < 0 or abs(sum(probabilities) - 1.0) > 1e-6:
+            raise ValueError(
+                f"the probabilities at {infoset} must be two non-negative numbers adding to 1, got {probabilities}"
+            )
+        checked[infoset] = probabilities
+    return checked
+
+
+def best_response_value(strategy: Strategy, responder: int) -> float:
+    """The expected net chips per hand of seat ``responder``'s best response to the other seat's ``strategy``.
+
+    Exact, by backward induction over the responder's information sets: at each of them the
+    responder picks the action with the highest value summed over the cards the other seat may
+    hold, each weighted by its chance and by the other seat's probability of having reached
+    there. (Perfect recall makes that choice per information set the best overall.)
+
+    Example:
+        >>> round(best_response_value(nash_strategy(), 0), 6), round(best_response_value(nash_strategy(), 1), 6)
+        (-0.055556, 0.055556)
+    """
+    probabilities = _checked(strategy)
+
+    def value(history: str, card: int, reach: dict[int, float]) -> float:
+        if is_terminal(history):
+            total = 0.0
+            for other, weight in reach.items():
+                cards = (card, other) if responder == 0 else (other, card)
+                total += weight * payoffs(cards, history)[responder]
+            return total
+        actions = legal_actions(history)
+        if player_to_act(history) == responder:
+            return max(value(play(history, action), card, reach) for action in actions)
+        return sum(
+            value(
+                play(history, action),
+                card,
+                {other: weight * probabilities[(other, history)][index] for other, weight in reach.items()},
+            )
+            for index, action in enumerate(actions)
+        )
+
+    cards = (JACK, QUEEN, KING)
+    return sum(value("", card, {other: 1 / 6 for other in cards if other != card}) for card in cards)
+
+
+def exploitability(strategy: Strategy) -> float:
+    """How much a best response gains against ``strategy``, per hand and seat: (BR_0 + BR_1) / 2.
+
+    This is OpenSpiel's exploitability (NashConv / 2): in a zero-sum game the two seats' values
+    under any strategy add to 0, so the sum of the best responses' values is what both seats
+    could gain by deviating. It is 0 exactly at a Nash equilibrium and at most 2 chips (what a
+    hand can win at most), and it does not depend on which seat the strategy's owner sits in.
+
+    Example:
+        >>> round(exploitability(nash_strategy(0.0)), 12), round(exploitability(nash_strategy(1 / 3)), 12)
+        (0.0, 0.0)
+        >>> round(exploitability({infoset: (0.5, 0.5) for infoset in information_sets()}), 6)  # uniform random
+        0.458333
+    """
+    return (best_response_value(strategy, 0) + best_response_value(strategy, 1)) / 2

@@ -22,7 +22,7 @@ Conventions chosen where the methods' papers leave room (each repeated where it 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -135,6 +135,100 @@ def rloo(returns: ArrayLike) -> FloatArray:
         return np.zeros_like(centred)
     scaled: FloatArray = centred * (size / (size - 1))
     return scaled
+
+
+# --------------------------------------------------------------------------- self-play (zero-sum games)
+# SPIRAL's role-conditioned baseline and MARSHAL's per-agent normalisation; docs/selfplay.md derives both.
+def role_baseline_advantages(
+    returns: ArrayLike, roles: Sequence[str], baselines: Mapping[str, float], *, alpha: float = 0.95
+) -> tuple[FloatArray, dict[str, float]]:
+    """SPIRAL's role-conditioned advantages (RAE), trajectory by trajectory in the order given.
+
+    For trajectory i played in role p = roles[i] (a game and a seat):
+    A_i = R_i - b_p, then b_p <- alpha * b_p + (1 - alpha) * R_i. The advantage uses the baseline
+    *before* R_i enters it, as SPIRAL's code does ("get the baseline before updating to be
+    unbiased"), so with alpha = 0 it is R_i minus the previous return of the same role. A role
+    seen for the first time starts from b = 0 (SPIRAL's EMA starts at 0).
+
+    Why per role: in a zero-sum game seat 1 and seat 2 face different expected returns (the first
+    mover's advantage in tic-tac-toe, the second player's +1/18 in Kuhn poker); one shared
+    baseline would credit a seat for where it sits instead of how it played. A role's baseline
+    reads only that role's returns. Derivation and choices: ``docs/selfplay.md``.
+
+    Args:
+        returns: R_i of each trajectory, in the order they update the baselines.
+        roles: The role of each trajectory (e.g. ``"KuhnPoker-v0/player_1"``).
+        baselines: b_p of every role seen so far (not modified).
+        alpha: The baseline's decay (SPIRAL uses 0.95).
+
+    Returns:
+        One advantage per trajectory, and the baselines after all of them.
+
+    Example:
+        >>> advantages, after = role_baseline_advantages([1.0, -1.0, 1.0], ["x", "o", "x"], {}, alpha=0.5)
+        >>> advantages.tolist(), after
+        ([1.0, -1.0, 0.5], {'x': 0.75, 'o': -0.5})
+    """
+    values = np.asarray(returns, dtype=np.float64)
+    if len(roles) != values.size:
+        raise ValueError(f"got {values.size} returns but {len(roles)} roles")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    updated = dict(baselines)
+    advantages = np.zeros_like(values)
+    for index, role in enumerate(roles):
+        baseline = updated.get(role, 0.0)
+        advantages[index] = values[index] - baseline
+        updated[role] = alpha * baseline + (1.0 - alpha) * float(values[index])
+    return advantages, updated
+
+
+def per_agent_normalized(
+    step_values: Sequence[ArrayLike],
+    agents: Sequence[Hashable],
+    *,
+    normalizer: Normalizer = "std",
+    std: StdKind = "sample",
+    eps: float = DEFAULT_EPS,
+) -> list[FloatArray]:
+    """MARSHAL's agent-specific normalisation: each agent's step values standardised over its own steps only.
+
+    For agent p, over every step t of every trajectory that p played: A_t = (v_t - mean_p) / F_p,
+    F_p = std_p + eps (``normalizer="std"``) or 1 (``"none"``: centring only). Each agent's
+    advantages then have mean 0, whatever the other agents' values are.
+
+    Why per agent: seats of one game see returns of different scale and sign (the first player
+    wins more; a cooperative helper's returns may barely move); one batch-wide normaliser would
+    leave one seat's advantages all positive and the other's all negative. See ``docs/selfplay.md``.
+
+    Args:
+        step_values: Per trajectory, one value per step (e.g. turn-level returns).
+        agents: The agent of each trajectory.
+        normalizer: F = the agent's std + eps ("std") or 1 ("none").
+        std: Sample or population standard deviation.
+        eps: Added to the std.
+
+    Returns:
+        Per trajectory, one advantage per step.
+
+    Example:
+        >>> [a.tolist() for a in per_agent_normalized([[1.0], [3.0], [5.0, 5.0]], ["a", "a", "b"], normalizer="none")]
+        [[-1.0], [1.0], [0.0, 0.0]]
+    """
+    arrays = [np.asarray(values, dtype=np.float64) for values in step_values]
+    if len(agents) != len(arrays):
+        raise ValueError(f"got {len(arrays)} trajectories but {len(agents)} agents")
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for index, agent in enumerate(agents):
+        members[agent].append(index)
+    normalized = [np.zeros_like(values) for values in arrays]
+    for indices in members.values():
+        lengths = [arrays[index].size for index in indices]
+        flat = np.concatenate([arrays[index] for index in indices])
+        scaled = _normalised(flat, normalizer, std, eps) if flat.size else flat
+        for index, part in zip(indices, np.split(scaled, np.cumsum(lengths)[:-1]), strict=True):
+            normalized[index] = part
+    return normalized
 
 
 def discounted_returns(rewards: ArrayLike, gamma: float = 0.95) -> FloatArray:

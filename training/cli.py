@@ -10,6 +10,7 @@ Examples::
     tsmg train --game FrozenLake-v0 --model tiny --finetune full --algo ms-grpo --updates 50 --out runs/fl
     tsmg train --config configs/frozen_lake_tiny.yaml --out runs/fl2 --set optim.lr=5e-4
     tsmg train --resume --out runs/fl          # after a crash or kill: continues from the last checkpoint
+    tsmg train --game KuhnPoker-v0 --model tiny --self-play --algo rae --out runs/kuhn
     tsmg algos --json
 """
 
@@ -69,6 +70,9 @@ def add_commands(commands: Any) -> None:
     train.add_argument("--resume", action="store_true", help="continue from the run folder's last checkpoint")
     for flag, _, _, kind, text in _FIELD_FLAGS:
         train.add_argument(flag, type=kind, help=text)
+    train.add_argument(
+        "--self-play", action="store_true", help="one model plays and trains every seat of a multi-agent game"
+    )
     train.add_argument("--action-format", choices=["tag", "regex", "choice", "raw"], help="LAP action format")
     train.add_argument("--temperature", type=float, help="sampling temperature of the rollouts")
     train.add_argument("--max-tokens", type=int, help="most tokens per answer")
@@ -119,6 +123,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         if value is not None:
             lap = data.setdefault("rollout", {}).setdefault("lap", {})
             lap[name] = {"kind": value} if name == "action_format" else value
+    if args.self_play:
+        data.setdefault("rollout", {})["self_play"] = True
     if args.out is not None:
         data.setdefault("run", {})["out_dir"] = str(args.out)
     for assignment in args.set:

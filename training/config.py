@@ -66,6 +66,39 @@ class TreeConfig(_Section):
     )
 
 
+class OpponentPoolConfig(_Section):
+    """Past checkpoints that play the seats the model does not (``rollout.opponent_pool``; docs/selfplay.md).
+
+    Each group draws one entry, uniformly among the newest ``latest``, for every seat but the
+    model's. Entries: the checkpoints named in ``checkpoints`` (resolved when the run starts, in
+    the order given, each folder's checkpoints oldest first), then this run's own snapshots (the
+    initial weights, then every ``snapshot_every`` updates), written to ``RUN/opponent_pool/``.
+    """
+
+    checkpoints: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Checkpoints of earlier runs: a run folder or its checkpoints/ folder (every checkpoint in it), "
+            "a checkpoint folder (checkpoints/step-N), or a model folder."
+        ),
+    )
+    snapshot_every: int = Field(
+        default=0,
+        ge=0,
+        description="Add this run's own weights to the pool, first the initial ones, then every k updates (0: never).",
+    )
+    latest: int | None = Field(default=None, ge=1, description="Draw among the newest this many entries (None: all).")
+
+    @model_validator(mode="after")
+    def _has_a_source(self) -> OpponentPoolConfig:
+        if not self.checkpoints and not self.snapshot_every:
+            raise ValueError(
+                "the opponent pool has no checkpoints yet: list earlier checkpoints in opponent_pool.checkpoints "
+                "or let the run add its own with opponent_pool.snapshot_every > 0"
+            )
+        return self
+
+
 class RolloutConfig(_Section):
     """How episodes are played: independent groups of G episodes, each group from one seed (or trees)."""
 
@@ -112,6 +145,25 @@ class RolloutConfig(_Section):
         check_annotators(names)
         return names
 
+    self_play: bool = Field(
+        default=False,
+        description=(
+            "Ask for self-play explicitly: the one model plays every seat and trains them all (refused for a "
+            "single-agent game; without it, a multi-agent game with no opponent is self-play too)."
+        ),
+    )
+    seating: Literal["fixed", "rotate"] = Field(
+        default="fixed",
+        description=(
+            "With an opponent or an opponent pool, the model's seat: train_agents (else the first seat) in every "
+            "group ('fixed'), or seat (k + update) mod n in group k ('rotate', so that it learns every seat)."
+        ),
+    )
+    opponent_pool: OpponentPoolConfig | None = Field(
+        default=None,
+        description="Past checkpoints in the seats the model does not play, one drawn per group (docs/selfplay.md).",
+    )
+
     @field_validator("observation_lines")
     @classmethod
     def _compiles(cls, pattern: str | None) -> str | None:
@@ -127,6 +179,38 @@ class RolloutConfig(_Section):
                 "leaves of a group"
             )
         return self
+
+    @model_validator(mode="after")
+    def _one_kind_of_opponent(self) -> RolloutConfig:
+        opponents = [
+            name
+            for name, given in (
+                ("self_play", self.self_play),
+                ("opponent", self.opponent is not None),
+                ("opponent_pool", self.opponent_pool is not None),
+            )
+            if given
+        ]
+        if len(opponents) > 1:
+            raise ValueError(f"choose one of {' / '.join(opponents)}: each says who plays the other seats")
+        if self.seating == "rotate" and not (self.opponent or self.opponent_pool):
+            raise ValueError(
+                "seating 'rotate' moves the model between seats against an opponent or opponent pool; "
+                "self-play already plays every seat"
+            )
+        if self.seating == "rotate" and self.train_agents is not None:
+            raise ValueError("seating 'rotate' trains the seat the model plays in each group; leave train_agents unset")
+        if self.seats_each_group and self.shape == "tree":
+            raise ValueError(
+                "a rotating seat or an opponent pool seats every group on its own, which tree rollouts do not do "
+                "yet: use rollout.shape 'groups'"
+            )
+        return self
+
+    @property
+    def seats_each_group(self) -> bool:
+        """Whether groups differ in who plays which seat (a rotating seat, or an opponent pool)."""
+        return self.seating == "rotate" or self.opponent_pool is not None
 
 
 class CreditConfig(_Section):
@@ -581,6 +665,12 @@ class TrainConfig(_Section):
             raise ValueError(f"credit assigner {name!r} normalises within trees and needs rollout.shape 'tree'")
         if name == "rtpo" and shape != "groups":
             raise ValueError("rtpo builds its own reverse trees from single episodes; leave rollout.shape at 'groups'")
+        if self.rollout.seats_each_group and (name == "rtpo" or self.loop.mode == "async"):
+            raise ValueError(
+                "a rotating seat or an opponent pool seats every group on its own, which "
+                f"{'rtpo' if name == 'rtpo' else 'asynchronous training'} does not do yet: use the synchronous loop "
+                "with rollout.shape 'groups' and a group credit assigner"
+            )
         if name == "rtpo" and self.loop.mode == "async":
             raise ValueError(
                 "rtpo updates each turn against a continuation played by the already-updated policy, which an "
@@ -809,6 +899,14 @@ def incompatibilities(config: TrainConfig, capabilities: GameCapabilities) -> li
             f"{forking} fork episodes in progress, but {game_id} cannot fork (its fork_mode is 'none': it neither "
             "copies a snapshot of its state nor replays one from a seed; see tsmg.core.Game.fork)"
         )
+    if len(capabilities.agents) < 2:
+        single = f"{game_id} has a single agent ({capabilities.agents[0] if capabilities.agents else 'none'})"
+        if config.rollout.self_play:
+            reasons.append(f"self-play needs a game of two or more seats, but {single}")
+        if config.rollout.opponent_pool is not None:
+            reasons.append(f"an opponent pool plays the seats the model does not, but {single}")
+        if "multi_agent" in needs:
+            reasons.append(f"credit assigner {name!r} assigns self-play credit per seat, but {single}")
     return reasons
 
 

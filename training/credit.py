@@ -10,7 +10,11 @@ into a :class:`TrajectoryGroup` of arrays, calls the registered assigner and ret
 :class:`TrajectoryCredit` per (episode, agent) plus :class:`CreditStats` for the metrics.
 
 Multi-agent: credit is assigned per agent; an agent's trajectories are compared only with the
-same agent's trajectories in the same group, and its return is its episode return.
+same agent's trajectories in the same group, and its return is its episode return. Self-play
+assigners (``rae``, ``marshal``; ``docs/selfplay.md``) compare a seat's trajectories across the
+whole update instead (``scope="batch"``), and ``rae`` keeps a baseline per game and seat from one
+update to the next (``stateful``: the trainer passes the same ``state`` every update and stores
+it in its checkpoints).
 
 To add an assigner: its formula in :mod:`training.advantages`, a ``compute(group, params)``
 function and a :class:`CreditAssignerSpec` entry here (with its parameter model and needs).
@@ -31,14 +35,17 @@ from training.advantages import (
     Normalizer,
     StdKind,
     TurnAlignment,
+    discounted_returns,
     dr_grpo,
     gigpo,
     graft,
     ms_grpo,
     mt_grpo,
+    per_agent_normalized,
     pgpo,
     returns_are_equal,
     rloo,
+    role_baseline_advantages,
     tree_grpo,
 )
 from training.loss_specs import Aggregation
@@ -46,8 +53,13 @@ from tsmg.episode import Episode
 
 #: What a credit assigner may need from the rollout and the game (``teacher``: a teacher model's
 #: log-probabilities, configured in the ``distill`` section; ``tree``: tree-shaped rollouts,
-#: ``rollout.shape: tree``; ``fork``: a game whose episodes can be forked, :meth:`tsmg.core.Game.fork`).
-Need = Literal["groups", "state_keys", "next_state_keys", "per_step_rewards", "teacher", "tree", "fork"]
+#: ``rollout.shape: tree``; ``fork``: a game whose episodes can be forked, :meth:`tsmg.core.Game.fork`;
+#: ``multi_agent``: a game of two or more seats).
+Need = Literal[
+    "groups", "state_keys", "next_state_keys", "per_step_rewards", "teacher", "tree", "fork", "multi_agent"
+]
+#: What an assigner compares a trajectory with: the same seat in its group, or the same seat in the whole update.
+Scope = Literal["group", "batch"]
 
 
 class AssignerParams(BaseModel):
@@ -103,6 +115,24 @@ class GraftParams(AssignerParams):
     )
 
 
+class RaeParams(GroupNormParams):
+    """Parameters of SPIRAL's role-conditioned advantage estimation."""
+
+    alpha: float = Field(default=0.95, ge=0.0, le=1.0, description="Decay of each role's moving baseline.")
+    per_agent_norm: bool = Field(
+        default=False, description="Also standardise each seat's advantages over its steps of the update (MARSHAL)."
+    )
+
+
+class MarshalParams(GroupNormParams):
+    """Parameters of MARSHAL's turn-level, per-agent normalised advantages."""
+
+    gamma: float = Field(default=1.0, ge=0.0, le=1.0, description="Discount of the turn-level returns.")
+    normalizer: Normalizer = Field(
+        default="std", description="Per seat: centre and divide by std + eps ('std'), or centre only ('none')."
+    )
+
+
 @dataclass(frozen=True)
 class TrajectoryGroup:
     """One agent's trajectories in one group, as arrays (what a credit assigner computes on).
@@ -118,6 +148,10 @@ class TrajectoryGroup:
             of success: a positive return counts as one).
         trees: Per trajectory, the id of the root episode of its tree (its own id outside tree
             rollouts).
+        agent: The agent (seat) whose trajectories these are.
+        game_ids: The game of each trajectory.
+        state: What a stateful assigner keeps from one update to the next (its own mapping; None
+            for a stateless one).
     """
 
     returns: FloatArray
@@ -127,6 +161,9 @@ class TrajectoryGroup:
     terminal: list[bool] = field(default_factory=list)
     successes: FloatArray = field(default_factory=lambda: np.zeros(0))
     trees: list[str] = field(default_factory=list)
+    agent: str = ""
+    game_ids: tuple[str, ...] = ()
+    state: dict[str, Any] | None = None
 
     def broadcast(self, episode_advantages: FloatArray) -> list[FloatArray]:
         """Copy each trajectory's advantage to every one of its steps."""
@@ -148,6 +185,9 @@ class CreditAssignerSpec:
         compute: ``compute(group, params) -> per-trajectory step advantages``.
         aggregation: The loss aggregation the method's paper pairs it with (None: the loss's
             own); a configuration that leaves ``loss.aggregation`` unset gets it.
+        scope: ``group``: ``compute`` sees one seat's trajectories of one group; ``batch``: one
+            seat's trajectories of the whole update, in episode order.
+        stateful: ``compute`` reads and updates ``group.state``, which must persist across updates.
     """
 
     name: str
@@ -156,6 +196,8 @@ class CreditAssignerSpec:
     params: type[AssignerParams]
     compute: Compute = field(repr=False)
     aggregation: Aggregation | None = None
+    scope: Scope = "group"
+    stateful: bool = False
 
 
 def _ms_grpo_group(group: TrajectoryGroup, params: GroupNormParams) -> list[FloatArray]:
@@ -231,6 +273,32 @@ def _no_rl_group(group: TrajectoryGroup, params: NoParams) -> list[FloatArray]:
 
 def _tree_grpo_group(group: TrajectoryGroup, params: GroupNormParams) -> list[FloatArray]:
     return group.broadcast(tree_grpo(group.returns, group.trees, std=params.std, eps=params.eps))
+
+
+def _rae_seat(group: TrajectoryGroup, params: RaeParams) -> list[FloatArray]:
+    """One seat's trajectories of the update against its role baselines (kept in ``group.state``)."""
+    if group.state is None:
+        raise ValueError("rae keeps a baseline per game and seat across updates and needs a state mapping")
+    roles = [role_key(game_id, group.agent) for game_id in group.game_ids]
+    advantages, baselines = role_baseline_advantages(group.returns, roles, group.state, alpha=params.alpha)
+    group.state.update(baselines)
+    per_step = group.broadcast(advantages)
+    if params.per_agent_norm:
+        per_step = per_agent_normalized(per_step, [group.agent] * len(per_step), std=params.std, eps=params.eps)
+    return per_step
+
+
+def _marshal_seat(group: TrajectoryGroup, params: MarshalParams) -> list[FloatArray]:
+    """Turn-level returns of one seat's steps, standardised over that seat's steps of the update."""
+    turn_returns = [discounted_returns(rewards, params.gamma) for rewards in group.step_rewards]
+    return per_agent_normalized(
+        turn_returns, [group.agent] * len(turn_returns), normalizer=params.normalizer, std=params.std, eps=params.eps
+    )
+
+
+def role_key(game_id: str, agent: str) -> str:
+    """The role a baseline is kept for: a game and a seat (``"KuhnPoker-v0/player_1"``)."""
+    return f"{game_id}/{agent}"
 
 
 CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
@@ -313,6 +381,23 @@ CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
             frozenset({"groups", "fork"}),
             GroupNormParams,
             _ms_grpo_group,
+        ),
+        CreditAssignerSpec(
+            "rae",
+            "R minus a moving baseline per game and seat, b <- alpha b + (1 - alpha) R, kept across updates (SPIRAL)",
+            frozenset({"multi_agent"}),
+            RaeParams,
+            _rae_seat,
+            scope="batch",
+            stateful=True,
+        ),
+        CreditAssignerSpec(
+            "marshal",
+            "turn-level returns standardised per seat over that seat's steps of the whole update (MARSHAL)",
+            frozenset({"multi_agent"}),
+            MarshalParams,
+            _marshal_seat,
+            scope="batch",
         ),
     )
 }
@@ -468,8 +553,8 @@ def agent_return(episode: Episode, agent: str) -> float:
     return float(sum(step.reward for step in episode.steps_of(agent)))
 
 
-def trajectory_group(episodes: Sequence[Episode], agent: str) -> TrajectoryGroup:
-    """Arrays of one agent's trajectories in a group of episodes."""
+def trajectory_group(episodes: Sequence[Episode], agent: str, state: dict[str, Any] | None = None) -> TrajectoryGroup:
+    """Arrays of one agent's trajectories in a group of episodes (``state``: a stateful assigner's memory)."""
     returns = np.array([agent_return(episode, agent) for episode in episodes], dtype=np.float64)
     step_keys = [[step.state_key for step in episode.steps_of(agent)] for episode in episodes]
     return TrajectoryGroup(
@@ -491,6 +576,9 @@ def trajectory_group(episodes: Sequence[Episode], agent: str) -> TrajectoryGroup
             dtype=np.float64,
         ),
         trees=tree_roots(episodes),
+        agent=agent,
+        game_ids=tuple(episode.game_id for episode in episodes),
+        state=state,
     )
 
 
@@ -530,17 +618,24 @@ def assign_credit(
     *,
     agent: str | Iterable[str] | None = None,
     params: Mapping[str, Any] | AssignerParams | None = None,
+    credit_if: Callable[[Episode, str], bool] | None = None,
+    state: dict[str, Any] | None = None,
 ) -> CreditAssignment:
     """Per-step advantages of every (episode, agent) with the registered assigner ``name``.
 
     Episodes are grouped by ``group_id``; within a group each agent's trajectories are compared
-    with the same agent's trajectories only.
+    with the same agent's trajectories only. An assigner of ``scope="batch"`` compares each
+    agent's trajectories across all the episodes instead, in their order.
 
     Args:
         name: A registered assigner (see :data:`CREDIT_ASSIGNERS`).
         episodes: Finished episodes; episodes of a group share their start.
         agent: The agent(s) to credit (the seats being trained); None credits every agent.
         params: The assigner's parameters (defaults where missing).
+        credit_if: Whether to credit a seat of an episode at all (e.g. only the seats the trained
+            model played when it shares a game with opponents); None credits every seat in ``agent``.
+        state: The memory of a stateful assigner, updated in place; pass the same mapping every
+            update (and keep it with the checkpoints). None: a fresh one for this call.
 
     Returns:
         One :class:`TrajectoryCredit` per (episode, credited agent) that plays in the episode, in
@@ -553,17 +648,25 @@ def assign_credit(
     spec = credit_assigner(name)
     resolved = resolve_params(name, params)
     agents = _selected_agents(episodes, agent)
+    memory = None
+    if spec.stateful:
+        memory = (state if state is not None else {}).setdefault(spec.name, {})
     positions: dict[str, list[int]] = {}
     for position, episode in enumerate(episodes):
-        positions.setdefault(episode.group_id or episode.episode_id, []).append(position)
+        key = (episode.group_id or episode.episode_id) if spec.scope == "group" else ""
+        positions.setdefault(key, []).append(position)
     credits: dict[tuple[int, str], TrajectoryCredit] = {}
     groups = zero_signal = singletons = 0
-    for group_id, members in positions.items():
+    for members in positions.values():
         for seat in agents:
-            playing = [position for position in members if seat in episodes[position].agents]
+            playing = [
+                position
+                for position in members
+                if seat in episodes[position].agents and (credit_if is None or credit_if(episodes[position], seat))
+            ]
             if not playing:
                 continue
-            group = trajectory_group([episodes[position] for position in playing], seat)
+            group = trajectory_group([episodes[position] for position in playing], seat, memory)
             advantages = spec.compute(group, resolved)
             groups += 1
             singletons += len(playing) == 1
@@ -571,11 +674,28 @@ def assign_credit(
             for position, episode_return, values in zip(playing, group.returns, advantages, strict=True):
                 episode = episodes[position]
                 indices = tuple(index for index, step in enumerate(episode.steps) if step.agent == seat)
+                group_id = episode.group_id or episode.episode_id
                 credits[(position, seat)] = TrajectoryCredit(
                     episode.episode_id, group_id, seat, float(episode_return), indices, values
                 )
     ordered = [credits[key] for key in sorted(credits, key=lambda key: (key[0], agents.index(key[1])))]
     return CreditAssignment(ordered, _stats(ordered, groups, zero_signal, singletons))
+
+
+def credit_state_metrics(state: Mapping[str, Any], prefix: str = "credit/") -> dict[str, float]:
+    """The numbers stateful assigners keep, as metrics: ``credit/rae/KuhnPoker-v0/player_1`` is a role's baseline.
+
+    Example:
+        >>> credit_state_metrics({"rae": {"TicTacToe-v0/player_0": 0.25}})
+        {'credit/rae/TicTacToe-v0/player_0': 0.25}
+    """
+    return {
+        f"{prefix}{assigner}/{key}": float(value)
+        for assigner, memory in state.items()
+        if isinstance(memory, Mapping)
+        for key, value in memory.items()
+        if isinstance(value, int | float)
+    }
 
 
 def _stats(credits: Sequence[TrajectoryCredit], groups: int, zero_signal: int, singletons: int) -> CreditStats:

@@ -11,6 +11,7 @@ hold all the trainer needs (prompt ids, offered choices, tokens, behaviour log-p
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -51,11 +52,14 @@ class RolloutBatch:
         exact_logprobs: Whether the recorded log-probabilities are those the trainer's model gives
             (False for an engine with its own numerics or unconstrained logprobs: the trainer then
             recomputes pi_old under its weights).
+        seating: Who played which seats, by group (:class:`training.selfplay.Seating`), when groups
+            were seated one by one; None: every group as the engine seats it.
     """
 
     episodes: list[Episode]
     temperature: float
     exact_logprobs: bool = True
+    seating: Mapping[str, Any] | None = None
 
 
 class RolloutEngine(Protocol):
@@ -118,9 +122,10 @@ class CompactView:
         """The wrapped policy's decisions on the compact observations."""
         if self.pattern is None:
             return self.policy.act(requests)
-        return self.policy.act([self._shown(request) for request in requests])
+        return self.policy.act([self.shown(request) for request in requests])
 
-    def _shown(self, request: DecisionRequest) -> DecisionRequest:
+    def shown(self, request: DecisionRequest) -> DecisionRequest:
+        """``request`` as the wrapped policy sees it: the compact observation, of its history turns too."""
         history = [
             replace(turn, observation=compact_observation(turn.observation, self.pattern)) for turn in request.history
         ]
@@ -175,6 +180,16 @@ class _LAPRolloutEngine:
             branch=branch,
         )
         return RolloutBatch(episodes, lap_config.temperature, exact_logprobs=self.exact_logprobs)
+
+    def with_seats(self, model_seats: Sequence[str], opponent: Policy | None) -> _LAPRolloutEngine:
+        """This engine with another seating: the model in ``model_seats``, ``opponent`` in the rest (None: self-play).
+
+        The copy shares the backend (and its weights); :mod:`training.selfplay` plays each group of
+        an update with its own seating through it.
+        """
+        seated = copy.copy(self)
+        seated.model_seats, seated.opponent = tuple(model_seats), opponent
+        return seated
 
     def _agents(self) -> tuple[str, ...]:
         from tsmg import make

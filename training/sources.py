@@ -29,6 +29,7 @@ from training.config import TrainConfig
 from training.credit import CreditAssignment, StepCredit
 from training.distributed import World
 from training.engines import RolloutBatch, RolloutEngine, independent_groups, play_sharded
+from training.selfplay import Opponents
 from training.tree import TreeBrancher, share_prefix_steps, tree_plans
 from training.update import TrainSample, training_samples
 from tsmg.episode import Episode
@@ -58,12 +59,17 @@ class RolloutSource:
         config: The run's configuration.
         engine: Plays episodes with the current policy (and evaluations: :attr:`eval_engine`).
         world: This process's place among the training processes.
+        opponents: Who plays the seats the model does not, group by group (:mod:`training.selfplay`;
+            None: the engine's own seating).
     """
 
-    def __init__(self, config: TrainConfig, engine: RolloutEngine, world: World) -> None:
+    def __init__(
+        self, config: TrainConfig, engine: RolloutEngine, world: World, opponents: Opponents | None = None
+    ) -> None:
         self.config = config
         self.engine = engine
         self.world = world
+        self.opponents = opponents
 
     @property
     def eval_engine(self) -> RolloutEngine:
@@ -121,7 +127,12 @@ class GroupRollouts(RolloutSource):
             batch = play_sharded(self.engine, plans, rollout.tree.roots, self.world, seed=seed, branch=brancher)
         else:
             plans = independent_groups(rollout, step, rng, run.eval_seed_start)
-            batch = play_sharded(self.engine, plans, rollout.group_size, self.world, seed=seed)
+            engine, seating = self.engine, None
+            if self.opponents is not None:  # a rotating seat or a pool opponent, group by group
+                seating = self.opponents.seating(plans, step)
+                engine = self.opponents.engine(self.engine, seating)
+            batch = play_sharded(engine, plans, rollout.group_size, self.world, seed=seed)
+            batch.seating = seating
         return self._handed_over(batch, step - 1 if version is None else version)
 
     def trained_credit(self, credit: CreditAssignment, episodes: Sequence[Episode]) -> CreditAssignment:
@@ -139,7 +150,7 @@ def build_rollouts(
     setup: Any,
     update: Any,
     run_dir: Path,
-    model_seats: Sequence[str],
+    opponents: Opponents,
     start_step: int = 0,
 ) -> RolloutSource:
     """The run's rollout source: RTPO's stages, groups or trees, played ahead by a worker under ``loop.mode: async``.
@@ -152,7 +163,8 @@ def build_rollouts(
         setup: The training setup (its backend is the trained model).
         update: The update stage (asynchronous mode recomputes stale samples' pi_old with it).
         run_dir: The run folder.
-        model_seats: The seats the model plays.
+        opponents: Who plays which seats (:class:`training.selfplay.Opponents`); groups seated one
+            by one (a rotating seat, an opponent pool) play synchronously, as groups.
         start_step: Updates done before this session (a resumed run).
 
     Raises:
@@ -168,7 +180,7 @@ def build_rollouts(
             setup=setup,
             update=update,
             run_dir=run_dir,
-            model_seats=model_seats,
+            model_seats=opponents.model_seats,
             start_step=start_step,
         )
     engine = make_engine(setup.backend)
@@ -176,4 +188,4 @@ def build_rollouts(
         from training.rtpo import ReverseTurnRollouts
 
         return ReverseTurnRollouts(config, engine, world)
-    return GroupRollouts(config, engine, world)
+    return GroupRollouts(config, engine, world, opponents)

@@ -14,10 +14,14 @@ What :func:`train` implements, exactly (each stage names the module that does it
   because each model call's seed is keyed on the episode's index in its group. The engine plays
   the model through its LAP with the HF model being trained, or on a vLLM engine that gets the
   new weights (or LoRA adapter) after each update (:mod:`training.engines`). Multi-agent games:
-  self-play, or a fixed opponent policy (``rollout.opponent``) in the seats the model does not
-  play; only ``rollout.train_agents`` are trained.
+  self-play, a fixed opponent policy (``rollout.opponent``) in the seats the model does not
+  play, or a past checkpoint drawn per group from an opponent pool; with ``rollout.seating:
+  rotate`` the model's seat moves from group to group (:mod:`training.selfplay`; groups seated one
+  by one play as synchronous groups, not trees or asynchronous rollouts). Only the seats
+  the model played (of ``rollout.train_agents``) are trained.
 * **Credit** (:mod:`training.credit`): any registered assigner; ``ms-grpo`` by default, the
-  group-normalised episode return ``(R - mean) / (std + eps)`` copied to every step.
+  group-normalised episode return ``(R - mean) / (std + eps)`` copied to every step. A stateful
+  assigner (``rae``: a baseline per game and seat) keeps its state in the checkpoints.
 * **Sampling** (:func:`training.sampling.draw_steps`): ``aaw`` by default, episodes drawn with
   p proportional to |A|^alpha (every step of a drawn episode trains), or single steps.
 * **Update** (:class:`training.update.PolicyUpdate`): each sampled step is one sequence, the
@@ -55,19 +59,19 @@ import torch
 
 from training.checkpoint import restore_rng_state, weights_saver
 from training.config import TrainConfig, validate_against_game
-from training.credit import assign_credit
+from training.credit import assign_credit, credit_state_metrics
 from training.distill import check_teacher
 from training.distributed import current_world
 from training.engines import build_engine, check_rollout, play_sharded
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
+from training.selfplay import Opponents, check_opponents
 from training.setup import base_model_source, set_up
 from training.sources import SAMPLER, build_rollouts
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.policies import policy_from_spec
 from tsmg.rollout import plan_episodes
 from tsmg.seeding import seed_generator
-from tsmg.summary import summarize
 
 __all__ = ["TrainHooks", "TrainResult", "TrainingOOMError", "base_model_source", "train"]
 
@@ -150,10 +154,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     # --- 1. refuse what cannot work, before any model loads -----------------------------------
     agents = list(validate_against_game(config).agents)
     check_teacher(config)  # a distillation teacher must share the student's tokenizer
-    if rollout_config.opponent is None:  # self-play: the model plays every seat, trains train_agents (all)
-        model_seats, train_seats = agents, list(rollout_config.train_agents or agents)
-    else:  # a fixed opponent: the model plays and trains train_agents (the first seat)
-        model_seats = train_seats = list(rollout_config.train_agents or agents[:1])
+    check_opponents(config)  # who plays the seats the model does not (training/selfplay.py)
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
     world = current_world()
@@ -167,22 +168,30 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         restore_rng_state(checkpoint.rng)
     elapsed_before, start_step = float(state["elapsed_s"]), checkpoint.step if checkpoint else 0
     opponent = policy_from_spec(rollout_config.opponent, seed=run.seed) if rollout_config.opponent else None
+    opponents = Opponents(
+        config, agents, folder.path, world, fixed=opponent, resume_step=checkpoint.step if checkpoint else None
+    )
+    train_seats = list(opponents.train_seats)
     # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
     # asynchronous) and the engine evaluations play on (training/sources.py).
     rollouts = build_rollouts(
         config,
         world,
-        lambda backend, **options: build_engine(config, backend, folder.path, model_seats, opponent, **options),
+        lambda backend, **options: build_engine(
+            config, backend, folder.path, opponents.model_seats, opponents.base_opponent, **options
+        ),
         setup=setup,
         update=update,
         run_dir=folder.path,
-        model_seats=model_seats,
+        opponents=opponents,
         start_step=start_step,
     )
     engine = rollouts.eval_engine
     if checkpoint is not None:
         engine.sync()  # an engine with its own copy of the weights starts from the base ones
         rollouts.load(checkpoint.path)
+    opponents.start(start_step, setup.backend)
+    credit_state: dict[str, Any] = state.setdefault("credit_state", {})  # saved with every checkpoint
     eval_plans = plan_episodes(rollout_config.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
     save_weights = weights_saver(setup.backend, config.model.finetune)
     log = folder.metrics_log(resume, checkpoint, run.tensorboard)
@@ -192,8 +201,10 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
     def evaluate() -> dict[str, float]:
         began = time.perf_counter()
-        batch = play_sharded(engine, eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature)
-        metrics = summarize(batch.episodes, train_seats).as_metrics("eval/")
+        seating = opponents.eval_seating(eval_plans)
+        seated = opponents.engine(engine, seating)
+        batch = play_sharded(seated, eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature)
+        metrics = opponents.summary(batch.episodes, seating).as_metrics("eval/")
         return {**metrics, "time/eval_s": time.perf_counter() - began}
 
     def save_checkpoint(step: int) -> Path:
@@ -222,19 +233,28 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             # Rollout: groups of G episodes from one game seed each (independent, or a tree).
             began = time.perf_counter()
             batch = rollouts.play(step)
+            seating = batch.seating or {}  # who played which seats, group by group (self-play set-ups)
             check_rollout(batch, config)
             episodes = [episode for episode in batch.episodes if episode.error is None]
             state["episodes_total"] = int(state["episodes_total"]) + len(batch.episodes)
-            metrics.update(summarize(batch.episodes, train_seats).as_metrics("rollout/"))
+            metrics.update(opponents.summary(batch.episodes, seating).as_metrics("rollout/"))
             metrics["rollout/episodes_total"] = float(state["episodes_total"])
             metrics["time/rollout_s"] = time.perf_counter() - began
             if run.episodes_every and step % run.episodes_every == 0:
                 folder.write_episodes(batch.episodes)
 
             # Credit: per-step advantages of the trained seats.
-            credit = assign_credit(config.credit.name, episodes, agent=train_seats, params=config.credit.params)
+            credit = assign_credit(
+                config.credit.name,
+                episodes,
+                agent=train_seats,
+                params=config.credit.params,
+                credit_if=opponents.credit_if(seating),
+                state=credit_state,
+            )
             credit = rollouts.trained_credit(credit, episodes)  # a tree's shared steps once; RTPO's turn
             metrics.update(credit.stats.as_metrics())
+            metrics.update(credit_state_metrics(credit_state))
 
             # Sampling: trajectories (all their steps) or single steps, by |A| or uniformly.
             rng = seed_generator(run.seed, step, SAMPLER)
@@ -266,6 +286,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                 warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
                 setup.scheduler.step()
             rollouts.publish(step)
+            opponents.after_update(step, setup.backend)
             state["skipped_updates"] = int(state["skipped_updates"]) + int(metrics["loss/skipped"])
             metrics["loss/skipped_updates"] = float(state["skipped_updates"])
             metrics["optim/lr"] = float(setup.optimizer.param_groups[0]["lr"])

@@ -272,7 +272,8 @@ def test_unknown_names_agents_and_params_are_refused_with_the_choices():
 def test_registry_declares_needs():
     assert CREDIT_ASSIGNERS["gigpo"].needs == {"groups", "state_keys"}
     assert CREDIT_ASSIGNERS["mt-grpo"].needs == {"groups", "per_step_rewards"}
-    assert all("groups" in spec.needs for name, spec in CREDIT_ASSIGNERS.items() if name != "opd")
+    group_scoped = [spec for name, spec in CREDIT_ASSIGNERS.items() if spec.scope == "group" and name != "opd"]
+    assert all("groups" in spec.needs for spec in group_scoped)
     assert {"ms-grpo", "rloo", "dr-grpo", "gigpo"} <= set(CREDIT_ASSIGNERS)
 
 

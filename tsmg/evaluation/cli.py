@@ -17,7 +17,7 @@ from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 
 
 def add_commands(commands: Any) -> None:
-    """Register the ``eval`` and ``report`` sub-commands on an argparse sub-parser set."""
+    """Register the ``eval``, ``exploitability`` and ``report`` sub-commands on an argparse sub-parser set."""
     run = commands.add_parser("eval", help="evaluate models on games (resumable)")
     run.add_argument("--game", action="append", required=True, help="game id (repeatable)")
     run.add_argument("--model", action="append", help=f"model spec (repeatable; default {DEFAULT_MODEL})")
@@ -58,6 +58,23 @@ def add_commands(commands: Any) -> None:
     lap.add_argument("--top-p", type=float, default=1.0)
     lap.add_argument("--max-tokens", type=int, default=64)
     run.set_defaults(handler=cmd_eval)
+
+    exploit = commands.add_parser(
+        "exploitability",
+        help="exact exploitability of models in Kuhn poker (best responses over the 12 information sets)",
+        description=(
+            "How much a best response wins against each model in Kuhn poker, per hand: 0 at a Nash equilibrium, "
+            "0.458 for random play. The model answers under constrained choice with the default prompt (as "
+            "`tsmg eval --action-format choice` plays it); its exact move probabilities at --temperature are read "
+            "from the model, or its greedy moves at 0."
+        ),
+    )
+    exploit.add_argument("--model", action="append", required=True, help="model spec (repeatable), or random")
+    exploit.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
+    exploit.add_argument("--game", default="KuhnPoker-v0", help="a two-player Kuhn poker game")
+    exploit.add_argument("--model-option", action="append", default=[], metavar="MODEL:KEY=VALUE")
+    exploit.add_argument("--json", action="store_true", help="print a JSON list (strategies included)")
+    exploit.set_defaults(handler=cmd_exploitability)
 
     report = commands.add_parser("report", help="merge run folders into one comparison table and plot")
     report.add_argument("runs", nargs="+", type=Path)
@@ -170,6 +187,33 @@ def dry_run_text(config: EvalConfig) -> str:
             f"priced: {', '.join(priced)}); --sample N measures it instead"
         )
     return "\n".join(lines)
+
+
+def cmd_exploitability(args: argparse.Namespace) -> int:
+    """Print each model's exact exploitability in Kuhn poker (and its best responses' value per seat)."""
+    import games  # noqa: F401  (registers the catalog)
+    from tsmg.evaluation.exploitability import kuhn_exploitability
+    from tsmg.policies import policy_from_spec
+
+    options: dict[str, dict[str, Any]] = {}
+    for value in args.model_option:
+        model, key, option = parse_model_option(value)
+        options.setdefault(model, {})[key] = option
+    lap = LAPConfig(action_format=ActionFormat(kind="choice"), temperature=args.temperature)
+    reports = []
+    for spec in args.model:
+        parse_model_spec(spec)
+        policy = policy_from_spec(spec, lap=lap, model_options=options.get(spec))
+        reports.append((spec, kuhn_exploitability(policy, game_id=args.game)))
+    if args.json:
+        print(json.dumps([{"model": spec, **report.as_dict()} for spec, report in reports], indent=2))
+        return 0
+    print("| model | temperature | exploitability | best response as player_0 | as player_1 |")
+    print("|---|---|---|---|---|")
+    for spec, report in reports:
+        first, second = report.best_response
+        print(f"| {spec} | {report.temperature:g} | {report.exploitability:.4f} | {first:+.4f} | {second:+.4f} |")
+    return 0
 
 
 def _price(value: str) -> tuple[float, float]:

@@ -66,8 +66,80 @@ class EvalResult:
 
 
 def build_policy(spec: str, config: EvalConfig) -> Policy:
-    """The policy of a model spec under the run's settings (see :func:`tsmg.policies.policy_from_spec`)."""
-    return policy_from_spec(spec, seed=config.seed, lap=config.lap, model_options=config.model_options.get(spec))
+    """The policy of a model spec under the run's settings (see :func:`tsmg.policies.policy_from_spec`).
+
+    A model a training run wrote (``hf:RUN/checkpoints/step-N``, ``hf:RUN/final``) plays with the
+    prompt it was trained with: the run's template, action format and observation view (from
+    ``RUN/config.yaml``); temperature, token budget, re-prompts and seed stay the evaluation's.
+    """
+    trained = training_prompt(spec)
+    lap = config.lap if trained is None else trained.lap(config.lap)
+    policy = policy_from_spec(spec, seed=config.seed, lap=lap, model_options=config.model_options.get(spec))
+    if trained is not None and trained.observation_lines is not None:
+        from training.engines import CompactView  # the trainer's own view of observations
+
+        return CompactView(policy, trained.observation_lines)
+    return policy
+
+
+@dataclass(frozen=True)
+class TrainingPrompt:
+    """How a training run prompted its model (``rollout.lap`` and ``rollout.observation_lines`` of its config).
+
+    Attributes:
+        run_dir: The training run's folder.
+        template: The prompt template (``PromptTemplate`` fields).
+        action_format: The action format (``ActionFormat`` fields).
+        observation_lines: The lines of each observation the model was shown (None: all of it).
+    """
+
+    run_dir: Path
+    template: dict[str, Any]
+    action_format: dict[str, Any]
+    observation_lines: str | None
+
+    def lap(self, base: Any) -> Any:
+        """``base`` (the evaluation's LAP settings) with this run's template and action format."""
+        from tsmg.lap import ActionFormat, PromptTemplate
+
+        return base.model_copy(
+            update={
+                "template": PromptTemplate.model_validate(self.template),
+                "action_format": ActionFormat.model_validate(self.action_format),
+            }
+        )
+
+
+def training_prompt(spec: str) -> TrainingPrompt | None:
+    """The prompt of the training run that wrote the model ``spec`` names (None: not a training run's model).
+
+    Recognised: ``hf:RUN/checkpoints/step-N`` and ``hf:RUN/final`` where ``RUN/config.yaml`` is a
+    training configuration.
+    """
+    import yaml
+
+    parsed = parse_model_spec(spec)
+    if parsed.kind != "hf":
+        return None
+    folder = Path(parsed.target).expanduser()
+    if folder.parent.name == "checkpoints":
+        run_dir = folder.parent.parent
+    elif folder.name == "final":
+        run_dir = folder.parent
+    else:
+        return None
+    try:
+        document = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        rollout = document["rollout"]
+        lap = rollout.get("lap") or {}
+        return TrainingPrompt(
+            run_dir,
+            dict(lap.get("template") or {}),
+            dict(lap.get("action_format") or {}),
+            rollout.get("observation_lines"),
+        )
+    except (OSError, TypeError, KeyError, AttributeError, yaml.YAMLError):
+        return None
 
 
 def repair_jsonl(path: Path) -> int:
