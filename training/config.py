@@ -320,6 +320,34 @@ class RunConfig(_Section):
         return list(range(self.eval_seed_start, self.eval_seed_start + self.eval_episodes))
 
 
+class DistributedConfig(_Section):
+    """How several training processes share the model (``torchrun`` / ``accelerate launch``; one process ignores it)."""
+
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+        default="auto",
+        description=(
+            "'ddp': every process holds the whole model and optimizer (torch DistributedDataParallel); 'fsdp': "
+            "parameters, gradients and optimizer state sharded over the processes (FSDP2 fully_shard); 'auto': "
+            "fsdp when accelerate was launched with FSDP, else ddp."
+        ),
+    )
+    fsdp_reshard_after_forward: bool = Field(
+        default=True,
+        description=(
+            "FSDP: free each layer's gathered weights after its forward (least memory) instead of keeping them "
+            "until its backward. accelerate's --fsdp_reshard_after_forward wins when it launched with FSDP."
+        ),
+    )
+    fsdp_cpu_offload: bool = Field(
+        default=False, description="FSDP: keep the shards in CPU memory between uses (GPUs only)."
+    )
+    timeout_s: float = Field(
+        default=600.0,
+        gt=0.0,
+        description="How long a collective waits for the other processes before the run stops with an error.",
+    )
+
+
 class TrainConfig(_Section):
     """A whole training run. Build it from keyword sections, a dict, or YAML (:meth:`from_yaml`)."""
 
@@ -330,6 +358,9 @@ class TrainConfig(_Section):
     loss: LossConfig = Field(default_factory=LossConfig, description="Policy loss.")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimizer and batching.")
     run: RunConfig = Field(default_factory=RunConfig, description="Output, length, evaluation, checkpoints.")
+    distributed: DistributedConfig = Field(
+        default_factory=DistributedConfig, description="Several training processes: DDP or FSDP, timeouts."
+    )
 
     @model_validator(mode="after")
     def _groups_available(self) -> TrainConfig:

@@ -30,11 +30,13 @@ What :func:`train` implements, exactly (each stage names the module that does it
 * **Bad updates**: a non-finite loss or gradient norm skips that update (``loss/skipped_updates``);
   out of memory raises :class:`TrainingOOMError` naming the sizes to lower.
 * **Several processes** (``torchrun`` / ``accelerate launch``): rollouts sharded by group,
-  each optimizer step's samples split across ranks, gradients summed; rank 0 writes
+  each optimizer step's samples split across ranks, the model shared by torch's DDP or FSDP2
+  (parameters, gradients and optimizer state sharded; rollouts run with the weights gathered),
+  gradients summed; rank 0 writes, every rank writes its shards of an FSDP checkpoint
   (:mod:`training.distributed`). The update does not depend on the world size.
 
-Simplifications: data parallel only (no FSDP sharding of the weights); rollouts and updates
-alternate (no overlap); groups are independent episodes (no tree rollouts).
+Simplifications: rollouts and updates alternate (no overlap); groups are independent episodes
+(no tree rollouts).
 """
 
 from __future__ import annotations
@@ -52,11 +54,11 @@ import torch
 from training.checkpoint import restore_rng_state, weights_saver
 from training.config import TrainConfig, validate_against_game
 from training.credit import assign_credit
-from training.distributed import current_world
+from training.distributed import check_world_divides_groups, current_world
 from training.engines import RolloutEngine, build_engine, check_rollout, independent_groups, play_sharded
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
-from training.setup import base_model_source, set_up
+from training.setup import base_model_source, set_up, unsharded_backend
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.policies import policy_from_spec
 from tsmg.rollout import plan_episodes
@@ -151,7 +153,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         model_seats = train_seats = list(rollout_config.train_agents or agents[:1])
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
-    world = current_world()
+    world = current_world(config.distributed.timeout_s)
+    check_world_divides_groups(world, rollout_config.groups_per_update)
     folder = RunFolder(Path(run.out_dir), world, run.keep_last)
     checkpoint = folder.open(config, resume, prepare=lambda: base_model_source(config, folder.path))
     setup = set_up(config, folder.path, checkpoint, world)
@@ -174,14 +177,20 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
     def evaluate() -> dict[str, float]:
         began = time.perf_counter()
-        batch = play_sharded(engine, eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature)
+        with setup.parallel.gathered():  # FSDP: the whole weights, for as many forwards as each rank needs
+            batch = play_sharded(engine, eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature)
         metrics = summarize(batch.episodes, train_seats).as_metrics("eval/")
         return {**metrics, "time/eval_s": time.perf_counter() - began}
 
     def save_checkpoint(step: int) -> Path:
         state["elapsed_s"] = elapsed()
         return folder.save_checkpoint(
-            step, save_weights=save_weights, optimizer=setup.optimizer, scheduler=setup.scheduler, state=state
+            step,
+            save_weights=save_weights,
+            optimizer=setup.optimizer,
+            scheduler=setup.scheduler,
+            state=state,
+            parallel=setup.parallel,
         )
 
     if run.eval_every and run.eval_at_start and start_step == 0:
@@ -201,9 +210,10 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             plans = independent_groups(
                 rollout_config, step, seed_generator(run.seed, step, GAME_SEEDS), run.eval_seed_start
             )
-            batch = play_sharded(
-                engine, plans, rollout_config.group_size, world, seed=derive_seed(run.seed, step, SAMPLING)
-            )
+            with setup.parallel.gathered():
+                batch = play_sharded(
+                    engine, plans, rollout_config.group_size, world, seed=derive_seed(run.seed, step, SAMPLING)
+                )
             check_rollout(batch, config)
             episodes = [episode for episode in batch.episodes if episode.error is None]
             state["episodes_total"] = int(state["episodes_total"]) + len(batch.episodes)
@@ -281,7 +291,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     if last_checkpoint is None:  # resumed a finished run: nothing was trained, save again
         last_checkpoint = save_checkpoint(step)
     title = f"{config.credit.name} on {rollout_config.game_id}"
-    final_model, adapter, curve, rows = folder.finish(setup.backend, setup.lora, log, title)
+    final_backend = unsharded_backend(setup, config, folder.path, world)  # FSDP: gathered on rank 0
+    final_model, adapter, curve, rows = folder.finish(final_backend, setup.lora, log, title)
     return TrainResult(
         run_dir=folder.path,
         steps=step,
