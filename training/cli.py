@@ -164,7 +164,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """``tsmg train``: build the config, train, and say where everything went."""
     import games  # noqa: F401  (registers the catalog)
     from training.config import IncompatibleGameError
-    from training.distributed import DistributedSetupError, collective_failure
+    from training.distributed import DistributedSetupError, collective_failure, release_world
     from training.run_log import quiet_library_progress
     from training.trainer import TrainHooks, TrainingOOMError, train
 
@@ -182,6 +182,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     try:
         result = train(config, resume=args.resume, hooks=hooks)
+        release_world()
     except (IncompatibleGameError, TrainingOOMError, FileExistsError, DistributedSetupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -141,6 +141,16 @@ def current_world(timeout_s: float = 600.0) -> World:
     )
 
 
+def release_world() -> None:
+    """Close the process group (if any) before the process exits.
+
+    Without it, a process can abort at exit ("terminate called without an active exception")
+    while the collective backend's threads are still running.
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def check_world_divides_groups(world: World, groups_per_update: int) -> None:
     """Refuse a world whose ranks would not all play the same number of groups.
 
