@@ -346,6 +346,14 @@ class DistributedConfig(_Section):
         gt=0.0,
         description="How long a collective waits for the other processes before the run stops with an error.",
     )
+    vllm_engine: Literal["per-process", "shared"] = Field(
+        default="per-process",
+        description=(
+            "Rollouts on vLLM (model.spec 'vllm:PATH') with several processes: 'per-process': every process plays "
+            "its share of the groups on an engine of its own, on its own GPU; 'shared': one engine in process 0 "
+            "plays every group, and the new weights or adapter are pushed to it once per update."
+        ),
+    )
 
 
 class TrainConfig(_Section):

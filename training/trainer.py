@@ -45,6 +45,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,19 +166,25 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         restore_rng_state(checkpoint.rng)
     elapsed_before, start_step = float(state["elapsed_s"]), checkpoint.step if checkpoint else 0
     opponent = policy_from_spec(rollout_config.opponent, seed=run.seed) if rollout_config.opponent else None
-    engine: RolloutEngine = build_engine(config, setup.backend, folder.path, model_seats, opponent)
+    engine: RolloutEngine = build_engine(
+        config, setup.backend, folder.path, model_seats, opponent, world=world, parallel=setup.parallel
+    )
     if checkpoint is not None:
         engine.sync()  # an engine with its own copy of the weights starts from the base ones
     eval_plans = plan_episodes(rollout_config.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
     save_weights = weights_saver(setup.backend, config.model.finetune)
     log = folder.metrics_log(resume, checkpoint, run.tensorboard)
 
+    def rollout_weights() -> Any:
+        """FSDP: the whole weights for an engine that plays the trained model (each rank runs its own forwards)."""
+        return setup.parallel.gathered() if getattr(engine, "plays_trained_model", True) else nullcontext()
+
     def elapsed() -> float:
         return elapsed_before + time.perf_counter() - started
 
     def evaluate() -> dict[str, float]:
         began = time.perf_counter()
-        with setup.parallel.gathered():  # FSDP: the whole weights, for as many forwards as each rank needs
+        with rollout_weights():
             batch = play_sharded(engine, eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature)
         metrics = summarize(batch.episodes, train_seats).as_metrics("eval/")
         return {**metrics, "time/eval_s": time.perf_counter() - began}
@@ -210,7 +217,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             plans = independent_groups(
                 rollout_config, step, seed_generator(run.seed, step, GAME_SEEDS), run.eval_seed_start
             )
-            with setup.parallel.gathered():
+            with rollout_weights():
                 batch = play_sharded(
                     engine, plans, rollout_config.group_size, world, seed=derive_seed(run.seed, step, SAMPLING)
                 )
