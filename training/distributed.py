@@ -119,14 +119,20 @@ class World:
             torch.distributed.barrier()
 
 
-def current_world(timeout_s: float = 600.0) -> World:
+def current_world(timeout_s: float = 600.0, *, group_of_one: bool = False) -> World:
     """The world this process was launched in; initialises the process group through accelerate when N > 1.
 
     A launcher (``accelerate launch``, ``torchrun``) sets ``WORLD_SIZE``/``RANK``/``LOCAL_RANK``.
     With several GPUs each process takes the GPU of its local rank (NCCL); without GPUs the
     processes talk over gloo. Every collective waits at most ``timeout_s``.
+
+    Args:
+        timeout_s: How long a collective waits for the other ranks.
+        group_of_one: A launcher's single process also gets a process group (FSDP over one
+            device: the sharded code paths, checked on a machine with one GPU).
     """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size < 1 or (size == 1 and not (group_of_one and "MASTER_ADDR" in os.environ)):
         return World(timeout_s=timeout_s)
     from accelerate import PartialState
 
@@ -222,8 +228,9 @@ def resolve_strategy(requested: str, world: World) -> str:
     Raises:
         DistributedSetupError: accelerate was launched with FSDP but the config asks for DDP.
     """
-    if world.size == 1:
-        return "single"
+    if world.size == 1:  # FSDP over one device only where a launcher made a group of one
+        grouped = torch.distributed.is_available() and torch.distributed.is_initialized()
+        return "fsdp" if requested == "fsdp" and grouped else "single"
     if requested == "auto":
         return "fsdp" if accelerate_fsdp_requested() else "ddp"
     if requested == "ddp" and accelerate_fsdp_requested():

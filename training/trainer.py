@@ -154,7 +154,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         model_seats = train_seats = list(rollout_config.train_agents or agents[:1])
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
-    world = current_world(config.distributed.timeout_s)
+    world = current_world(config.distributed.timeout_s, group_of_one=config.distributed.strategy == "fsdp")
     check_world_divides_groups(world, rollout_config.groups_per_update)
     folder = RunFolder(Path(run.out_dir), world, run.keep_last)
     checkpoint = folder.open(config, resume, prepare=lambda: base_model_source(config, folder.path))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -293,9 +294,11 @@ class PolicyUpdate:
         rng: np.random.Generator,
     ) -> dict[str, float]:
         self.choice_masks.mismatches = 0  # counted per update
+        began = time.perf_counter()
         data = UpdateData(samples, rollout_samples, self.old_logprobs(samples, temperature), None, temperature)
         if self.settings.kl_beta > 0 and samples:
             data.reference = self.reference_logprobs(samples, temperature)
+        scored = time.perf_counter()
         tally, grad_norms, stopped_early = LossTally(), list[float](), 0.0
         self.backend.model.train()
         for index, planned in enumerate(plan_optimizer_steps(len(samples), len(rollout_samples), self.optim, rng)):
@@ -325,6 +328,9 @@ class PolicyUpdate:
         )
         metrics["optim/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
         metrics["loss/choice_mismatches"] = float(mismatches)
+        # Where the update's time went: pi_old and reference scoring, then the optimizer steps.
+        metrics["time/scoring_s"] = scored - began
+        metrics["time/optimizer_s"] = time.perf_counter() - scored
         return metrics
 
     def _past_target_kl(self, planned: OptimizerStep, losses: Sequence[tuple[dict[str, float], float]]) -> bool:
