@@ -87,18 +87,19 @@ def observations(count: int) -> list[str]:
     return [game.reset(seed=seed)[0]["player"] for seed in range(count)]
 
 
-def generate(model: str, size: str, engine: str) -> None:
-    """Generated tokens per second: 256 prompts on vLLM's offline engine, 64 on the HF backend (128 tokens each)."""
+def generate(model: str, size: str, engine: str, rows: int | None = None, tokens: int = 128) -> None:
+    """Generated tokens per second: 256 prompts on vLLM's offline engine, 64 on the HF backend (``tokens`` each)."""
     import torch
 
     cuda = torch.cuda.is_available()
+    rows = rows or (256 if engine == "vllm" else 64)
     if engine == "vllm":
         from transformers import AutoTokenizer
         from vllm import LLM, SamplingParams
 
         tokenizer = AutoTokenizer.from_pretrained(model)
         prompts = []
-        for text in observations(256):
+        for text in observations(rows):
             chat = tokenizer.apply_chat_template(
                 [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
             )
@@ -115,12 +116,12 @@ def generate(model: str, size: str, engine: str) -> None:
             enforce_eager=not cuda,
         )
         startup = time.perf_counter() - began
-        params = SamplingParams(temperature=1.0, max_tokens=128, ignore_eos=True, detokenize=False, seed=0)
+        params = SamplingParams(temperature=1.0, max_tokens=tokens, ignore_eos=True, detokenize=False, seed=0)
         llm.generate(prompts[:8], params)  # warm-up
         began = time.perf_counter()
         outputs = llm.generate(prompts, params)
         seconds = time.perf_counter() - began
-        tokens = sum(len(output.outputs[0].token_ids) for output in outputs)
+        generated = sum(len(output.outputs[0].token_ids) for output in outputs)
         figures = {"startup_s": round(startup, 1), "gpu_memory_used_mib": gpu_memory_used()}
     else:
         from backends.base import GenerationRequest
@@ -129,10 +130,10 @@ def generate(model: str, size: str, engine: str) -> None:
 
         backend = HFBackend(model)
         requests = [
-            GenerationRequest(messages=[{"role": "user", "content": text}], max_tokens=128, seed=index)
-            for index, text in enumerate(observations(64))
+            GenerationRequest(messages=[{"role": "user", "content": text}], max_tokens=tokens, seed=index)
+            for index, text in enumerate(observations(rows))
         ]
-        sampling = Sampling(temperature=1.0, max_tokens=128)
+        sampling = Sampling(temperature=1.0, max_tokens=tokens)
         backend.generate(requests[:4], sampling)  # warm-up
         if cuda:
             torch.cuda.synchronize()
@@ -142,11 +143,10 @@ def generate(model: str, size: str, engine: str) -> None:
         if cuda:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - began
-        tokens = sum(completion.completion_tokens for completion in completions)
+        generated = sum(completion.completion_tokens for completion in completions)
         figures = {"peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None}
-    rows = 256 if engine == "vllm" else 64
-    figures = {"size": size, "engine": engine, "what": f"generate {rows} x 128 tokens", **figures}
-    figures.update({"tokens_per_s": round(tokens / seconds), "seconds": round(seconds, 2)})
+    figures = {"size": size, "engine": engine, "what": f"generate {rows} x {tokens} tokens", **figures}
+    figures.update({"tokens_per_s": round(generated / seconds), "seconds": round(seconds, 2)})
     print(f"{engine} {size}: {figures['tokens_per_s']} generated tokens/s")
     result(figures)
 
@@ -197,7 +197,12 @@ class MemorySampler:
 def train_config(
     model: str, engine: str, finetune: str, updates: int, out: Path, strategy: str, vllm_engine: str
 ) -> Any:
-    """The MS-GRPO run of the check: random 4x4 maps, groups of 8, constrained choice."""
+    """The MS-GRPO run of the check: random 4x4 maps, groups of 8, constrained choice.
+
+    A random-weight model almost never reaches the goal, so no group would carry a signal and the
+    optimizer would never run: a small entropy bonus over the whole rollout makes every update
+    backpropagate every step the rollout played (the optimizer's real load).
+    """
     import torch
 
     from training.config import TrainConfig
@@ -216,6 +221,7 @@ def train_config(
                 "lap": {"action_format": {"kind": "choice"}},
             },
             "model": model_section,
+            "loss": {"entropy_coef": 1e-3, "entropy_scope": "rollout"},
             "optim": {"lr": 1e-5, "micro_batch_size": 32},
             "run": {"out_dir": str(out), "updates": updates, "tensorboard": False, "checkpoint_every": updates},
             "distributed": {"strategy": strategy, "vllm_engine": vllm_engine},
@@ -262,6 +268,7 @@ def train_check(
         "seconds_per_update": per_update,
         "seconds": split,
         "samples_per_update": round(mean("sampler/samples")),
+        "optimizer_steps_per_update": round(mean("optim/steps"), 2),
         "torch_peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         "device_peak_mib": sampler.peak or None,
     }
@@ -291,6 +298,8 @@ def main(argv: list[str] | None = None) -> None:
     generator.add_argument("model")
     generator.add_argument("size")
     generator.add_argument("--engine", choices=["hf", "vllm"], required=True)
+    generator.add_argument("--rows", type=int, help="prompts (default: 256 on vLLM, 64 on HF)")
+    generator.add_argument("--tokens", type=int, default=128, help="new tokens per prompt")
     trainer = commands.add_parser("train")
     trainer.add_argument("model")
     trainer.add_argument("size")
@@ -306,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "build":
         build(args.size, args.out, args.tokenizer_dir)
     elif args.command == "generate":
-        generate(args.model, args.size, args.engine)
+        generate(args.model, args.size, args.engine, args.rows, args.tokens)
     else:
         train_check(
             args.model, args.size, args.engine, args.finetune, args.updates, args.out, args.strategy, args.vllm_engine

@@ -21,7 +21,8 @@
 # Environment: GPU_CHECK_SIZES ("0.5b"; "0.5b 3b" for both), GPU_CHECK_UPDATES (3), GPU_CHECK_BUDGET_S
 # (540: every step gets at most the time left), GPU_CHECK_DIR (a fresh temporary folder), PYTHON
 # (.venv/bin/python; vLLM steps run where `import vllm` works, else they are skipped, saying so).
-# --dry-run: size "tiny" on the CPU, 1 update, FSDP over 2 CPU processes (gloo), budget 400 s.
+# --dry-run: size "tiny" on the CPU, 1 update, FSDP over 2 CPU processes (gloo), 8 x 16 tokens generated,
+# budget 400 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,10 +37,12 @@ done
 
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
+GENERATE=()
 if [ "$DRY_RUN" = 1 ]; then
   SIZES=${GPU_CHECK_SIZES:-tiny}
   UPDATES=${GPU_CHECK_UPDATES:-1}
   BUDGET=${GPU_CHECK_BUDGET_S:-400}
+  GENERATE=(--rows 8 --tokens 16)
 else
   SIZES=${GPU_CHECK_SIZES:-0.5b}
   UPDATES=${GPU_CHECK_UPDATES:-3}
@@ -133,8 +136,10 @@ for SIZE in $SIZES; do
     fi
   fi
 
-  [ "$HAS_VLLM" = 1 ] && run "$SIZE: vLLM generation" 150 "$PY" bench/gpu_check.py generate "$MODEL" "$SIZE" --engine vllm
-  run "$SIZE: HF generation" 90 "$PY" bench/gpu_check.py generate "$MODEL" "$SIZE" --engine hf
+  if [ "$HAS_VLLM" = 1 ]; then
+    run "$SIZE: vLLM generation" 150 "$PY" bench/gpu_check.py generate "$MODEL" "$SIZE" --engine vllm "${GENERATE[@]}"
+  fi
+  run "$SIZE: HF generation" 90 "$PY" bench/gpu_check.py generate "$MODEL" "$SIZE" --engine hf "${GENERATE[@]}"
   rm -rf "$MODEL" "$WORK"/*-"$SIZE"-*  # the next size needs the disk
 done
 

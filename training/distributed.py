@@ -181,7 +181,7 @@ def collective_failure(error: BaseException, world_size: int) -> str | None:
         return None
     text = f"{type(error).__name__}: {error}".lower()
     distributed_error = getattr(torch.distributed, "DistError", ())
-    markers = ("gloo", "nccl", "timed out", "timeout", "connection closed", "connection reset", "broken pipe")
+    markers = ("gloo", "nccl", "processgroup", "connection closed by peer")
     if not isinstance(error, distributed_error) and not any(marker in text for marker in markers):
         return None
     first_line = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__

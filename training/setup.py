@@ -121,7 +121,8 @@ def unsharded_backend(setup: TrainingSetup, config: TrainConfig, run_dir: Path, 
         return None
     from backends.hf import HFBackend
 
-    plain = HFBackend(base_model_source(config, run_dir), dtype=config.model.dtype, device="cpu")
+    dtype = str(setup.backend.dtype).removeprefix("torch.")  # the trained weights' own (not the CPU's default)
+    plain = HFBackend(base_model_source(config, run_dir), dtype=dtype, device="cpu")
     if setup.lora:
         add_lora(plain, config)
     plain.model.load_state_dict(state)
