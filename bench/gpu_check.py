@@ -211,7 +211,12 @@ def train_config(
     if finetune == "lora":
         model_section["lora_r"] = 16
     if engine == "vllm":
-        model_section["vllm_options"] = {"max_model_len": 2048, "enforce_eager": not torch.cuda.is_available()}
+        options: dict[str, Any] = {"max_model_len": 2048}
+        if not torch.cuda.is_available():  # the --dry-run on vLLM's CPU build
+            # No torch.compile; and whole prefills: the CPU build fails on a seeded request whose
+            # prefill is split across steps ("CPU Generator does not use offset").
+            options.update(enforce_eager=True, max_num_batched_tokens=65536)
+        model_section["vllm_options"] = options
     return TrainConfig.model_validate(
         {
             "rollout": {
@@ -255,7 +260,7 @@ def train_check(
         return sum(row.get(key, 0.0) for row in steady) / max(len(steady), 1)
 
     split = {stage: round(mean(key), 3) for stage, key in stages.items()}
-    split["push"] = round(mean("time/update_s") - split["scoring"] - split["optimizer"], 3)  # weights to vLLM
+    split["push"] = round(max(mean("time/update_s") - split["scoring"] - split["optimizer"], 0.0), 3)  # into vLLM
     per_update = round(mean("time/rollout_s") + mean("time/update_s"), 3)
     figures = {
         "size": size,

@@ -52,8 +52,9 @@ WORK=${GPU_CHECK_DIR:-$(mktemp -d -t tsmg-gpu-check-XXXXXX)}
 RESULTS="$WORK/results.jsonl"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false VLLM_NO_USAGE_STATS=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-mkdir -p "$WORK"
+mkdir -p "$WORK/logs"
 : > "$RESULTS"
+STEP=0
 STARTED=$SECONDS
 FAILED=0
 
@@ -90,12 +91,12 @@ run() {
     return 0
   fi
   echo "=== $name ($(( SECONDS - STARTED ))s elapsed, at most ${limit}s)"
-  log="$WORK/step.log"
+  log="$WORK/logs/$(( ++STEP ))-${name//[^A-Za-z0-9.]/_}.log"  # every step's whole log is kept
   if timeout "$limit" "$@" > "$log" 2>&1; then
     grep -E '^(RESULT |MS-GRPO |built |hf |vllm )' "$log" || true
     grep '^RESULT ' "$log" | cut -c8- >> "$RESULTS" || true
   else
-    echo "$name failed or timed out; the end of its log:"
+    echo "$name failed or timed out; the end of its log ($log):"
     tail -n 25 "$log"
     FAILED=$(( FAILED + 1 ))
   fi

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -47,7 +46,6 @@ import torch
 
 T = TypeVar("T")
 
-logger = logging.getLogger(__name__)
 
 class DistributedSetupError(ValueError):
     """A multi-process launch that cannot work as configured; the message names the setting and the fix."""

@@ -112,6 +112,8 @@ def assert_same_losses(rows, reference_rows) -> None:
         for key, value in losses.items():
             assert mine[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
         assert mine.get("optim/steps") == reference.get("optim/steps")
+        # The norm before clipping: AdamW would hide gradients averaged instead of summed, the norm does not.
+        assert mine.get("optim/grad_norm") == pytest.approx(reference.get("optim/grad_norm"), rel=1e-4)
 
 
 # --------------------------------------------------------------------------- FSDP2 = one process
