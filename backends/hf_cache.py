@@ -132,7 +132,9 @@ class ModelCalls:
 
     @classmethod
     def inspect(cls, model: Any) -> ModelCalls:
-        """Read the forward signature of ``model`` (the base model under a PEFT wrapper)."""
+        """Read the forward signature of ``model`` (the base model under a PEFT or DistributedDataParallel wrapper)."""
+        if isinstance(model, torch.nn.parallel.DistributedDataParallel):  # the trainer's gradient pass
+            model = model.module
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         parameters = inspect.signature(base.forward).parameters
         cache_kwarg = "cache" if "cache" in parameters else "past_key_values"

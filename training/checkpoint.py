@@ -4,7 +4,9 @@ A checkpoint is a folder ``checkpoints/step-N/`` (N = updates done) holding:
 
 * ``model/`` (full fine-tuning: ``save_pretrained`` weights and the tokenizer) or ``adapter/``
   (LoRA: the PEFT adapter only; the base model is named in the run's ``config.yaml``);
-* ``optimizer.pt`` and ``scheduler.pt`` (their ``state_dict``);
+* ``optimizer.pt`` and ``scheduler.pt`` (their ``state_dict``); an FSDP run writes its trained
+  weights and optimizer state instead as ``sharded/``, a torch distributed checkpoint (DCP) of
+  one shard per process, which any number of processes (one included) reads back;
 * ``rng.pt`` (torch CPU and CUDA generator states) and ``state.json`` (the step, the trainer's
   counters, Python's and NumPy's global generator states).
 
@@ -42,6 +44,8 @@ import numpy as np
 
 STATE_FILE = "state.json"
 MODEL_DIR = "model"
+#: An FSDP run's trained parameters and optimizer state, one shard per process (torch distributed checkpoint).
+SHARDED_DIR = "sharded"
 ADAPTER_DIR = "adapter"
 FINAL_DIR = "final"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -78,6 +82,12 @@ class Checkpoint:
     def adapter_dir(self) -> Path | None:
         """The LoRA adapter folder, if the checkpoint has one."""
         folder = self.path / ADAPTER_DIR
+        return folder if folder.is_dir() else None
+
+    @property
+    def sharded_dir(self) -> Path | None:
+        """The FSDP run's sharded state (DCP: trained parameters and optimizer), if the checkpoint has one."""
+        folder = self.path / SHARDED_DIR
         return folder if folder.is_dir() else None
 
 
@@ -145,6 +155,7 @@ def save_checkpoint(
     scheduler: Any = None,
     state: Mapping[str, Any] | None = None,
     keep_last: int | None = None,
+    temporary: Path | None = None,
 ) -> Path:
     """Write ``directory/step-{step}`` atomically, then keep only the newest ``keep_last``.
 
@@ -157,6 +168,8 @@ def save_checkpoint(
         scheduler: A torch LR scheduler (its ``state_dict`` is saved).
         state: JSON-ready counters of the trainer.
         keep_last: Checkpoints to keep (None: all).
+        temporary: The folder :func:`start_checkpoint` made and others already wrote into (e.g.
+            every process its shards); None: a new one.
 
     Returns:
         The checkpoint's folder.
@@ -164,10 +177,8 @@ def save_checkpoint(
     import torch
 
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    _remove_temporaries(root)
-    temporary = root / f"{_TEMPORARY_PREFIX}step-{step}-{os.getpid()}"
-    temporary.mkdir()
+    if temporary is None:
+        temporary = start_checkpoint(root, step)
     if save_weights is not None:
         save_weights(temporary)
     if optimizer is not None:
@@ -192,6 +203,19 @@ def save_checkpoint(
     if keep_last is not None:
         prune_checkpoints(root, keep_last)
     return final
+
+
+def start_checkpoint(directory: str | Path, step: int) -> Path:
+    """A new hidden temporary folder for checkpoint ``step`` (leftovers of killed saves removed first).
+
+    :func:`save_checkpoint` completes it and renames it to ``step-N``.
+    """
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    _remove_temporaries(root)
+    temporary = root / f"{_TEMPORARY_PREFIX}step-{step}-{os.getpid()}"
+    temporary.mkdir()
+    return temporary
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:

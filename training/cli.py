@@ -175,6 +175,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """``tsmg train``: build the config, train, and say where everything went."""
     import games  # noqa: F401  (registers the catalog)
     from training.config import IncompatibleGameError
+    from training.distributed import DistributedSetupError, collective_failure, release_world
     from training.run_log import quiet_library_progress
     from training.trainer import TrainHooks, TrainingOOMError, train
 
@@ -192,9 +193,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     try:
         result = train(config, resume=args.resume, hooks=hooks)
-    except (IncompatibleGameError, TrainingOOMError, FileExistsError) as error:
+        release_world()
+    except (IncompatibleGameError, TrainingOOMError, FileExistsError, DistributedSetupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # a collective that failed: a rank died or hung (timeout)
+        message = collective_failure(error, int(os.environ.get("WORLD_SIZE", "1")))
+        if message is None:
+            raise
+        print(f"error (process {os.environ.get('RANK', '0')}): {message}", file=sys.stderr, flush=True)
+        return 3
     if result.resumed_from is not None:
         echo(f"resumed from the checkpoint of update {result.resumed_from}")
     evals = result.evals()

@@ -575,6 +575,42 @@ class LoopConfig(_Section):
 ENGINES_TAKING_WEIGHTS = frozenset({"hf", "tiny", "smollm2", "vllm"})
 
 
+class DistributedConfig(_Section):
+    """How several training processes share the model (``torchrun`` / ``accelerate launch``; one process ignores it)."""
+
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+        default="auto",
+        description=(
+            "'ddp': every process holds the whole model and optimizer (torch DistributedDataParallel); 'fsdp': "
+            "parameters, gradients and optimizer state sharded over the processes (FSDP2 fully_shard); 'auto': "
+            "fsdp when accelerate was launched with FSDP, else ddp."
+        ),
+    )
+    fsdp_reshard_after_forward: bool = Field(
+        default=True,
+        description=(
+            "FSDP: free each layer's gathered weights after its forward (least memory) instead of keeping them "
+            "until its backward. accelerate's --fsdp_reshard_after_forward wins when it launched with FSDP."
+        ),
+    )
+    fsdp_cpu_offload: bool = Field(
+        default=False, description="FSDP: keep the shards in CPU memory between uses (GPUs only)."
+    )
+    timeout_s: float = Field(
+        default=600.0,
+        gt=0.0,
+        description="How long a collective waits for the other processes before the run stops with an error.",
+    )
+    vllm_engine: Literal["per-process", "shared"] = Field(
+        default="per-process",
+        description=(
+            "Rollouts on vLLM (model.spec 'vllm:PATH') with several processes: 'per-process': every process plays "
+            "its share of the groups on an engine of its own, on its own GPU; 'shared': one engine in process 0 "
+            "plays every group, and the new weights or adapter are pushed to it once per update."
+        ),
+    )
+
+
 class TrainConfig(_Section):
     """A whole training run. Build it from keyword sections, a dict, or YAML (:meth:`from_yaml`)."""
 
@@ -589,6 +625,9 @@ class TrainConfig(_Section):
         default_factory=DistillConfig, description="On-policy distillation from a teacher (credit 'opd', or added)."
     )
     loop: LoopConfig = Field(default_factory=LoopConfig, description="Synchronous or asynchronous rollouts.")
+    distributed: DistributedConfig = Field(
+        default_factory=DistributedConfig, description="Several training processes: DDP or FSDP, timeouts."
+    )
 
     @model_validator(mode="before")
     @classmethod

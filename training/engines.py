@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from training.config import RolloutConfig, TrainConfig
-from training.distributed import World
+from training.distributed import ParallelModel, World
 from training.update import TrainingOOMError
 from training.vllm_sync import (
     AdapterFolders,
@@ -144,6 +144,8 @@ class _LAPRolloutEngine:
 
     #: Whether the log-probabilities ``backend`` records are the trainer's (see :class:`RolloutBatch`).
     exact_logprobs: ClassVar[bool] = True
+    #: Whether the engine samples from the trained model itself (under FSDP it needs the weights gathered).
+    plays_trained_model: ClassVar[bool] = True
 
     def __init__(
         self, backend: Any, config: RolloutConfig, model_seats: Sequence[str], opponent: Policy | None = None
@@ -228,10 +230,16 @@ def play_sharded(
 ) -> RolloutBatch:
     """Play ``plans`` with each rank taking a contiguous share of whole groups; every rank gets the whole batch.
 
-    ``group_size`` is the number of plans per group (a tree's roots); ``branch`` grows trees.
+    ``group_size`` is the number of plans per group (a tree's roots); ``branch`` grows trees. A
+    shared engine (one vLLM engine in rank 0 for every rank) plays them all on rank 0.
     """
     if world.size == 1:
         return engine.play(plans, seed=seed, temperature=temperature, branch=branch)
+    if getattr(engine, "shared", False):
+        played = engine.play(plans, seed=seed, temperature=temperature, branch=branch) if world.is_main else None
+        batch = world.broadcast(played)
+        assert batch is not None
+        return batch
     first, last = world.shard_bounds(len(plans) // group_size)
     share = plans[first * group_size : last * group_size]
     mine = engine.play(share, seed=seed, temperature=temperature, branch=branch)
@@ -298,11 +306,17 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
         lora: Push the adapter (True) or every weight (False).
         adapter_dir: Where the adapters go (``step-N`` folders; the latest is kept). Required with ``lora``.
 
+        parallel: How the processes share the trained model: under FSDP its weights (or adapter)
+            are gathered for every push (None: one process, or whole weights on every process).
+        shared: One engine in process 0 for every process (``engine`` is None on the others, which
+            only take part in gathering the weights).
+
     Attributes:
         syncs: Pushes done so far (a LoRA engine pushes its starting adapter when built).
     """
 
     exact_logprobs: ClassVar[bool] = False
+    plays_trained_model: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -314,10 +328,14 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
         *,
         lora: bool,
         adapter_dir: Path | None = None,
+        parallel: ParallelModel | None = None,
+        shared: bool = False,
     ) -> None:
         super().__init__(engine, config, model_seats, opponent)
         self.trained = trained
         self.lora = lora
+        self.parallel = parallel
+        self.shared = shared
         self.syncs = 0
         self.adapters: AdapterFolders | None = None
         if lora:
@@ -333,13 +351,18 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
         Raises:
             EngineSyncError: The push failed; the engine would go on sampling from older weights.
         """
+        gathered = None
+        if self.parallel is not None and self.parallel.sharded:  # every process takes part
+            gathered = self.parallel.full_state_dict(everywhere=not self.shared, trainable_only=self.lora)
+        if self.backend is None:  # a shared engine lives in process 0
+            return
         try:
             if self.adapters is not None:
-                folder = self.adapters.save(self.trained)
+                folder = self.adapters.save(self.trained, gathered)
                 self.backend.set_adapter(folder)
                 self.adapters.prune()
             else:
-                self.backend.load_weights(checkpoint_state_dict(self.trained.model))
+                self.backend.load_weights(checkpoint_state_dict(self.trained.model, gathered))
         except Exception as error:
             what = "LoRA adapter" if self.lora else "weights"
             raise EngineSyncError(
@@ -351,7 +374,8 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
 
     def close(self) -> None:
         """Shut the vLLM engine down (the rollout engine is unusable afterwards)."""
-        self.backend.close()
+        if self.backend is not None:
+            self.backend.close()
 
 
 def build_engine(
@@ -363,6 +387,8 @@ def build_engine(
     *,
     vllm_options: Mapping[str, Any] | None = None,
     on_vllm: bool = True,
+    world: World | None = None,
+    parallel: ParallelModel | None = None,
 ) -> RolloutEngine:
     """The rollout engine ``config.model.spec`` asks for: ``vllm:PATH`` plays on a vLLM engine, the rest on ``backend``.
 
@@ -376,6 +402,8 @@ def build_engine(
             :func:`training.vllm_sync.engine_options` (e.g. ``gpu_memory_utilization``,
             ``max_model_len``, ``enforce_eager``), over the config's ``model.vllm_options``.
         on_vllm: False plays on ``backend`` whatever the spec (asynchronous training evaluates so).
+        world: This process's place among the training processes (None: one process).
+        parallel: How the processes share the trained model (FSDP: weights gathered for each push).
 
     Raises:
         ImportError: ``vllm:PATH`` where vLLM is not installed (the message says how to get it).
@@ -387,10 +415,12 @@ def build_engine(
     require_vllm()
     from backends.vllm_engine import VLLMBackend
 
+    world = world or World()
+    shared = world.size > 1 and config.distributed.vllm_engine == "shared"
     overrides = {**config.model.vllm_options, **(vllm_options or {})}
-    options = engine_options(config, backend, overrides)
+    options = engine_options(config, backend, overrides, processes=1 if shared else world.size)
     lora = config.model.finetune == "lora"
-    engine = VLLMBackend(path, **options)
+    engine = VLLMBackend(path, **options) if world.is_main or not shared else None
     try:
         return VLLMRolloutEngine(
             backend,
@@ -400,7 +430,10 @@ def build_engine(
             opponent,
             lora=lora,
             adapter_dir=adapter_root(run_dir) if lora else None,
+            parallel=parallel,
+            shared=shared,
         )
     except Exception:
-        engine.close()  # its processes would outlive the failed start
+        if engine is not None:
+            engine.close()  # its processes would outlive the failed start
         raise

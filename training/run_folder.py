@@ -7,7 +7,8 @@ Layout of ``run.out_dir``:
 * ``metrics.jsonl`` and ``tensorboard/``: one row per update (:mod:`training.run_log`);
 * ``episodes.jsonl``: every ``run.episodes_every``-th update's episodes, the training records;
 * ``checkpoints/step-N``: weights or adapter, optimizer, schedule and generator states
-  (:mod:`training.checkpoint`; written atomically, the newest ``run.keep_last`` kept);
+  (:mod:`training.checkpoint`; written atomically, the newest ``run.keep_last`` kept); an FSDP
+  run's weights and optimizer state as sharded state (``sharded/``, torch distributed checkpoint);
 * ``base_model/``: a model built from scratch (``model.spec: tiny``);
 * at the end ``final/`` (a full model folder: ``tsmg eval --model hf:RUN/final``), ``adapter/``
   (LoRA) and ``learning_curve.png``.
@@ -24,14 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from training.checkpoint import (
+    SHARDED_DIR,
     Checkpoint,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
     save_final_model,
+    start_checkpoint,
 )
 from training.config import TrainConfig
-from training.distributed import World
+from training.distributed import ParallelModel, World
 from training.run_log import CURVE_FILE, RunLog, plot_learning_curve, read_metrics
 from tsmg.episode import Episode, read_episodes, write_episodes
 
@@ -39,7 +42,9 @@ CONFIG_FILE = "config.yaml"
 EPISODES_FILE = "episodes.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
-RESUMABLE_CHANGES = frozenset({("run", "updates"), ("run", "max_seconds"), ("run", "threads")})
+RESUMABLE_CHANGES = frozenset(
+    {("run", "updates"), ("run", "max_seconds"), ("run", "threads"), ("distributed", "timeout_s")}
+)
 
 
 @dataclass
@@ -103,19 +108,48 @@ class RunFolder:
             write_episodes(self.path / EPISODES_FILE, episodes)
 
     def save_checkpoint(
-        self, step: int, *, save_weights: Callable[[Path], None], optimizer: Any, scheduler: Any, state: dict[str, Any]
+        self,
+        step: int,
+        *,
+        save_weights: Callable[[Path], None],
+        optimizer: Any,
+        scheduler: Any,
+        state: dict[str, Any],
+        parallel: ParallelModel | None = None,
+        save_extra: Callable[[Path], None] | None = None,
     ) -> Path:
-        """Write ``checkpoints/step-{step}`` (rank 0); every rank waits for it."""
+        """Write ``checkpoints/step-{step}`` (rank 0; under FSDP every rank writes its shards first); every rank waits.
+
+        An FSDP run's trained weights and optimizer state go to ``sharded/`` (torch distributed
+        checkpoint, each rank its shards) in the checkpoint's temporary folder; rank 0 then adds the
+        rest and renames it, so a ``kill -9`` of any rank still never leaves a half checkpoint.
+        ``save_extra`` writes what else a resumed run needs into the folder (rank 0, any strategy).
+        """
         folder = self.checkpoints / f"step-{step}"
+        temporary = None
+        if parallel is not None and parallel.sharded:
+            temporary = self.world.broadcast(start_checkpoint(self.checkpoints, step) if self.world.is_main else None)
+            assert temporary is not None
+            parallel.save_sharded(temporary / SHARDED_DIR, optimizer)
+            self.world.barrier()
         if self.world.is_main:
+            sharded = temporary is not None
+
+            def write(target: Path) -> None:
+                if not sharded:
+                    save_weights(target)
+                if save_extra is not None:
+                    save_extra(target)
+
             folder = save_checkpoint(
                 self.checkpoints,
                 step,
-                save_weights=save_weights,
-                optimizer=optimizer,
+                save_weights=write,
+                optimizer=optimizer if temporary is None else None,
                 scheduler=scheduler,
                 state=state,
                 keep_last=self.keep_last,
+                temporary=temporary,
             )
         self.world.barrier()  # no rank runs ahead of a checkpoint it could be resumed from
         return folder
@@ -131,7 +165,7 @@ class RunFolder:
         """
         final_model = adapter = curve = None
         rows: list[dict[str, Any]] = []
-        if log is not None:
+        if log is not None and backend is not None:
             final_model, adapter = save_final_model(backend, lora, self.path)
             rows = read_metrics(log.path)
             curve = plot_learning_curve(rows, self.path / CURVE_FILE, title=title)

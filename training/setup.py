@@ -18,13 +18,13 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig
-from training.distributed import World
+from training.distributed import DistributedSetupError, ParallelModel, World, fsdp_settings, resolve_strategy
 from training.schedule import lr_multiplier
 from tsmg.model_spec import parse_model_spec
 
@@ -41,9 +41,11 @@ class TrainingSetup:
         lora: Whether a LoRA adapter is trained (else every weight).
         reference: The frozen reference model of full fine-tuning with a KL term (None: no KL,
             or LoRA, whose reference is the model with the adapter switched off).
-        parameters: The trained parameters.
+        parameters: The trained parameters (this process's shards under FSDP).
         optimizer: AdamW over them.
         scheduler: The learning-rate schedule (one step per update).
+        parallel: How the processes share the trained model (one process: nothing shared).
+        reference_parallel: The same for the frozen reference (None without one).
     """
 
     backend: Any
@@ -52,26 +54,44 @@ class TrainingSetup:
     parameters: list[torch.nn.Parameter]
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
+    parallel: ParallelModel
+    reference_parallel: ParallelModel | None = None
 
 
 def set_up(config: TrainConfig, run_dir: Path, checkpoint: Checkpoint | None, world: World) -> TrainingSetup:
-    """Load the model (or restore it from ``checkpoint``), add LoRA, build the reference and the optimizer."""
+    """Load the model (or restore it from ``checkpoint``), add LoRA, share it over the processes, build the optimizer.
+
+    Raises:
+        training.distributed.DistributedSetupError: A launch that cannot work as configured (the
+            message names the setting and the fix).
+    """
     lora = config.model.finetune == "lora"
-    backend = load_backend(config, run_dir, weights=checkpoint.model_dir if checkpoint and not lora else None)
+    strategy = resolve_strategy(config.distributed.strategy, world)
+    fsdp = fsdp_settings(config.distributed, lora=lora) if strategy == "fsdp" else None
+    sharded = checkpoint is not None and checkpoint.sharded_dir is not None
+    if checkpoint is not None and not sharded and strategy == "fsdp":
+        raise DistributedSetupError(
+            f"{checkpoint.path} was written without FSDP (whole weights and optimizer state), and this launch "
+            "shards them with FSDP: resume it with the strategy it was written with (distributed.strategy: ddp, "
+            "or one process)"
+        )
+    restored = checkpoint.model_dir if checkpoint and not lora and not sharded else None
+    backend = load_backend(config, run_dir, weights=restored)
     if lora and checkpoint is not None and checkpoint.adapter_dir is not None:
         backend.load_adapter(checkpoint.adapter_dir, trainable=True)
     elif lora:
-        add_lora(backend, config)
+        add_lora(backend, config)  # a sharded checkpoint's adapter weights are loaded below
     own_storage(backend.model)
-    reference = None
+    reference, reference_parallel = None, None
     if config.loss.kl_beta > 0 and not lora:  # full fine-tuning: a frozen copy of the initial weights
         if checkpoint is None:
             reference = copy.deepcopy(backend.model)
         else:
             reference = load_backend(config, run_dir, weights=Path(base_model_source(config, run_dir))).model
         reference.eval().requires_grad_(False)
-    parameters = [parameter for parameter in backend.model.parameters() if parameter.requires_grad]
-    world.sync_parameters(parameters)  # every rank starts from rank 0's weights (as DDP does)
+        reference_parallel = ParallelModel(reference, world, strategy, fsdp, trainable=False)
+    parallel = ParallelModel(backend.model, world, strategy, fsdp)
+    parameters = parallel.trainable_parameters()
     optim, run = config.optim, config.run
     optimizer = torch.optim.AdamW(parameters, lr=optim.lr, weight_decay=optim.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -79,11 +99,35 @@ def set_up(config: TrainConfig, run_dir: Path, checkpoint: Checkpoint | None, wo
         lambda update: lr_multiplier(update, run.updates, optim.schedule, optim.warmup_steps, optim.min_lr_ratio),
     )
     if checkpoint is not None:
-        if checkpoint.optimizer is not None:
+        if checkpoint.sharded_dir is not None:  # FSDP's shards, read into whatever this launch holds
+            parallel.load_sharded(checkpoint.sharded_dir, optimizer)
+        elif checkpoint.optimizer is not None:
             optimizer.load_state_dict(checkpoint.optimizer)
         if checkpoint.scheduler is not None:
             scheduler.load_state_dict(checkpoint.scheduler)
-    return TrainingSetup(backend, lora, reference, parameters, optimizer, scheduler)
+    return TrainingSetup(backend, lora, reference, parameters, optimizer, scheduler, parallel, reference_parallel)
+
+
+def unsharded_backend(setup: TrainingSetup, config: TrainConfig, run_dir: Path, world: World) -> Any:
+    """The trained model as one process holds it, on rank 0 (None on the others); every rank must call it.
+
+    Without FSDP that is the trained backend itself. Under FSDP the weights are gathered to rank 0
+    and loaded into a fresh CPU copy of the model (with the run's LoRA adapter), which
+    :meth:`training.run_folder.RunFolder.finish` saves as a plain model folder.
+    """
+    if not setup.parallel.sharded:
+        return setup.backend
+    state = setup.parallel.full_state_dict()
+    if not world.is_main:
+        return None
+    from backends.hf import DType, HFBackend
+
+    dtype = cast(DType, str(setup.backend.dtype).removeprefix("torch."))  # the trained weights' own, not the CPU's
+    plain = HFBackend(base_model_source(config, run_dir), dtype=dtype, device="cpu")
+    if setup.lora:
+        add_lora(plain, config)
+    plain.model.load_state_dict(state)
+    return plain
 
 
 def own_storage(model: Any) -> None:

@@ -38,11 +38,13 @@ What :func:`train` implements, exactly (each stage names the module that does it
 * **Bad updates**: a non-finite loss or gradient norm skips that update (``loss/skipped_updates``);
   out of memory raises :class:`TrainingOOMError` naming the sizes to lower.
 * **Several processes** (``torchrun`` / ``accelerate launch``): rollouts sharded by group,
-  each optimizer step's samples split across ranks, gradients summed; rank 0 writes
+  each optimizer step's samples split across ranks, the model shared by torch's DDP or FSDP2
+  (parameters, gradients and optimizer state sharded; rollouts run with the weights gathered),
+  gradients summed; rank 0 writes, every rank writes its shards of an FSDP checkpoint
   (:mod:`training.distributed`). The update does not depend on the world size.
 
-Simplifications: data parallel only (no FSDP sharding of the weights); asynchronous rollouts
-with one trainer process only.
+Simplifications: asynchronous rollouts with one trainer process only; groups seated one by one
+(a rotating seat, an opponent pool) only as synchronous groups.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import logging
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,12 +64,12 @@ from training.checkpoint import restore_rng_state, weights_saver
 from training.config import TrainConfig, validate_against_game
 from training.credit import assign_credit, credit_state_metrics
 from training.distill import check_teacher
-from training.distributed import current_world
+from training.distributed import check_world_divides_groups, current_world
 from training.engines import build_engine, check_rollout, play_sharded
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
 from training.selfplay import Opponents, check_opponents
-from training.setup import base_model_source, set_up
+from training.setup import base_model_source, set_up, unsharded_backend
 from training.sources import SAMPLER, build_rollouts
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.policies import policy_from_spec
@@ -157,7 +160,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     check_opponents(config)  # who plays the seats the model does not (training/selfplay.py)
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
-    world = current_world()
+    world = current_world(config.distributed.timeout_s, group_of_one=config.distributed.strategy == "fsdp")
+    check_world_divides_groups(world, rollout_config.groups_per_update)
     folder = RunFolder(Path(run.out_dir), world, run.keep_last)
     checkpoint = folder.open(config, resume, prepare=lambda: base_model_source(config, folder.path))
     setup = set_up(config, folder.path, checkpoint, world)
@@ -178,7 +182,14 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         config,
         world,
         lambda backend, **options: build_engine(
-            config, backend, folder.path, opponents.model_seats, opponents.base_opponent, **options
+            config,
+            backend,
+            folder.path,
+            opponents.model_seats,
+            opponents.base_opponent,
+            world=world,
+            parallel=setup.parallel,
+            **options,
         ),
         setup=setup,
         update=update,
@@ -196,26 +207,34 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     save_weights = weights_saver(setup.backend, config.model.finetune)
     log = folder.metrics_log(resume, checkpoint, run.tensorboard)
 
+    def rollout_weights() -> Any:
+        """FSDP: the whole weights for an engine that plays the trained model (each rank runs its own forwards)."""
+        return setup.parallel.gathered() if getattr(engine, "plays_trained_model", True) else nullcontext()
+
     def elapsed() -> float:
         return elapsed_before + time.perf_counter() - started
 
     def evaluate() -> dict[str, float]:
         began = time.perf_counter()
         seating = opponents.eval_seating(eval_plans)
-        seated = opponents.engine(engine, seating)
-        batch = play_sharded(seated, eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature)
+        with rollout_weights():
+            batch = play_sharded(
+                opponents.engine(engine, seating), eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature
+            )
         metrics = opponents.summary(batch.episodes, seating).as_metrics("eval/")
         return {**metrics, "time/eval_s": time.perf_counter() - began}
 
     def save_checkpoint(step: int) -> Path:
         state["elapsed_s"] = elapsed()
 
-        def save_all(target: Path) -> None:
-            save_weights(target)
-            rollouts.save(target)  # what a resumed run's rollouts need (RTPO's cycle, async rollouts played ahead)
-
         return folder.save_checkpoint(
-            step, save_weights=save_all, optimizer=setup.optimizer, scheduler=setup.scheduler, state=state
+            step,
+            save_weights=save_weights,
+            save_extra=rollouts.save,  # what a resumed run's rollouts need (RTPO's cycle, async rollouts played ahead)
+            optimizer=setup.optimizer,
+            scheduler=setup.scheduler,
+            state=state,
+            parallel=setup.parallel,
         )
 
     if run.eval_every and run.eval_at_start and start_step == 0:
@@ -232,7 +251,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
             # Rollout: groups of G episodes from one game seed each (independent, or a tree).
             began = time.perf_counter()
-            batch = rollouts.play(step)
+            with rollout_weights():
+                batch = rollouts.play(step)
             seating = batch.seating or {}  # who played which seats, group by group (self-play set-ups)
             check_rollout(batch, config)
             episodes = [episode for episode in batch.episodes if episode.error is None]
@@ -324,7 +344,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     if last_checkpoint is None:  # resumed a finished run: nothing was trained, save again
         last_checkpoint = save_checkpoint(step)
     title = f"{config.credit.name} on {rollout_config.game_id}"
-    final_model, adapter, curve, rows = folder.finish(setup.backend, setup.lora, log, title)
+    final_backend = unsharded_backend(setup, config, folder.path, world)  # FSDP: gathered on rank 0
+    final_model, adapter, curve, rows = folder.finish(final_backend, setup.lora, log, title)
     return TrainResult(
         run_dir=folder.path,
         steps=step,

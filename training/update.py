@@ -12,13 +12,15 @@ per update:
    samples, ``optim.grad_accumulation`` micro-batches of ``optim.micro_batch_size`` per step;
 3. per optimizer step, :meth:`PolicyUpdate.backward_step` backpropagates each micro-batch's
    :func:`training.losses.policy_loss` with the *step's* aggregation denominator, so k
-   micro-batches give the gradient of one batch; then :meth:`PolicyUpdate.apply_gradients`,
-   the one place the gradient is reduced over processes, clipped and applied.
+   micro-batches give the gradient of one batch; then :meth:`PolicyUpdate.apply_gradients`
+   clips and applies it.
 
 Every log-probability comes from :func:`backends.scoring.score_completions`, the distribution
 the backend sampled from. A non-finite loss or gradient norm skips the update; out of memory
 raises :class:`TrainingOOMError` naming what to lower. With several processes every rank plans
-the same steps and backpropagates its share of each (:mod:`training.distributed`).
+the same steps and backpropagates its share of each through torch's DDP or FSDP2, which sum the
+gradients over ranks (:mod:`training.distributed`: the shares are uneven, so every rank runs the
+same number of passes, some with a loss multiplied by 0).
 
 Two additions for the other losses and for distillation: a sequence-level ratio (``gspo``) or
 SORL's clip normalisation (``sorl``) needs figures of the whole optimizer step, computed once per
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -163,8 +166,8 @@ def plan_optimizer_steps(
     return plan
 
 
-def rank_share(batches: Batches, micro_batch_size: int, world: World) -> Batches:
-    """This rank's share of one optimizer step's micro-batches, re-cut into micro-batches.
+def rank_share(batches: Batches, micro_batch_size: int, world: World, rank: int | None = None) -> Batches:
+    """A rank's (this one's) share of one optimizer step's micro-batches, re-cut into micro-batches.
 
     Example:
         >>> rank_share([np.arange(4), np.arange(4, 6)], 4, World(rank=1, size=2))
@@ -172,7 +175,7 @@ def rank_share(batches: Batches, micro_batch_size: int, world: World) -> Batches
     """
     if world.size == 1 or not batches:
         return batches
-    mine = np.concatenate(batches)[slice(*world.shard_bounds(sum(len(batch) for batch in batches)))]
+    mine = np.concatenate(batches)[slice(*world.shard_bounds(sum(len(batch) for batch in batches), rank))]
     return [mine[first : first + micro_batch_size] for first in range(0, len(mine), micro_batch_size)]
 
 
@@ -272,6 +275,8 @@ class PolicyUpdate:
         self.lora = setup.lora
         self.optimizer = setup.optimizer
         self.parameters = setup.parameters
+        self.parallel = setup.parallel
+        self.reference_parallel = setup.reference_parallel
         self.world = world
         self.transform_loss = transform_loss
         self.optim = config.optim
@@ -321,10 +326,12 @@ class PolicyUpdate:
         rng: np.random.Generator,
     ) -> dict[str, float]:
         self.choice_masks.mismatches = 0  # counted per update
+        began = time.perf_counter()
         data = UpdateData(samples, rollout_samples, self.old_logprobs(samples, temperature), None, temperature)
         if self.settings.kl_beta > 0 and samples:
             data.reference = self.reference_logprobs(samples, temperature)
         distill_metrics = self._distill(data) if self.teacher is not None and samples else {}
+        scored = time.perf_counter()
         tally, grad_norms, stopped_early = LossTally(), list[float](), 0.0
         self.backend.model.train()
         for index, planned in enumerate(plan_optimizer_steps(len(samples), len(rollout_samples), self.optim, rng)):
@@ -356,6 +363,9 @@ class PolicyUpdate:
         metrics["optim/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
         metrics["loss/choice_mismatches"] = float(mismatches)
         metrics.update(distill_metrics)
+        # Where the update's time went: pi_old and reference scoring, then the optimizer steps.
+        metrics["time/scoring_s"] = scored - began
+        metrics["time/optimizer_s"] = time.perf_counter() - scored
         return metrics
 
     def _distill(self, data: UpdateData) -> dict[str, float]:
@@ -386,9 +396,10 @@ class PolicyUpdate:
         ]
         members = sequence_members(sequences, rows)
         if data.moved:  # the weights moved since pi_old: score the step's sequences as they stand now
-            scored = self._logprobs_without_grad(
-                self.backend.model, [data.samples[i] for i in members], data.temperature
-            )
+            with self.parallel.gathered():
+                scored = self._logprobs_without_grad(
+                    self.backend.model, [data.samples[i] for i in members], data.temperature
+                )
             current = dict(zip(members, scored, strict=True))
         else:
             current = {index: data.old[index] for index in members}
@@ -418,6 +429,7 @@ class PolicyUpdate:
         *,
         entropy: bool = True,
         entropy_grad: bool = False,
+        share_prefix: bool = True,
     ) -> TokenScores:
         """Log-probabilities (and entropies) of the samples' tokens under ``model`` (gradients as enabled)."""
         return score_completions(
@@ -430,6 +442,7 @@ class PolicyUpdate:
             choice_masks=self.choice_masks,
             entropy=entropy,
             entropy_grad=entropy_grad,
+            share_prefix=share_prefix,
         )
 
     def old_logprobs(self, samples: Sequence[TrainSample], temperature: float) -> list[list[float]]:
@@ -439,20 +452,26 @@ class PolicyUpdate:
             values is None or len(values) != len(sample.completion_ids)
             for values, sample in zip(recorded, samples, strict=True)
         ):
-            return self._logprobs_without_grad(self.backend.model, samples, temperature)
+            with self.parallel.gathered():
+                return self._logprobs_without_grad(self.backend.model, samples, temperature)
         return [list(values or ()) for values in recorded]
 
     def reference_logprobs(self, samples: Sequence[TrainSample], temperature: float) -> list[list[float]]:
         """The reference policy's log-probabilities: the adapter switched off (LoRA), or the frozen copy."""
         if self.lora:
-            with self.backend.adapter_enabled(False):
+            with self.parallel.gathered(), self.backend.adapter_enabled(False):
                 return self._logprobs_without_grad(self.backend.model, samples, temperature)
-        return self._logprobs_without_grad(self.reference, samples, temperature)
+        assert self.reference_parallel is not None
+        with self.reference_parallel.gathered():
+            return self._logprobs_without_grad(self.reference, samples, temperature)
 
     def _logprobs_without_grad(
         self, model: Any, samples: Sequence[TrainSample], temperature: float
     ) -> list[list[float]]:
-        """Per-sample log-probabilities without gradient, in micro-batches, each rank computing a share."""
+        """Per-sample log-probabilities without gradient, in micro-batches, each rank computing a share.
+
+        Under FSDP the caller holds the weights gathered, so the ranks' uneven shares need no pairing.
+        """
         world, size = self.world, self.optim.micro_batch_size
         mine = world.shard(samples) if world.size > 1 else list(samples)
         values: list[list[float]] = []
@@ -485,12 +504,11 @@ class PolicyUpdate:
             ``(metrics, tokens)`` per micro-batch, and whether every loss was finite on every rank
             (when not, nothing may be applied).
         """
-        settings, model = self.settings, self.backend.model
+        settings = self.settings
         entropy_coef = settings.entropy_coef
         if self.rollout_entropy:  # the policy term leaves the entropy to the rollout-wide term
             settings = replace(settings, entropy_coef=0.0)
-        losses: list[tuple[dict[str, float], float]] = []
-        finite = True
+        denominator = None
         context = self.step_context(planned, data)
         if planned.policy:  # the step's global denominator, whichever rank computes which sample
             masks = [sample_mask([data.samples[int(i)] for i in batch]) for batch in planned.policy]
@@ -498,76 +516,135 @@ class PolicyUpdate:
             if settings.ratio_level == "sequence" and settings.aggregation == "sequence-mean":
                 assert context is not None
                 denominator = context.share  # sequences, not rows
-        for indices in rank_share(planned.policy, self.optim.micro_batch_size, self.world):
-            chunk = [data.samples[int(i)] for i in indices]
-            scores = self.score(model, chunk, data.temperature, entropy_grad=settings.entropy_coef != 0)
-            tail, device = scores.mask.shape[1], scores.mask.device
-            reference = None if data.reference is None else [data.reference[int(i)] for i in indices]
-            if data.token_advantages is None:
-                advantages = torch.tensor([sample.advantage for sample in chunk], dtype=torch.float32, device=device)
-            else:
-                advantages = padded([data.token_advantages[int(i)] for i in indices], tail, device)
-            sequence_figures: dict[str, Any] = {}
-            if context is not None and settings.ratio_level == "sequence":
-                sequence_figures = {
-                    "sequence_log_ratio": torch.tensor(
-                        [context.sequence_log_ratio[int(i)] for i in indices], device=device
-                    ),
-                    "sequence_tokens": torch.tensor([context.sequence_tokens[int(i)] for i in indices], device=device),
-                }
-            result = policy_loss(
-                scores.logprobs,
-                padded([data.old[int(i)] for i in indices], tail, device),
-                advantages,
-                scores.mask & sample_mask(chunk, tail).to(device),
-                settings,
-                logprobs_ref=None if reference is None else padded(reference, tail, device),
-                entropy=scores.entropy,
-                denominator=denominator,
-                clipped_fraction=None if context is None else context.clipped_fraction,
-                **sequence_figures,
-            )
-            losses.append((result.metrics, float(scores.mask.sum())))
-            finite = self._backward(step, result.loss)
-            if not finite:
-                break
         entropy_tokens = sum(len(data.rollout_samples[int(i)].completion_ids) for b in planned.entropy for i in b)
-        for indices in rank_share(planned.entropy, self.optim.micro_batch_size, self.world) if finite else ():
-            chunk = [data.rollout_samples[int(i)] for i in indices]
-            scores = self.score(model, chunk, data.temperature, entropy_grad=True)
-            assert scores.entropy is not None
-            entropy_sum = torch.where(scores.mask, scores.entropy, torch.zeros_like(scores.entropy)).sum()
-            tokens = float(scores.mask.sum())
-            losses.append(({"loss/rollout_entropy": float(entropy_sum.detach()) / max(tokens, 1.0)}, tokens))
-            # A bonus: the loss falls as the token-mean entropy of the rollout's steps rises.
-            finite = self._backward(step, -entropy_coef * entropy_sum / max(entropy_tokens, 1))
-            if not finite:
-                break
+        size, world = self.optim.micro_batch_size, self.world
+
+        def share(rank: int | None = None) -> list[tuple[str, np.ndarray | None]]:
+            policy: list[tuple[str, np.ndarray | None]] = [
+                ("policy", indices) for indices in rank_share(planned.policy, size, world, rank)
+            ]
+            return policy + [("entropy", indices) for indices in rank_share(planned.entropy, size, world, rank)]
+
+        # DDP and FSDP pair up one backward (FSDP: one forward too) per rank: every rank runs as many
+        # passes as the busiest one, the others' extra ones with a loss multiplied by 0.
+        passes = share()
+        slots = self.parallel.micro_batch_slots([len(share(rank)) for rank in range(world.size)])
+        passes += [("idle", None)] * (slots - len(passes))
+        losses: list[tuple[dict[str, float], float]] = []
+        finite = True
+        for index, (kind, indices) in enumerate(passes):
+            with self.parallel.accumulating(last=index == slots - 1):
+                if kind == "policy" and indices is not None:
+                    loss, metrics, tokens = self._policy_pass(indices, data, settings, denominator, context)
+                    losses.append((metrics, tokens))
+                elif kind == "entropy" and indices is not None:
+                    entropy_sum, tokens = self._entropy_pass(indices, data)
+                    losses.append(({"loss/rollout_entropy": float(entropy_sum.detach()) / max(tokens, 1.0)}, tokens))
+                    # A bonus: the loss falls as the token-mean entropy of the rollout's steps rises.
+                    loss = -entropy_coef * entropy_sum / max(entropy_tokens, 1)
+                else:  # an idle pass: this rank's share ran out (see above)
+                    loss = self._idle_pass(data)
+                # Every pass backpropagates, even a non-finite one: the other ranks' collectives wait for it.
+                finite = self._backward(step, loss, transform=kind != "idle") and finite
         return losses, self.world.all_true(finite)
 
+    def _policy_pass(
+        self,
+        indices: np.ndarray,
+        data: UpdateData,
+        settings: LossSettings,
+        denominator: float | None,
+        context: StepContext | None,
+    ) -> tuple[torch.Tensor, dict[str, float], float]:
+        """The policy loss of one micro-batch of samples, its metrics and its token count.
+
+        ``context``: the optimizer step's figures a sequence-level ratio or SORL's normalisation
+        needs (:meth:`step_context`; None for the other losses).
+        """
+        chunk = [data.samples[int(i)] for i in indices]
+        scores = self.score(
+            self.parallel.forward_model,
+            chunk,
+            data.temperature,
+            entropy_grad=settings.entropy_coef != 0,
+            share_prefix=self.parallel.shares_prefix_in_backward,
+        )
+        tail, device = scores.mask.shape[1], scores.mask.device
+        reference = None if data.reference is None else [data.reference[int(i)] for i in indices]
+        if data.token_advantages is None:
+            advantages = torch.tensor([sample.advantage for sample in chunk], dtype=torch.float32, device=device)
+        else:  # distillation: a teacher's term per token
+            advantages = padded([data.token_advantages[int(i)] for i in indices], tail, device)
+        sequence_figures: dict[str, Any] = {}
+        if context is not None and settings.ratio_level == "sequence":
+            sequence_figures = {
+                "sequence_log_ratio": torch.tensor(
+                    [context.sequence_log_ratio[int(i)] for i in indices], device=device
+                ),
+                "sequence_tokens": torch.tensor([context.sequence_tokens[int(i)] for i in indices], device=device),
+            }
+        result = policy_loss(
+            scores.logprobs,
+            padded([data.old[int(i)] for i in indices], tail, device),
+            advantages,
+            scores.mask & sample_mask(chunk, tail).to(device),  # asynchronous training masks off-policy tokens
+            settings,
+            logprobs_ref=None if reference is None else padded(reference, tail, device),
+            entropy=scores.entropy,
+            denominator=denominator,
+            clipped_fraction=None if context is None else context.clipped_fraction,
+            **sequence_figures,
+        )
+        return result.loss, result.metrics, float(scores.mask.sum())
+
+    def _entropy_pass(self, indices: np.ndarray, data: UpdateData) -> tuple[torch.Tensor, float]:
+        """The summed entropy (with gradient) over one micro-batch of the rollout's steps, and its token count."""
+        chunk = [data.rollout_samples[int(i)] for i in indices]
+        scores = self.score(
+            self.parallel.forward_model,
+            chunk,
+            data.temperature,
+            entropy_grad=True,
+            share_prefix=self.parallel.shares_prefix_in_backward,
+        )
+        assert scores.entropy is not None
+        entropy_sum = torch.where(scores.mask, scores.entropy, torch.zeros_like(scores.entropy)).sum()
+        return entropy_sum, float(scores.mask.sum())
+
+    def _idle_pass(self, data: UpdateData) -> torch.Tensor:
+        """A loss of 0 through the model's whole forward (one sample's), for a rank whose share ran out."""
+        sample = (data.samples or data.rollout_samples)[0]
+        scores = self.score(
+            self.parallel.forward_model,
+            [sample],
+            data.temperature,
+            entropy=False,
+            share_prefix=self.parallel.shares_prefix_in_backward,
+        )
+        return torch.where(scores.mask, scores.logprobs, torch.zeros_like(scores.logprobs)).sum() * 0.0
+
     def apply_gradients(self) -> float | None:
-        """The gradient step: sum over ranks, clip the global norm, step the optimizer.
+        """The gradient step (already summed over ranks by DDP or FSDP): clip the global norm, step the optimizer.
 
         Returns:
             The gradient norm before clipping, or None (nothing applied) when it is not finite.
         """
-        self.world.sum_gradients(self.parameters)
-        norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.optim.grad_clip or math.inf)
-        if not bool(torch.isfinite(norm)):
+        norm = self.parallel.clip_grad_norm(self.optim.grad_clip)
+        if not math.isfinite(norm):
             self.optimizer.zero_grad(set_to_none=True)
             return None
         self.optimizer.step()
-        return float(norm)
+        return norm
 
-    def _backward(self, step: int, loss: torch.Tensor) -> bool:
-        """Backpropagate ``loss`` (after the test hook); False, without backward, when it is not finite."""
-        if self.transform_loss is not None:
+    def _backward(self, step: int, loss: torch.Tensor, *, transform: bool = True) -> bool:
+        """Backpropagate ``loss`` (after the test hook); returns whether it was finite (if not, the step is skipped)."""
+        if transform and self.transform_loss is not None:
             loss = self.transform_loss(step, loss)
-        if not bool(torch.isfinite(loss.detach())):
+        finite = bool(torch.isfinite(loss.detach()))
+        if not finite:
             logger.warning("update %d: non-finite loss (%s); the update is skipped", step, float(loss.detach()))
-            return False
         loss.backward()
-        return True
+        return finite
 
     def _oom_error(self, samples: Sequence[TrainSample]) -> TrainingOOMError:
         longest = max((len(sample.prompt_ids) + len(sample.completion_ids) for sample in samples), default=0)

@@ -27,6 +27,8 @@ from training.config import TrainConfig
 
 #: Where LoRA adapters for the engine are written, under the run folder.
 ADAPTER_ROOT = "vllm_adapter"
+#: The weights file of a PEFT adapter folder.
+ADAPTER_FILE = "adapter_model.safetensors"
 #: Share of GPU memory the engine may take by default: the trained model, its gradients and
 #: optimizer state share the GPU with it (vLLM's own default, 0.9, leaves them nothing).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.3
@@ -67,19 +69,25 @@ def lora_rank_slot(rank: int) -> int:
     raise ValueError(f"vLLM serves LoRA adapters up to rank {VLLM_LORA_RANKS[-1]}; model.lora_r is {rank}")
 
 
-def engine_options(config: TrainConfig, trained: Any, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def engine_options(
+    config: TrainConfig, trained: Any, overrides: Mapping[str, Any] | None = None, *, processes: int = 1
+) -> dict[str, Any]:
     """Keyword arguments of :class:`~backends.vllm_engine.VLLMBackend` for the rollout engine of ``config``.
 
     The engine computes in the trained model's dtype (the trainer recomputes pi_old under its own
     weights, but the closer the two policies the fewer clipped ratios), is seeded with the run's
     seed, serves LoRA adapters up to ``model.lora_r`` when the run trains one, and takes
-    :data:`DEFAULT_GPU_MEMORY_UTILIZATION` of the GPU. ``overrides`` (any ``VLLMBackend``
-    argument, or ``vllm.LLM`` engine argument such as ``enforce_eager``) win.
+    :data:`DEFAULT_GPU_MEMORY_UTILIZATION` of the GPU. With several processes each holding an
+    engine on its own GPU (``distributed.vllm_engine: per-process``), vLLM runs inside the
+    launcher's process (``distributed_executor_backend: external_launcher``, as TRL's colocated
+    mode does), on that process's GPU. ``overrides`` (any ``VLLMBackend`` argument, or ``vllm.LLM``
+    engine argument such as ``enforce_eager``) win.
 
     Args:
         config: The run's configuration.
         trained: The HF backend being trained (its ``dtype``).
         overrides: Options to set or replace.
+        processes: Training processes with an engine each.
     """
     options: dict[str, Any] = {
         "dtype": str(trained.dtype).removeprefix("torch."),
@@ -89,17 +97,30 @@ def engine_options(config: TrainConfig, trained: Any, overrides: Mapping[str, An
     if config.model.finetune == "lora":
         options["enable_lora"] = True
         options["max_lora_rank"] = lora_rank_slot(config.model.lora_r)
+    if processes > 1 and _on_gpus():  # each engine in its own launcher process, on that process's GPU
+        options["distributed_executor_backend"] = "external_launcher"
     options.update(overrides or {})
     return options
 
 
-def checkpoint_state_dict(model: Any) -> dict[str, Any]:
+def _on_gpus() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def checkpoint_state_dict(model: Any, state: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The weights of a plain transformers model under the names of its Hugging Face checkpoint.
 
     Those are the names vLLM's model loaders read. A tied output embedding is left out (it is the
     input embedding, which vLLM ties the same way), and so are rotary-embedding caches; a model
     whose transformers class renames weights when loading (transformers 5 conversion mappings)
     gets the checkpoint names back, as ``save_pretrained`` would write them.
+
+    Args:
+        model: The trained model.
+        state: Its weights gathered as plain tensors (an FSDP run's
+            :meth:`~training.distributed.ParallelModel.full_state_dict`); None: the model's own.
 
     Raises:
         ValueError: ``model`` carries a PEFT adapter (its names are not a checkpoint's; a LoRA run
@@ -110,13 +131,19 @@ def checkpoint_state_dict(model: Any) -> dict[str, Any]:
             "the trained model carries a PEFT adapter, whose weight names no vLLM loader reads: a LoRA run "
             "(model.finetune: lora) pushes the adapter, not the weights"
         )
-    # keep_vars: the parameters themselves, so that a tied (shared) one is recognised by identity;
-    # named_parameters() names a shared parameter once, by its first name (the input embedding).
-    state = dict(model.state_dict(keep_vars=True))
-    first_name = {id(parameter): name for name, parameter in model.named_parameters()}
+    if state is None:
+        # keep_vars: the parameters themselves, so that a tied (shared) one is recognised by identity;
+        # named_parameters() names a shared parameter once, by its first name (the input embedding).
+        whole = dict(model.state_dict(keep_vars=True))
+        first_name = {id(parameter): name for name, parameter in model.named_parameters()}
+    else:  # gathered tensors: a tied weight is one tensor under two names
+        whole = dict(state)
+        first_name = {}
+        for name, tensor in whole.items():
+            first_name.setdefault(id(tensor), name)
     state = {
         name: tensor.detach()
-        for name, tensor in state.items()
+        for name, tensor in whole.items()
         if first_name.get(id(tensor), name) == name and not name.endswith("rotary_emb.inv_freq")
     }
     try:  # transformers >= 5: undo the renamings applied when the model was loaded
@@ -142,15 +169,21 @@ class AdapterFolders:
         self.count = 0
         self._prune(keep=None)
 
-    def save(self, trained: Any) -> Path:
-        """Save the adapter of ``trained`` (an HF backend with a PEFT adapter) into the next folder."""
+    def save(self, trained: Any, state: Mapping[str, Any] | None = None) -> Path:
+        """Save the adapter of ``trained`` (an HF backend with a PEFT adapter) into the next folder.
+
+        ``state``: its trainable weights gathered as plain tensors (an FSDP run's), PEFT names.
+        """
         self.count += 1
         folder = self.root / f"step-{self.count}"
         staging = self.root / f".step-{self.count}.tmp"
         shutil.rmtree(staging, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
         staging.parent.mkdir(parents=True, exist_ok=True)
-        trained.save_adapter(staging)
+        if state is None:
+            trained.save_adapter(staging)
+        else:
+            save_adapter_state(trained.model, state, staging)
         staging.replace(folder)
         return folder
 
@@ -165,6 +198,22 @@ class AdapterFolders:
             name = child.name.removeprefix(".").removesuffix(".tmp")
             if child != keep and child.is_dir() and _STEP_FOLDER.fullmatch(name):
                 shutil.rmtree(child, ignore_errors=True)
+
+
+def save_adapter_state(model: Any, state: Mapping[str, Any], folder: Path) -> None:
+    """Write a PEFT adapter folder (what ``save_pretrained`` writes) from gathered adapter weights.
+
+    An FSDP-sharded PEFT model cannot save itself (its weights are shards); its adapter weights,
+    gathered by :meth:`training.distributed.ParallelModel.full_state_dict`, are written here under
+    the names PEFT loads.
+    """
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    adapter = get_peft_model_state_dict(model, state_dict=dict(state))
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({name: tensor.detach().cpu().contiguous() for name, tensor in adapter.items()}, folder / ADAPTER_FILE)
+    model.peft_config["default"].save_pretrained(folder)
 
 
 def adapter_root(run_dir: Path) -> Path:

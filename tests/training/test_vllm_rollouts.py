@@ -70,10 +70,10 @@ def main():
 
         # The trainer's own build_engine, with test-sized engine options (no torch.compile, short
         # context); the engine is kept to probe it after the last update.
-        def build_and_keep(config, backend, run_dir, model_seats, opponent):
+        def build_and_keep(config, backend, run_dir, model_seats, opponent, **kwargs):
             began = time.perf_counter()
             options = {"enforce_eager": True, "max_model_len": 512}
-            engine = build_engine(config, backend, run_dir, model_seats, opponent, vllm_options=options)
+            engine = build_engine(config, backend, run_dir, model_seats, opponent, vllm_options=options, **kwargs)
             record["engine_start_s"] = time.perf_counter() - began
             record["engine"] = type(engine).__name__
             record["engine_name"] = engine.backend.name
