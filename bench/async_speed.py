@@ -7,9 +7,9 @@ for torch) from the same initial weights per seed, until held-out greedy success
 ``--max-updates`` run out. The arms differ only in ``loop.mode`` / ``loop.max_staleness``:
 
 * ``sync``: rollouts and updates alternate;
-* ``async eta=1`` / ``eta=2``: a worker thread plays update u + 1 (up to u + eta) with the weights
+* ``async eta=1`` / ``eta=2``: a worker process plays update u + 1 (up to u + eta) with the weights
   of update u - 1 - eta while the trainer computes update u (:mod:`training.async_loop`); its
-  torch thread is a second one.
+  one torch thread is a second one, so the arm uses both cores of a 2-core machine.
 
 The same seed gives an arm the same episodes every time, and eta = 0 would give the synchronous
 ones; eta >= 1 changes which weights play, so the learning curves differ: the figure is wall

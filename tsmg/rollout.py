@@ -622,11 +622,11 @@ def _close_record(episode: _LiveEpisode) -> None:
     """Record each agent's success and the state its last step led to, once the game is over."""
     game, record = episode.game, episode.record
     record.success = {agent: game.is_success(agent) for agent in game.agents}
-    record.final_state_keys = {agent: _final_state_key(game, agent) for agent in game.agents}
+    record.final_state_keys = {agent: final_state_key(game, agent) for agent in game.agents}
 
 
-def _final_state_key(game: Game, agent: AgentID) -> str | None:
-    """The state key of a finished game, or None where the game gives none once it is over."""
+def final_state_key(game: Game, agent: AgentID) -> str | None:
+    """The state key of a finished game as text, or None where the game gives none once it is over."""
     try:
         return dumps_key(game.state_key(agent))
     except Exception:  # a game may not define keys of finished states; credit then treats the end as unknown

@@ -98,8 +98,11 @@ def without_latency(value):
 def assert_same_weights(found: Path, expected: Path) -> None:
     weights, reference = load_file(str(found)), load_file(str(expected))
     assert weights.keys() == reference.keys()
+    # atol: AdamW divides by the root of the second moment, so an element whose gradients are near 0
+    # turns a last-bit difference of the ranks' summation order into up to a few 1e-5 after 3 updates
+    # (seen: one element of 4,096 at 1.2e-5, every other within 1.5e-6); a wrong gradient moves all.
     for name, tensor in reference.items():
-        torch.testing.assert_close(weights[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(weights[name], tensor, rtol=1e-4, atol=5e-5, msg=name)
 
 
 def assert_same_losses(rows, reference_rows) -> None:
@@ -112,8 +115,9 @@ def assert_same_losses(rows, reference_rows) -> None:
         for key, value in losses.items():
             assert mine[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
         assert mine.get("optim/steps") == reference.get("optim/steps")
-        # The norm before clipping: AdamW would hide gradients averaged instead of summed, the norm does not.
-        assert mine.get("optim/grad_norm") == pytest.approx(reference.get("optim/grad_norm"), rel=1e-4)
+        if reference["step"] > 0:  # step 0 is the evaluation before training
+            # The norm before clipping: AdamW would hide gradients averaged instead of summed, the norm does not.
+            assert mine["optim/grad_norm"] == pytest.approx(reference["optim/grad_norm"], rel=1e-4)
 
 
 # --------------------------------------------------------------------------- FSDP2 = one process

@@ -26,6 +26,7 @@ from tsmg.core import AgentID, Game, GameError, Invalid, StepResult
 from tsmg.episode import dumps_key
 from tsmg.policies import DecisionRequest, Policy, policy_from_spec
 from tsmg.registry import GameOptionsError, make, spec
+from tsmg.rollout import final_state_key
 from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState, SeatView
 
 #: How a request to a closed session starts its refusal (clients reconnect when they see it).
@@ -398,7 +399,15 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         focus = active[0] if active else seats[0]
         # The step's own texts save rendering every observation a second time.
         text_of = last.observations.__getitem__ if last is not None else game.observe
-        keys = self._state_keys  # only seats to move get one: the record keys the state an answer was given in
+        # Seats to move get their state key (the record keys the state an answer was given in), and every
+        # seat gets one once the episode is over (the state its last step led to: PGPO's and GRAFT's ends).
+        keys = self._state_keys
+
+        def key_of(agent: AgentID) -> str | None:
+            if not keys or not (done or agent in active):
+                return None
+            return dumps_key(game.state_key(agent)) if not done else final_state_key(game, agent)
+
         views = None
         if len(seats) > 1:
             views = {
@@ -409,7 +418,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
                     truncated=last is not None and last.truncated[agent],
                     info=infos.get(agent, {}),
                     legal_actions=game.legal_actions(agent) if agent in active else [],
-                    state_key=dumps_key(game.state_key(agent)) if keys and agent in active else None,
+                    state_key=key_of(agent),
                     success=game.is_success(agent) if done else None,
                 )
                 for agent in seats
@@ -422,7 +431,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             reward=rewards.get(focus, 0.0),
             done=done,
             truncated=last is not None and last.truncated[focus],
-            state_key=dumps_key(game.state_key(focus)) if keys and active else None,
+            state_key=key_of(focus),
             info=infos.get(focus, {}),
             round=self._round,
             success=game.is_success(focus) if done else None,
