@@ -68,6 +68,8 @@ logger = logging.getLogger(__name__)
 PENDING_FILE = "async_rollouts.jsonl"
 #: How long a waiting side sleeps between checks that the other one is still alive.
 _POLL_S = 0.5
+#: How long closing waits for the worker to finish the rollout it is playing before terminating it.
+_STOP_TIMEOUT_S = 120.0
 
 
 def trained_parameters(model: Any) -> dict[str, torch.Tensor]:
@@ -356,9 +358,18 @@ class AsyncRollouts(GroupRollouts):
         if self._process is None:
             return
         self._requests.put(None)
-        self._process.join(timeout=120)
+        # A worker cannot exit while its results queue holds what it played ahead (its feeder thread
+        # waits for the pipe to drain), so read and drop those rollouts until it has gone: a run that
+        # stops early never trains on them, and a checkpoint already holds what a resume needs.
+        deadline = time.monotonic() + _STOP_TIMEOUT_S
+        while self._process.is_alive() and time.monotonic() < deadline:
+            try:
+                self._results.get(timeout=_POLL_S)
+            except queue.Empty:
+                continue
+        self._process.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._process.is_alive():
-            logger.warning("the rollout worker did not stop in 2 minutes; terminating it")
+            logger.warning("the rollout worker did not stop in %.0f s; terminating it", _STOP_TIMEOUT_S)
             self._process.terminate()
             self._process.join()
         self._process = None

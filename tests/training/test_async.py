@@ -144,6 +144,22 @@ def test_killing_an_async_run_and_resuming_it_loses_and_repeats_nothing(tiny_mod
     ]
 
 
+def test_a_run_stopped_early_closes_its_worker_without_waiting(tiny_model, tmp_path, monkeypatch, caplog):  # noqa: F811
+    """The worker's rollouts played ahead fill its results pipe; closing reads them so that it can exit."""
+    monkeypatch.setattr("training.async_loop._STOP_TIMEOUT_S", 20.0)
+    config = make_config(
+        tmp_path / "run",
+        tiny_model,
+        rollout={"group_size": 8, "groups_per_update": 16},  # rollouts larger than a pipe's buffer
+        run={"updates": 6},
+        loop={"mode": "async", "max_staleness": 2},
+    )
+    with caplog.at_level("WARNING", logger="training.async_loop"):
+        result = train(config, hooks=TrainHooks(should_stop=lambda step, metrics: step >= 1))
+    assert result.steps == 1
+    assert not [record for record in caplog.records if "did not stop" in record.getMessage()]
+
+
 def test_async_configurations_that_cannot_work_are_refused():
     base = {"rollout": {"game_id": "FrozenLake-v0"}, "model": {"spec": "tiny"}}
     with pytest.raises(ValueError, match=r"max_staleness \(eta\) is -1.*must be 0 or more"):
