@@ -8,8 +8,10 @@ initial weights, the same run seed):
 * ``self-play+rae``: the same with SPIRAL's role-conditioned baseline (``rae``, alpha 0.95);
 * ``fixed-opponent``: the model against the random policy, its seat rotating from group to
   group (``seating: rotate``), ``ms-grpo``;
-* (on request, ``--arms``) ``self-play+marshal`` (MARSHAL's per-seat normalisation) and
-  ``pool`` (against snapshots of itself every 10 updates, seats rotating).
+* (on request, ``--arms``) ``self-play+marshal`` (MARSHAL's per-seat normalisation),
+  ``pool`` (against snapshots of itself every 10 updates, seats rotating) and, for tic-tac-toe
+  only, ``vs-noisy-minimax`` (the single-agent ``TicTacToe-vsMinimax-v0``: minimax that plays a
+  uniformly random legal move half the time, the model's seat drawn from each group's seed).
 
 Everything else is shared: constrained choice over the legal moves; a compact prompt, the
 observation's lines that matter and nothing else (``rollout.observation_lines``: the board
@@ -66,6 +68,12 @@ ARMS: dict[str, dict[str, Any]] = {
     },
 }
 DEFAULT_ARMS = ["self-play", "self-play+rae", "fixed-opponent"]
+ARMS["vs-noisy-minimax"] = {
+    "rollout": {"game_id": "TicTacToe-vsMinimax-v0", "game_options": {"opponent_epsilon": 0.5}},
+    "credit": {"name": "ms-grpo"},
+}
+#: Arms whose opponent is one game's own (a single-agent variant of it): arm -> the game it runs on.
+ONE_GAME_ARMS = {"vs-noisy-minimax": "tictactoe"}
 EVAL_SEED_START = 1_000_000
 TEMPERATURES = {"greedy": 0.0, "sampled": 1.0}
 
@@ -334,13 +342,14 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "game": game,
                 "seed": seed,
-                "arms": arms,
+                "arms": [arm for arm in arms if ONE_GAME_ARMS.get(arm, game) == game],
                 "updates": updates[game],
                 "eval_episodes": args.eval_episodes,
                 "out": str(args.out),
             }
             for seed in range(args.seeds)
             for game in games
+            if any(ONE_GAME_ARMS.get(arm, game) == game for arm in arms)
         ]
         results = []
         with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:

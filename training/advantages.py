@@ -1,12 +1,16 @@
 """Credit formulas: pure functions over numpy arrays, one per method, and their building blocks.
 
+(Past 600 lines: one home for every credit formula, so that they share their building blocks and
+conventions; each function is short and stands alone.)
+
 :func:`ms_grpo`, :func:`rloo`, :func:`dr_grpo`, :func:`gigpo`, :func:`mt_grpo`, :func:`pgpo`,
-:func:`graft`, and the pieces they are made of (:func:`group_std`, :func:`discounted_returns`,
-:func:`anchor_advantages`, :func:`state_potentials`). ``docs/algorithms.md`` states every formula
-with its paper. They
-know nothing about episodes and are tested against hand-computed numbers; :mod:`training.credit`
-registers them as credit assigners and applies them to groups of episodes. A new method adds its
-formula here and its registry entry there.
+:func:`graft`, :func:`tree_grpo`, the self-play baselines (:func:`role_baseline_advantages`,
+:func:`per_agent_normalized`), and the pieces they are made of (:func:`group_std`,
+:func:`discounted_returns`, :func:`anchor_advantages`, :func:`state_potentials`).
+``docs/algorithms.md`` states every formula with its paper. They know nothing about episodes and
+are tested against hand-computed numbers; :mod:`training.credit` registers them as credit
+assigners and applies them to groups of episodes. A new method adds its formula here and its
+registry entry there.
 
 Conventions chosen where the methods' papers leave room (each repeated where it applies):
 

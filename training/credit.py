@@ -1,7 +1,11 @@
 """Credit assigners: groups of episodes in, per-step advantages out.
 
+(Past 600 lines: the registry is one table of every method with its parameter model and compute
+function, so that a configuration can be checked against all of them in one place.)
+
 The registry :data:`CREDIT_ASSIGNERS` names each assigner, says in one line what it does, what it
-needs (``groups``, ``state_keys``, ``next_state_keys``, ``per_step_rewards``, ``teacher``), which
+needs (``groups``, ``state_keys``, ``next_state_keys``, ``per_step_rewards``, ``teacher``, ``tree``,
+``fork``, ``multi_agent``), which
 parameters it takes and the loss aggregation its paper uses (Dr.GRPO's constant), so that a
 configuration can refuse a bad combination before any model loads. The arithmetic is in
 :mod:`training.advantages`; this module is the thin layer over :class:`tsmg.episode.Episode`

@@ -226,7 +226,6 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
 
     def save_checkpoint(step: int) -> Path:
         state["elapsed_s"] = elapsed()
-
         return folder.save_checkpoint(
             step,
             save_weights=save_weights,

@@ -1,5 +1,8 @@
 """One policy update: training samples from the episode records, the clipped loss, optimizer steps.
 
+(Past 600 lines: one optimizer step read in one place, from pi_old through the loss passes every
+process pairs up to the applied gradient; the loss formulas are in :mod:`training.losses`.)
+
 :func:`training_samples` turns credited steps into :class:`TrainSample` sequences straight from
 the episode records (the prompt ids the model read, the tokens it wrote, their behaviour
 log-probabilities, the choices a constrained answer allowed). :class:`PolicyUpdate` then does,
