@@ -104,6 +104,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from training.config import TrainConfig
+    from tsmg.cli import validation_problems
 
     data: dict[str, Any] = {}
     source = args.config
@@ -134,7 +135,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as error:
-        raise ValueError(f"invalid training configuration:\n{error}") from None
+        raise ValueError(f"invalid training configuration: {validation_problems(error)}") from None
 
 
 def _assign(data: dict[str, Any], assignment: str) -> None:

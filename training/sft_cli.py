@@ -64,6 +64,7 @@ def sft_config_from_args(args: argparse.Namespace) -> Any:
 
     from training.cli import _assign
     from training.sft import SFTConfig
+    from tsmg.cli import validation_problems
 
     data: dict[str, Any] = {}
     if args.config is not None:
@@ -93,7 +94,7 @@ def sft_config_from_args(args: argparse.Namespace) -> Any:
     try:
         return SFTConfig.model_validate(data)
     except ValidationError as error:
-        raise ValueError(f"invalid SFT configuration:\n{error}") from None
+        raise ValueError(f"invalid SFT configuration: {validation_problems(error)}") from None
 
 
 def cmd_sft(args: argparse.Namespace) -> int:

@@ -84,11 +84,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
 
+def validation_problems(error: ValidationError) -> str:
+    """A pydantic error's problems as ``field: problem`` pairs (no field for a whole-model check), joined by ``;``."""
+    problems = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"])
+        message = str(item["msg"]).removeprefix("Value error, ")
+        problems.append(f"{field}: {message}" if field else message)
+    return "; ".join(problems)
+
+
 def one_line(error: BaseException) -> str:
     """The message of ``error`` on one line (pydantic errors as ``field: problem`` pairs)."""
     if isinstance(error, ValidationError):
-        problems = [f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()]
-        text = f"invalid {error.title}: " + "; ".join(problems)
+        text = f"invalid {error.title}: {validation_problems(error)}"
     else:
         text = str(error) or type(error).__name__
     text = _PYDANTIC_NOISE.sub("", text)  # pydantic's "[type=..., input_value=...]" and its help link
