@@ -1,6 +1,6 @@
 """The update stage on a tiny model, in free text: micro-batching, the entropy bonus's sign, pi_old from the record."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -126,6 +126,18 @@ def test_k_micro_batches_give_the_gradient_of_one_batch(model_dir, samples, tmp_
     assert any(grad.abs().sum() > 0 for grad in found[12].values())
     for name, grad in found[12].items():
         torch.testing.assert_close(found[5][name], grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_masked_tokens_add_nothing_to_the_gradient(model_dir, samples, tmp_path):
+    # Asynchronous training masks off-policy tokens (TrainSample.token_mask): a fully masked sample
+    # must leave the gradient (and the token-mean denominator) as if it were not there.
+    config = free_text_config(tmp_path / "run", model_dir, optim={"micro_batch_size": 12, "grad_accumulation": None})
+    masked = [replace(samples[0], token_mask=[False] * len(samples[0].completion_ids)), *samples[1:]]
+    with_mask, _, _ = gradients_of_one_optimizer_step(config, tmp_path / "masked", masked)
+    without, _, _ = gradients_of_one_optimizer_step(config, tmp_path / "without", samples[1:])
+    assert any(grad.abs().sum() > 0 for grad in without.values())
+    for name, grad in without.items():
+        torch.testing.assert_close(with_mask[name], grad, rtol=1e-4, atol=1e-7, msg=name)
 
 
 def test_the_rollout_entropy_bonus_pushes_the_entropy_up(model_dir, samples, tmp_path):
