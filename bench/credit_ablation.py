@@ -3,14 +3,22 @@
 Every arm trains the demo's set-up (:func:`training.demo.demo_config` with ``random_maps``: the
 0.15M-parameter tiny model, the grid-only view, constrained choice, 16 groups of 8 episodes per
 update, lr 1e-3 decaying to a tenth, the rollout-wide entropy bonus) for the same number of
-updates, and differs from ``ms-grpo+aaw`` (the product's default) only in what its name says:
+training episodes (``--updates`` of the reference's episodes: ``run.episodes``, over which the
+learning rate decays), and differs from ``ms-grpo+aaw`` (the product's default) only in what its
+name says:
 
 * samplers (MS-GRPO credit): ``aaw`` (p proportional to |A|), ``uniform`` (every trajectory, A = 0
   included), ``uniform-nonzero`` (uniform among A != 0: separates "weighting by |A|" from
   "skipping A = 0"), ``aaw-is`` (AAW with the 1 / (N p) importance correction: unbiased);
 * credit assigners (AAW sampling): ``rloo``, ``dr-grpo`` (with its constant-normaliser
   aggregation), ``gigpo``, ``pgpo``, ``graft``, ``mt-grpo`` (needs per-step rewards: Snake only;
-  on Frozen Lake the configuration is refused and the table says why).
+  on Frozen Lake the configuration is refused and the table says why);
+* rollout shapes: ``tree`` (``rollout.shape: tree`` with ``tree-grpo`` credit: 2 roots per group,
+  every episode forking in two after each round while the group has leaves left, 8 leaves per
+  group, a shared step trained once with its leaves' mean advantage; :mod:`training.tree`) and
+  ``rtpo`` (reverse-turn updates, :mod:`training.rtpo`: spines, then one update per turn from
+  the last back; its updates play fewer and shorter episodes, so it makes more of them within
+  the same episodes). PATR reports +9.3 points over GRPO on Frozen Lake (its own set-up).
 
 Games: ``frozen-lake`` (FrozenLake-NoSlip-v0, random 4x4 maps, 8 steps, 16 groups per update) and
 ``snake`` (Snake-v0, 10x10, 8 steps, 4 groups per update; the model sees the grid lines only). A
@@ -81,6 +89,14 @@ ARMS: dict[str, Arm] = {
     "pgpo": Arm({"credit.name": "pgpo"}),
     "graft": Arm({"credit.name": "graft"}),
     "mt-grpo": Arm({"credit.name": "mt-grpo"}),
+    "tree": Arm(
+        {
+            "rollout.shape": "tree",
+            "rollout.tree": {"roots": 2, "branch_factor": 2, "fork_every": 1, "shared_steps": "mean"},
+            "credit.name": "tree-grpo",
+        }
+    ),
+    "rtpo": Arm({"credit.name": "rtpo"}),
 }
 
 
@@ -114,9 +130,18 @@ GAMES: dict[str, GameSetting] = {
 }
 #: Final-figure seeds start here: apart from training (below 1,000,000) and validation seeds.
 TEST_SEED_START = 2_000_000
+#: Episodes per group (the demo's).
+GROUP_SIZE = 8
+#: Updates an arm may make, in multiples of ``--updates`` (the budget is the episodes; this only bounds a run).
+UPDATE_CAP = 10
 
 
 # --------------------------------------------------------------------------- one run
+def episode_budget(game: str, updates: int) -> int:
+    """Training episodes every arm plays on ``game``: those of ``updates`` reference updates."""
+    return updates * GAMES[game].groups_per_update * GROUP_SIZE
+
+
 def run_config(job: dict[str, Any]) -> Any:
     """The training configuration of one (game, arm, seed)."""
     from training.config import TrainConfig
@@ -133,6 +158,11 @@ def run_config(job: dict[str, Any]) -> Any:
     ).model_dump()
     game = GAMES[job["game"]]
     data["rollout"].update(game_id=game.game_id, observation_lines=game.view, groups_per_update=game.groups_per_update)
+    # Every arm plays the reference's episodes (its updates x episodes per update); an arm that
+    # plays fewer per update (RTPO) makes more updates, and the lr decays over the episodes alike.
+    data["rollout"]["group_size"] = GROUP_SIZE  # the demo's
+    data["run"]["episodes"] = episode_budget(job["game"], job["updates"])
+    data["run"]["updates"] = UPDATE_CAP * job["updates"]
     data["run"]["eval_temperature"] = game.eval_temperature
     data["model"]["spec"] = f"hf:{job['model']}"
     data["run"].update(tensorboard=False, checkpoint_every=job["checkpoint_every"], keep_last=1)
@@ -339,7 +369,12 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{name}={game.threshold}" for name, game in GAMES.items())
         + ")",
     )
-    parser.add_argument("--updates", type=int, default=60, help="budget per run, in updates (every arm the same)")
+    parser.add_argument(
+        "--updates",
+        type=int,
+        default=60,
+        help="budget per run: the training episodes of this many reference updates (every arm the same episodes)",
+    )
     parser.add_argument("--max-seconds", type=float, default=100_000.0, help="wall-time cap per run")
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--eval-episodes", type=int, default=50, help="validation episodes per evaluation")
@@ -385,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         if seed < seeds_of[arm] and (game, arm, seed) not in done
     ]
     print(
-        f"{len(jobs)} runs to go ({len(done)} kept in {folder}), {args.updates} updates each, thresholds "
+        f"{len(jobs)} runs to go ({len(done)} kept in {folder}), the episodes of {args.updates} reference updates "
+        f"each, thresholds "
         f"{args.thresholds} (validation success), {args.jobs} at a time",
         flush=True,
     )
@@ -446,6 +482,7 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], began: float
         "benchmark": "credit_ablation",
         "thresholds": args.thresholds,
         "budget_updates": args.updates,
+        "budget_episodes": {name: episode_budget(name, args.updates) for name in args.thresholds},
         "summary": summary,
         "runs": results,
         "wall_seconds": round(time.perf_counter() - began, 1),

@@ -48,6 +48,7 @@ _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
     ("--micro-batch-size", "optim", "micro_batch_size", int, "sequences per forward/backward pass"),
     ("--updates", "run", "updates", int, "policy updates"),
     ("--max-seconds", "run", "max_seconds", float, "stop after this much wall time"),
+    ("--episodes", "run", "episodes", int, "stop after this many training episodes (the lr schedule follows them)"),
     ("--seed", "run", "seed", int, "seed of the whole run"),
     ("--eval-every", "run", "eval_every", int, "evaluate on held-out seeds every N updates (0: never)"),
     ("--eval-episodes", "run", "eval_episodes", int, "held-out episodes per evaluation"),
@@ -152,9 +153,11 @@ def _assign(data: dict[str, Any], assignment: str) -> None:
     node[keys[-1]] = value
 
 
-def _progress_line(total: int, began: float) -> Any:
+def _progress_line(total: int, began: float, episodes: int | None = None) -> Any:
     def show(step: int, metrics: dict[str, float]) -> None:
         parts = [f"update {step}/{total}"]
+        if episodes is not None:  # an episode budget: that is the run's length
+            parts = [f"update {step}", f"episodes {metrics.get('rollout/episodes_total', 0):.0f}/{episodes}"]
         for key, label in (
             ("rollout/success_rate", "success"),
             ("rollout/mean_return", "return"),
@@ -185,11 +188,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     main_process = int(os.environ.get("RANK", "0")) == 0  # launched on several processes: rank 0 speaks for all
     echo: Any = print if main_process else _silent
     show_progress = main_process and not args.quiet
-    hooks = TrainHooks(on_update=_progress_line(config.run.updates, time.perf_counter()) if show_progress else None)
+    run = config.run
+    progress = _progress_line(run.updates, time.perf_counter(), run.episodes) if show_progress else None
+    hooks = TrainHooks(on_update=progress)
+    budget = (
+        f"{run.updates} updates" if run.episodes is None else f"{run.episodes} episodes (at most {run.updates} updates)"
+    )
     echo(
         f"training {config.model.spec} ({config.model.finetune}) on {config.rollout.game_id} with "
-        f"{config.credit.name} + {config.sampler.name} + {config.loss.name}, {config.run.updates} updates "
-        f"-> {config.run.out_dir}",
+        f"{config.credit.name} + {config.sampler.name} + {config.loss.name}, {budget} -> {run.out_dir}",
         flush=True,
     )
     try:
@@ -212,6 +219,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         echo(f"held-out success: {100 * first:.1f}% (update {first_step}) -> {100 * last:.1f}% (update {last_step})")
     if result.skipped_updates:
         echo(f"updates skipped for a non-finite loss or gradient: {result.skipped_updates}")
+    if run.episodes is not None and result.stop_reason == "updates":
+        played = max((row.get("rollout/episodes_total") or 0 for row in result.metrics), default=0)
+        echo(
+            f"stopped at run.updates={run.updates} with {played:.0f} of the {run.episodes} budgeted episodes played: "
+            "raise run.updates and --resume to play the rest"
+        )
     echo(f"final model: {result.final_model}  (tsmg eval --model hf:{result.final_model} ...)")
     if result.adapter is not None:
         echo(f"LoRA adapter: {result.adapter}")

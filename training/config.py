@@ -454,7 +454,16 @@ class RunConfig(_Section):
 
     out_dir: str = Field(default="runs/train", description="Run folder: metrics.jsonl, checkpoints, plots.")
     seed: int = Field(default=0, description="Seeds every generator of the run (rollout seeds, sampler, init).")
-    updates: int = Field(default=100, ge=1, description="Policy updates to perform.")
+    updates: int = Field(default=100, ge=1, description="Policy updates to perform (at most, with run.episodes).")
+    episodes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Training-episode budget: stop after the update that brings the episodes played to this many (None: "
+            "run.updates alone). A linear or cosine schedule then decays over these episodes, not over run.updates, "
+            "so set-ups that play different numbers of episodes per update (RTPO, trees) share one budget."
+        ),
+    )
     eval_every: int = Field(default=0, ge=0, description="Evaluate every this many updates (0: never).")
     eval_episodes: int = Field(default=50, ge=1, description="Held-out episodes per evaluation.")
     eval_seed_start: int = Field(

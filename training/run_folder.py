@@ -43,7 +43,7 @@ EPISODES_FILE = "episodes.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
 RESUMABLE_CHANGES = frozenset(
-    {("run", "updates"), ("run", "max_seconds"), ("run", "threads"), ("distributed", "timeout_s")}
+    {("run", "updates"), ("run", "episodes"), ("run", "max_seconds"), ("run", "threads"), ("distributed", "timeout_s")}
 )
 
 

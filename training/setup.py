@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -58,8 +59,17 @@ class TrainingSetup:
     reference_parallel: ParallelModel | None = None
 
 
-def set_up(config: TrainConfig, run_dir: Path, checkpoint: Checkpoint | None, world: World) -> TrainingSetup:
+def set_up(
+    config: TrainConfig,
+    run_dir: Path,
+    checkpoint: Checkpoint | None,
+    world: World,
+    episodes_played: Callable[[], int] | None = None,
+) -> TrainingSetup:
     """Load the model (or restore it from ``checkpoint``), add LoRA, share it over the processes, build the optimizer.
+
+    ``episodes_played`` (the training episodes played so far, read at each schedule step) is the
+    clock of a schedule over an episode budget (``run.episodes``); without it that clock stays at 0.
 
     Raises:
         training.distributed.DistributedSetupError: A launch that cannot work as configured (the
@@ -94,10 +104,16 @@ def set_up(config: TrainConfig, run_dir: Path, checkpoint: Checkpoint | None, wo
     parameters = parallel.trainable_parameters()
     optim, run = config.optim, config.run
     optimizer = torch.optim.AdamW(parameters, lr=optim.lr, weight_decay=optim.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda update: lr_multiplier(update, run.updates, optim.schedule, optim.warmup_steps, optim.min_lr_ratio),
-    )
+    played = episodes_played or (lambda: 0)
+
+    def multiplier(update: int) -> float:
+        # With an episode budget the decay follows the episodes played, whatever each update played.
+        progress = None if run.episodes is None else played() / run.episodes
+        return lr_multiplier(
+            update, run.updates, optim.schedule, optim.warmup_steps, optim.min_lr_ratio, progress=progress
+        )
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
     if checkpoint is not None:
         if checkpoint.sharded_dir is not None:  # FSDP's shards, read into whatever this launch holds
             parallel.load_sharded(checkpoint.sharded_dir, optimizer)

@@ -105,7 +105,7 @@ class TrainResult:
     Attributes:
         run_dir: The run folder.
         steps: Updates done (including those before a resume).
-        stop_reason: Why training ended ("updates", "max_seconds", "hook").
+        stop_reason: Why training ended ("updates", "episodes", "max_seconds", "hook").
         final_model: Full model folder that ``HFBackend`` (``tsmg eval --model hf:DIR``) loads.
         adapter: The LoRA adapter folder (LoRA runs only).
         checkpoint: The last checkpoint.
@@ -164,11 +164,12 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     check_world_divides_groups(world, rollout_config.groups_per_update)
     folder = RunFolder(Path(run.out_dir), world, run.keep_last)
     checkpoint = folder.open(config, resume, prepare=lambda: base_model_source(config, folder.path))
-    setup = set_up(config, folder.path, checkpoint, world)
-    update = PolicyUpdate(setup, config, world, transform_loss=hooks.transform_loss)
     state: dict[str, Any] = {"skipped_updates": 0, "episodes_total": 0, "elapsed_s": 0.0}
     if checkpoint is not None:
         state.update(checkpoint.state)
+    setup = set_up(config, folder.path, checkpoint, world, episodes_played=lambda: int(state["episodes_total"]))
+    update = PolicyUpdate(setup, config, world, transform_loss=hooks.transform_loss)
+    if checkpoint is not None:
         restore_rng_state(checkpoint.rng)
     elapsed_before, start_step = float(state["elapsed_s"]), checkpoint.step if checkpoint else 0
     opponent = policy_from_spec(rollout_config.opponent, seed=run.seed) if rollout_config.opponent else None
@@ -312,7 +313,9 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             metrics["time/update_s"] = time.perf_counter() - began
 
             # Evaluation on held-out seeds: every eval_every updates, and after the last one.
-            if world.broadcast(run.max_seconds is not None and elapsed() >= run.max_seconds):  # rank 0's clock
+            if run.episodes is not None and state["episodes_total"] >= run.episodes:  # the same on every rank
+                stop_reason = "episodes"
+            elif world.broadcast(run.max_seconds is not None and elapsed() >= run.max_seconds):  # rank 0's clock
                 stop_reason = "max_seconds"
             last = stop_reason != "updates" or step == run.updates
             evaluated = bool(run.eval_every) and (step % run.eval_every == 0 or last)

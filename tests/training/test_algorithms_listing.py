@@ -25,6 +25,14 @@ def test_lr_schedules():
     assert [round(lr_multiplier(step, 4, "cosine"), 6) for step in (0, 2, 4)] == [1.0, 0.5, 0.0]
     assert lr_multiplier(4, 4, "cosine", min_lr_ratio=0.1) == 0.1
     assert [lr_multiplier(step, 10, "constant", warmup_steps=3) for step in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    # An episode budget's clock: the fraction played replaces the steps' own progress, warm-up still counts steps.
+    assert [lr_multiplier(step, 100, "linear", progress=p) for step, p in ((0, 0.0), (1, 0.5), (9, 1.5))] == [
+        1.0,
+        0.5,
+        0.0,
+    ]
+    assert lr_multiplier(1, 100, "cosine", min_lr_ratio=0.1, progress=0.5) == 0.55
+    assert lr_multiplier(0, 100, "linear", warmup_steps=2, progress=0.9) == 1 / 3
 
 
 def test_tsmg_algos_json_lists_the_methods_of_issue_12():

@@ -1,5 +1,6 @@
 """The trainer on a tiny model: it learns, resumes exactly after kill -9, skips NaN updates, refuses bad configs."""
 
+import itertools
 import math
 import os
 import signal
@@ -173,6 +174,32 @@ def test_resume_without_a_checkpoint_starts_over_cleanly(tiny_model, tmp_path):
     assert result.resumed_from is None and [row["step"] for row in result.metrics] == [1]
     with pytest.raises(FileExistsError, match="--resume"):
         train(config)
+
+
+def test_an_episode_budget_stops_the_run_and_clocks_the_schedule(tiny_model, tmp_path):
+    decay = {"schedule": "linear", "min_lr_ratio": 0.1}
+    by_updates = train(make_config(tmp_path / "updates", tiny_model, optim=decay, run={"updates": 3}))
+    # 16 episodes per update: a budget of 48 ends at the third update, with the same learning rates throughout.
+    budget = make_config(tmp_path / "episodes", tiny_model, optim=decay, run={"updates": 100, "episodes": 48})
+    by_episodes = train(budget)
+    assert by_episodes.stop_reason == "episodes" and by_episodes.steps == 3
+    assert comparable(by_episodes.metrics) == comparable(by_updates.metrics)
+
+    # RTPO plays a different number of episodes each update: the rate follows the episodes played.
+    budget = {"updates": 100, "episodes": 100}
+    rtpo = train(make_config(tmp_path / "rtpo", tiny_model, credit={"name": "rtpo"}, optim=decay, run=budget))
+    played = [row["rollout/episodes_total"] for row in rtpo.metrics]
+    per_update = {later - earlier for earlier, later in itertools.pairwise(played)}
+    assert len(per_update) > 1 and played[-2] < 100 <= played[-1]
+    for row in rtpo.metrics:
+        expected = 1e-3 * (1 - 0.9 * min(row["rollout/episodes_total"] / 100, 1.0))
+        assert row["optim/lr"] == pytest.approx(expected)
+
+    # Resumed mid-budget: the schedule's clock comes back with the checkpoint.
+    split = make_config(tmp_path / "split", tiny_model, optim=decay, run={"updates": 1, "episodes": 48})
+    train(split)
+    resumed = train(split.model_copy(update={"run": split.run.model_copy(update={"updates": 100})}), resume=True)
+    assert comparable(resumed.metrics) == comparable(by_episodes.metrics)
 
 
 def test_rollout_entropy_bonus_acts_when_no_group_has_signal(tiny_model, tmp_path):
