@@ -18,12 +18,20 @@ observation's lines that matter and nothing else (``rollout.observation_lines``:
 and whose turn it is in tic-tac-toe, the seat, the card and the betting in Kuhn poker; with
 the full observation and the default system prompt an update of tic-tac-toe took 5 times as
 long); 8 groups of 8 episodes per update in tic-tac-toe and 16 groups of 8 in Kuhn poker (a
-group shares its deal); AAW sampling, lr 1e-3, full fine-tuning, one CPU thread.
+group shares its deal); AAW sampling, lr 1e-3 (``--lr``), full fine-tuning, one CPU thread.
+
+``--warm-start`` (tic-tac-toe): before any arm, each seed's model is fine-tuned on the moves of
+the catalog's minimax (5,000 games tsmg plays itself, ``TicTacToe-vsMinimax-v0`` with the oracle
+in the learner's seat: 3,000 against random play, 2,000 against a minimax that plays at random
+half the time; ``tsmg sft`` with the bench's own prompts, 4 epochs); "before" is then that model,
+and every arm trains from it.
 
 Before and after training each model plays, on held-out seeds, both seats (``--eval-episodes``
 per seat) against the random policy and against the catalog's strong opponent (perfect minimax
 in tic-tac-toe, the Nash strategy in Kuhn poker), greedy and sampled at temperature 1; in Kuhn
-poker its exact exploitability is computed too (``tsmg.evaluation.exploitability``). Printed:
+poker its exact exploitability is computed too (``tsmg.evaluation.exploitability``), in
+tic-tac-toe the share of the opponent's lines of two that the model blocked when it had no win
+of its own (against random play, greedy: every missed block loses to an opponent that sees it). Printed:
 per game and arm, the mean over seeds (and the spread), the seeds where an arm beat plain
 self-play, the paired Wilcoxon p (with scipy; five seeds cannot go below 0.0625), the CPU time
 used; the last line is one JSON object.
@@ -31,6 +39,7 @@ used; the last line is one JSON object.
     python bench/selfplay.py --seeds 5 --jobs 2 --out runs/selfplay-bench     # about 1.5 CPU-hours
     python bench/selfplay.py --seeds 5 --summarise runs/selfplay-bench       # the tables again
     python bench/selfplay.py --seeds 1 --updates tictactoe=5,kuhn=5 --eval-episodes 10   # a smoke run
+    python bench/selfplay.py --games tictactoe --warm-start --lr 1e-4 --seeds 5 --out runs/selfplay-warm
 """
 
 from __future__ import annotations
@@ -78,7 +87,9 @@ EVAL_SEED_START = 1_000_000
 TEMPERATURES = {"greedy": 0.0, "sampled": 1.0}
 
 
-def train_config(game: str, arm: str, seed: int, model: str | None, out_dir: Path, updates: int) -> Any:
+def train_config(
+    game: str, arm: str, seed: int, model: str | None, out_dir: Path, updates: int, lr: float = 1e-3
+) -> Any:
     """The training configuration of one (game, arm, seed); ``model`` None: the tiny model built from ``seed``."""
     from training.config import TrainConfig
 
@@ -91,7 +102,7 @@ def train_config(game: str, arm: str, seed: int, model: str | None, out_dir: Pat
             "observation_lines": VIEWS[game],
         },
         "model": {"spec": "tiny" if model is None else f"hf:{model}", "finetune": "full"},
-        "optim": {"lr": 1e-3, "micro_batch_size": 64, "grad_accumulation": 1},
+        "optim": {"lr": lr, "micro_batch_size": 64, "grad_accumulation": 1},
         "run": {"out_dir": str(out_dir), "seed": seed, "updates": updates, "threads": 1, "tensorboard": False},
     }
     for section, values in ARMS[arm].items():
@@ -106,6 +117,7 @@ def play_against(game: str, model: Any, opponent: Any, episodes: int) -> dict[st
     seats = ("player_0", "player_1")
     wins = draws = losses = 0
     total = 0.0
+    threats = [0, 0]  # tic-tac-toe: (opponent's lines the model had to block, blocked)
     for seat in seats:
         other = seats[1 - seats.index(seat)]
         seeds = list(range(EVAL_SEED_START, EVAL_SEED_START + episodes))
@@ -118,8 +130,34 @@ def play_against(game: str, model: Any, opponent: Any, episodes: int) -> dict[st
             draws += mine == theirs
             losses += mine < theirs
             total += mine
+            if game == "tictactoe":
+                threats = [a + b for a, b in zip(threats, blocks(episode, seat), strict=True)]
     count = 2 * episodes
-    return {"win": wins / count, "draw": draws / count, "loss": losses / count, "return": total / count}
+    figures = {"win": wins / count, "draw": draws / count, "loss": losses / count, "return": total / count}
+    if game == "tictactoe":
+        figures["threats_blocked"] = threats[1] / threats[0] if threats[0] else None
+    return figures
+
+
+def blocks(episode: Any, seat: str) -> tuple[int, int]:
+    """Tic-tac-toe: ``seat``'s moves facing an opponent's line of two with no win of its own, and how many blocked it.
+
+    Missing such a block loses to any opponent that sees the line, so the rate is a clean
+    measure of defence (an immediate win is left out: taking it is as good as blocking).
+    """
+    from games.tictactoe_rules import completing_cells, mark_to_move
+
+    needed = blocked = 0
+    for step in episode.steps:
+        if step.agent != seat or step.state_key is None or step.parsed_action is None:
+            continue
+        board = tuple(json.loads(step.state_key))  # TicTacToe-v0's state key is its board
+        mark = mark_to_move(board)
+        threat = completing_cells(board, 3 - mark)  # CROSS 1 and NOUGHT 2: the other mark
+        if threat and not completing_cells(board, mark):
+            needed += 1
+            blocked += int(step.parsed_action) - 1 in threat  # cells are numbered 1-9 in the prompt
+    return needed, blocked
 
 
 def evaluate(game: str, model_dir: str, episodes: int) -> dict[str, Any]:
@@ -156,6 +194,8 @@ def run_seed(job: dict[str, Any]) -> list[dict[str, Any]]:
     game, seed, folder = job["game"], job["seed"], Path(job["out"]) / job["game"] / f"seed-{job['seed']}"
     folder.mkdir(parents=True, exist_ok=True)
     model = base_model_source(train_config(game, "self-play", seed, None, folder, 1), folder)
+    if job["warm_start"] is not None:  # every arm starts from the warm-started weights instead
+        model = warm_start(seed, model, folder / "warm-start", Path(job["warm_start"]))
     before_file = folder / "before.json"
     if not before_file.exists():
         before_file.write_text(json.dumps(evaluate(game, model, job["eval_episodes"])))
@@ -166,7 +206,7 @@ def run_seed(job: dict[str, Any]) -> list[dict[str, Any]]:
         if not result_file.exists():
             started, cpu = time.perf_counter(), time.process_time()
             run_dir = folder / arm / "run"
-            config = train_config(game, arm, seed, model, run_dir, job["updates"])
+            config = train_config(game, arm, seed, model, run_dir, job["updates"], job["lr"])
             trained = train(config, resume=(run_dir / "config.yaml").exists())
             after = evaluate(game, str(trained.final_model), job["eval_episodes"])
             record = {
@@ -185,6 +225,56 @@ def run_seed(job: dict[str, Any]) -> list[dict[str, Any]]:
     return results
 
 
+# --------------------------------------------------------------------------- the oracle warm start
+#: Tic-tac-toe transcripts of the warm start: (minimax's epsilon, episodes); its games against random play
+#: show the model varied positions, those against a half-random minimax the positions strong play leads to.
+ORACLE_GAMES = ((1.0, 3000), (0.5, 2000))
+ORACLE_SEED_START = 5_000_000  # apart from the training (below 1,000,000) and the held-out seeds
+
+
+def oracle_transcripts(folder: Path) -> Path:
+    """Games of the catalog's minimax (``tsmg rollout TicTacToe-vsMinimax-v0 --policy oracle``), written once."""
+    import games  # noqa: F401  (registers the catalog)
+    from tsmg.episode import write_episodes
+    from tsmg.policies import OraclePolicy
+    from tsmg.rollout import plan_episodes, rollout
+
+    path = folder / "episodes.jsonl"
+    if path.exists():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.unlink(missing_ok=True)
+    start = ORACLE_SEED_START
+    for epsilon, episodes in ORACLE_GAMES:
+        plans = plan_episodes("TicTacToe-vsMinimax-v0", list(range(start, start + episodes)), id_prefix=f"e{epsilon}")
+        options = {"opponent_epsilon": epsilon}
+        write_episodes(temporary, rollout("TicTacToe-vsMinimax-v0", OraclePolicy(), plans=plans, game_options=options))
+        start += episodes
+    temporary.rename(path)
+    return path
+
+
+def warm_start(seed: int, model: str, out_dir: Path, transcripts: Path) -> str:
+    """``model`` fine-tuned on the oracle's moves (``tsmg sft``: the bench's own prompts, full weights); its folder."""
+    from training.checkpoint import FINAL_DIR
+    from training.sft import SFTConfig, run_sft
+
+    if not (out_dir / FINAL_DIR).exists():
+        config = SFTConfig.model_validate(
+            {
+                "data": {"episodes": [str(transcripts)]},
+                "model": {"spec": f"hf:{model}", "finetune": "full"},
+                "lap": LAP,
+                "observation_lines": VIEWS["tictactoe"],
+                "optim": {"lr": 1e-3, "epochs": 4, "batch_size": 32, "schedule": "linear"},
+                "run": {"out_dir": str(out_dir), "seed": seed, "threads": 1, "logging_steps": 100},
+            }
+        )
+        run_sft(config)
+    return str(out_dir / FINAL_DIR)
+
+
 # --------------------------------------------------------------------------- the tables
 def headline(game: str) -> dict[str, tuple[str, str, str, bool]]:
     """Figures of the table: name -> (temperature, opponent, statistic, higher is better)."""
@@ -193,6 +283,7 @@ def headline(game: str) -> dict[str, tuple[str, str, str, bool]]:
         "non-loss vs random (T=1)": ("sampled", "random", "non-loss", True),
         "draw vs minimax": ("greedy", "strong", "draw", True),
         "draw vs minimax (T=1)": ("sampled", "strong", "draw", True),
+        "threats blocked vs random": ("greedy", "random", "threats_blocked", True),
     }
     if game == "kuhn":
         figures = {
@@ -206,15 +297,16 @@ def headline(game: str) -> dict[str, tuple[str, str, str, bool]]:
     return figures
 
 
-def figure(evaluation: dict[str, Any], spec: tuple[str, str, str, bool]) -> float:
-    """One figure of one evaluation."""
+def figure(evaluation: dict[str, Any], spec: tuple[str, str, str, bool]) -> float | None:
+    """One figure of one evaluation (None: not measured, e.g. no threat to block, or a run kept from before)."""
     temperature, opponent, statistic, _ = spec
     if statistic == "exploitability":
         return float(evaluation[temperature]["exploitability"])
     outcome = evaluation[temperature][opponent]
     if statistic == "non-loss":
         return float(outcome["win"] + outcome["draw"])
-    return float(outcome[statistic])
+    value = outcome.get(statistic)
+    return None if value is None else float(value)
 
 
 def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -226,18 +318,26 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
         summary[game] = {}
         for name, spec in headline(game).items():
             entry: dict[str, Any] = {}
-            before = {result["seed"]: figure(result["before"], spec) for result in rows}
+            before = measured({result["seed"]: figure(result["before"], spec) for result in rows})
             entry["before"] = _spread(list(before.values()))
             after_by_arm = {
-                arm: {result["seed"]: figure(result["after"], spec) for result in rows if result["arm"] == arm}
+                arm: measured(
+                    {result["seed"]: figure(result["after"], spec) for result in rows if result["arm"] == arm}
+                )
                 for arm in arms
             }
             for arm, values in after_by_arm.items():
                 entry[arm] = _spread(list(values.values()))
-                if arm != "self-play" and "self-play" in after_by_arm:
+                shared = set(values) & set(after_by_arm.get("self-play", {}))
+                if arm != "self-play" and shared:
                     entry[arm]["vs_self_play"] = _paired(after_by_arm["self-play"], values, higher_is_better=spec[3])
             summary[game][name] = entry
     return summary
+
+
+def measured(values: dict[int, float | None]) -> dict[int, float]:
+    """The seeds where a figure was measured."""
+    return {seed: value for seed, value in values.items() if value is not None}
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
@@ -320,6 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--updates", default="", help="GAME=N,... (default tictactoe=150,kuhn=60)")
     parser.add_argument("--eval-episodes", type=int, default=100, help="held-out episodes per seat and opponent")
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate of every arm")
+    parser.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="tic-tac-toe: first fine-tune each seed's model on minimax's moves (tsmg's own transcripts); "
+        "'before' is then the warm-started model, and every arm trains from it",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/selfplay-bench"))
     parser.add_argument("--summarise", type=Path, help="report the runs kept in this folder; train nothing")
@@ -329,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(games) - set(GAMES)) + sorted(set(arms) - set(ARMS))
     if unknown:
         parser.error(f"unknown games or arms {unknown}; games: {sorted(GAMES)}, arms: {sorted(ARMS)}")
+    if args.warm_start and games != ["tictactoe"]:
+        parser.error("--warm-start learns from tic-tac-toe's minimax: use it with --games tictactoe")
     began = time.time()
     if args.summarise is not None:
         results = [
@@ -338,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
     else:
         updates = _updates(args.updates)
+        transcripts = oracle_transcripts(args.out / "tictactoe" / "oracle") if args.warm_start else None
         jobs = [
             {
                 "game": game,
@@ -346,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
                 "updates": updates[game],
                 "eval_episodes": args.eval_episodes,
                 "out": str(args.out),
+                "lr": args.lr,
+                "warm_start": None if transcripts is None else str(transcripts),
             }
             for seed in range(args.seeds)
             for game in games

@@ -51,6 +51,22 @@ def legal_cells(board: Board) -> tuple[int, ...]:
     return tuple(index for index, mark in enumerate(board) if mark == EMPTY)
 
 
+def completing_cells(board: Board, mark: int) -> frozenset[int]:
+    """The empty cells where ``mark`` would complete a line of three (where the other mark must block).
+
+    Example:
+        >>> sorted(completing_cells((CROSS, CROSS, EMPTY, NOUGHT, NOUGHT, EMPTY, EMPTY, EMPTY, EMPTY), NOUGHT))
+        [5]
+    """
+    return frozenset(
+        cell
+        for line in LINES
+        if sum(board[index] == mark for index in line) == 2
+        for cell in line
+        if board[cell] == EMPTY
+    )
+
+
 def play(board: Board, cell: int, mark: int) -> Board:
     """The board after ``mark`` is put on the empty ``cell``."""
     if board[cell] != EMPTY:
