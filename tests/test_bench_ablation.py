@@ -1,25 +1,12 @@
 """The ablation benches: arms differ only in what they claim; a miss counts the run's own budget."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from bench_modules import load_bench
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ablation = load("credit_ablation")
-learning = load("learning")
+ablation = load_bench("credit_ablation")
+learning = load_bench("learning")
 
 
 def job(arm, game="frozen-lake", **extra):

@@ -1,27 +1,13 @@
 """bench/selfplay.py: the tic-tac-toe defence figure counts exactly the blocks a move owed; old runs still summarise."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from bench_modules import load_bench
 
 import games  # noqa: F401  (registers the catalog)
 from tsmg.policies import CallablePolicy
 from tsmg.rollout import rollout
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-selfplay = load("selfplay")
+selfplay = load_bench("selfplay")
 
 
 def played(moves):
