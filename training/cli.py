@@ -155,8 +155,9 @@ def _assign(data: dict[str, Any], assignment: str) -> None:
 
 def _progress_line(total: int, began: float, episodes: int | None = None) -> Any:
     def show(step: int, metrics: dict[str, float]) -> None:
-        parts = [f"update {step}/{total}"]
-        if episodes is not None:  # an episode budget: that is the run's length
+        if episodes is None:
+            parts = [f"update {step}/{total}"]
+        else:  # an episode budget: that is the run's length
             parts = [f"update {step}", f"episodes {metrics.get('rollout/episodes_total', 0):.0f}/{episodes}"]
         for key, label in (
             ("rollout/success_rate", "success"),

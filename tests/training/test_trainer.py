@@ -290,6 +290,8 @@ def test_cli_layers_file_flags_and_set(tmp_path):
             str(config_file),
             "--lr",
             "0.5",
+            "--episodes",
+            "640",
             "--out",
             str(tmp_path / "o"),
             "--set",
@@ -297,7 +299,7 @@ def test_cli_layers_file_flags_and_set(tmp_path):
         ]
     )
     config = config_from_args(args)
-    assert config.optim.lr == 0.5 and config.loss.kl_beta == 0.1
+    assert config.optim.lr == 0.5 and config.loss.kl_beta == 0.1 and config.run.episodes == 640
     assert config.run.out_dir == str(tmp_path / "o") and config.rollout.group_size == 4
     with pytest.raises(ValueError, match="--set takes"):
         config_from_args(parser.parse_args(["train", "--config", str(config_file), "--set", "lr=1"]))
