@@ -130,8 +130,6 @@ GAMES: dict[str, GameSetting] = {
 }
 #: Final-figure seeds start here: apart from training (below 1,000,000) and validation seeds.
 TEST_SEED_START = 2_000_000
-#: Episodes per group (the demo's).
-GROUP_SIZE = 8
 #: Updates an arm may make, in multiples of ``--updates`` (the budget is the episodes; this only bounds a run).
 UPDATE_CAP = 10
 
@@ -139,7 +137,9 @@ UPDATE_CAP = 10
 # --------------------------------------------------------------------------- one run
 def episode_budget(game: str, updates: int) -> int:
     """Training episodes every arm plays on ``game``: those of ``updates`` reference updates."""
-    return updates * GAMES[game].groups_per_update * GROUP_SIZE
+    from training.demo import demo_config
+
+    return updates * GAMES[game].groups_per_update * demo_config(random_maps=True).rollout.group_size
 
 
 def run_config(job: dict[str, Any]) -> Any:
@@ -160,7 +160,6 @@ def run_config(job: dict[str, Any]) -> Any:
     data["rollout"].update(game_id=game.game_id, observation_lines=game.view, groups_per_update=game.groups_per_update)
     # Every arm plays the reference's episodes (its updates x episodes per update); an arm that
     # plays fewer per update (RTPO) makes more updates, and the lr decays over the episodes alike.
-    data["rollout"]["group_size"] = GROUP_SIZE  # the demo's
     data["run"]["episodes"] = episode_budget(job["game"], job["updates"])
     data["run"]["updates"] = UPDATE_CAP * job["updates"]
     data["run"]["eval_temperature"] = game.eval_temperature
