@@ -231,7 +231,10 @@ def recompute_summary(run: RunFolder) -> dict[str, Any] | None:
         except ValueError:
             config = None
     if config is None or not set(by_game) <= set(config.games) or not set(models) <= set(config.models):
-        config = EvalConfig(games=list(by_game), models=list(models))
+        try:
+            config = EvalConfig(games=list(by_game), models=list(models))
+        except ValueError:  # policies named other than by a model spec (a script's own policy): tabulate anyway
+            config = EvalConfig.model_construct(games=list(by_game), models=list(models))
     summary = summarize_eval(config, by_game)
     summary["completed"] = sum(len(episodes) for episodes in by_game.values())
     return summary

@@ -411,7 +411,15 @@
     card.append(el("header", {}, el("b", {}, `Step ${step.index}`),
       step.round == null ? "" : ` · round ${step.round}`, ` · ${step.agent} (${episode.policies[step.agent] || "?"})`,
       el("span", { class: "reward" }, ` reward ${reward}`)));
-    card.append(el("div", { class: "observation" }, el("h5", {}, "Observation"), pre(step.observation, "board")));
+    if (step.model_observation == null) {
+      card.append(el("div", { class: "observation" }, el("h5", {}, "Observation"), pre(step.observation, "board")));
+    } else {
+      // A compact view showed the model some lines only: what it saw first, the whole state second.
+      card.append(el("div", { class: "observation model-view" },
+        el("h5", {}, "Observation the model saw (the lines its prompt held)"), pre(step.model_observation || "(none of the lines below: see the prompt)", "board")));
+      card.append(el("div", { class: "observation full-state" },
+        el("h5", {}, "Full game state (more than the model saw)"), pre(step.observation, "board")));
+    }
     if (step.prompt) {
       const prompt = el("details", { class: "prompt" }, el("summary", {}, `Prompt (${step.prompt.length} message${step.prompt.length === 1 ? "" : "s"})`));
       for (const [role, content] of step.prompt) prompt.append(el("div", { class: "message" }, el("span", { class: "role" }, role), pre(content)));
