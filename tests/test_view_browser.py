@@ -237,3 +237,17 @@ def test_a_compact_views_step_shows_what_the_model_saw_then_the_full_state(drive
         assert seen == "\n".join(line for line in step.observation.splitlines() if set(line) <= set("_OPG"))
         assert full == step.observation.rstrip("\n") and seen in step.prompt[-1].content
     screenshot(driver, "view-compact-observation.png")
+
+
+def test_a_two_player_episode_shows_each_seats_win_draw_or_loss(eval_report, driver):
+    _, index_html, episodes = eval_report
+    # fixed:5 against the oracle forfeits once cell 5 is taken: its loss and the oracle's win are named.
+    pair = {"oracle", "fixed:5"}
+    episode = next(e for e in episodes if e["game_id"] == "TicTacToe-v0" and set(e["policies"].values()) == pair)
+    open_report(driver, index_html, "#browse?game=TicTacToe-v0&size=500")
+    link = driver.find_element("css selector", f"tr.episode-row[data-episode='{episode['episode_id']}'] a.open")
+    click_and_wait(driver, link)
+    rows = driver.find_elements("css selector", "table.seats tbody tr")
+    cells = [[cell.text for cell in row.find_elements("css selector", "td")] for row in rows]
+    shown = {model: result for _, model, _, result in cells}
+    assert shown == {"oracle": "win (by forfeit)", "fixed:5": "loss (forfeited)"}

@@ -198,3 +198,7 @@ def test_a_run_folder_written_before_outcomes_is_read_by_report_view_and_summary
     page = report.index_html.read_text()
     assert "W/D/L 0/0/2 (2 forfeited; player_0 0/0/1, player_1 0/0/1)" in page
     assert "recounted from episodes.jsonl" in page and report.problems[run.name] == []
+    data = (tmp_path / "view" / "data" / "e-00000.js").read_text()
+    shown = {e["episode_id"]: e.get("outcomes") for e in json.loads(data[data.index("[") : data.rindex("]") + 1])}
+    assert shown["KuhnPoker-v0|oracle vs fixed:5|0"] == {"player_0": "win (by forfeit)", "player_1": "loss (forfeited)"}
+    assert shown["TicTacToe-vsMinimax-v0|oracle|0"] == {"player": "draw"}

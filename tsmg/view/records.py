@@ -336,3 +336,22 @@ def lenient_episode(raw: dict[str, Any]) -> Episode | None:
         return Episode.model_validate(data)
     except ValueError:
         return None
+
+
+def seat_results(raw: dict[str, Any]) -> dict[str, str] | None:
+    """Each seat's result in a finished episode of a win/draw/loss game, forfeits named; None otherwise.
+
+    ``win``, ``draw`` or ``loss`` (:func:`tsmg.summary.seat_outcomes`), with ``(forfeited)`` after a
+    seat's own forfeit and ``(by forfeit)`` after a win it owes to another seat's.
+    """
+    from tsmg.summary import forfeits, outcome_kind, seat_outcomes
+
+    episode = lenient_episode(raw)
+    if episode is None or episode.error is not None or not episode.agents or outcome_kind(episode) == "goal":
+        return None
+    gone = forfeits(episode)
+    results = {}
+    for agent, result in seat_outcomes(episode).items():
+        note = " (forfeited)" if agent in gone else " (by forfeit)" if gone and result == "win" else ""
+        results[agent] = result + note
+    return results

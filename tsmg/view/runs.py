@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tsmg.episode import Episode
-from tsmg.view.records import ReadProblem, finite, lenient_episode, normalise_episode, read_jsonl
+from tsmg.view.records import ReadProblem, finite, lenient_episode, normalise_episode, read_jsonl, seat_results
 
 RunKind = Literal["eval", "train", "episodes"]
 
@@ -72,6 +72,7 @@ class RunFolder:
                 if path.name == FAILURES_FILE and record["error"] is None:
                     record["error"] = "listed in failures.jsonl"
                 record["update"] = update_of(raw, record["episode_id"])
+                record["outcomes"] = seat_results(raw)
                 yield record
 
     def statistics_episodes(self) -> Iterator[Episode]:

@@ -387,9 +387,11 @@
     const body = el("tbody");
     for (const agent of episode.agents) {
       const success = episode.success[agent];
+      // A win/draw/loss game's result (forfeits named); a goal game's success.
+      const result = episode.outcomes ? episode.outcomes[agent]
+        : success === true ? "success" : success === false ? "failure" : "n/a";
       body.append(el("tr", {}, el("td", {}, agent), el("td", {}, episode.policies[agent] || "?"),
-        el("td", {}, signed(episode.returns[agent])),
-        el("td", {}, success === true ? "success" : success === false ? "failure" : "n/a")));
+        el("td", {}, signed(episode.returns[agent])), el("td", {}, result || "n/a")));
     }
     return el("table", { class: "seats" }, el("thead", {}, el("tr", {}, el("th", {}, "seat"), el("th", {}, "model"),
       el("th", {}, "return"), el("th", {}, "outcome"))), body);
