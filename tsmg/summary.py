@@ -131,9 +131,9 @@ def summarize_seats(seats: Sequence[tuple[str, Episode]], failed: int = 0) -> Ep
     kind: OutcomeKind = kinds.pop() if len(kinds) == 1 else "goal"
     results: Counter[str] = Counter()
     if kind != "goal":
+        judged = {id(episode): (seat_outcomes(episode, kind), forfeits(episode)) for _, episode in seats}
         for agent, episode in seats:
-            outcomes = seat_outcomes(episode, kind)
-            gone = forfeits(episode)
+            outcomes, gone = judged[id(episode)]
             results[outcomes[agent]] += 1
             results["forfeit"] += agent in gone
             results["win_by_forfeit"] += bool(gone) and outcomes[agent] == "win"
