@@ -54,6 +54,7 @@ class ConnectFour(RulesGame[ConnectFourState, int]):
     """
 
     Config = ConnectFourConfig
+    outcome = "win_draw_loss"
     config: ConnectFourConfig
     AGENTS = ("player_0", "player_1")
 

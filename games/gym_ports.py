@@ -267,6 +267,7 @@ class Blackjack(GymnasiumGame):
     """
 
     Config = BlackjackConfig
+    outcome = "win_draw_loss"  # against the dealer: a push is a draw
     config: BlackjackConfig
 
     def __init__(self, config: BlackjackConfig | None = None, **options: Any) -> None:
@@ -328,6 +329,8 @@ class TicTacToePZ(PettingZooGame):
     oracle (perfect play) and the success test are :mod:`games.tictactoe_rules`, shared with
     :class:`games.tictactoe.TicTacToe`; so is the reading of answers (a cell number).
     """
+
+    outcome = "win_draw_loss"
 
     def __init__(self, config: GameConfig | None = None, **options: Any) -> None:
         """Build the env; options are those of :class:`~tsmg.core.GameConfig`."""

@@ -61,6 +61,7 @@ class KuhnPoker(RulesGame[KuhnPokerState, int]):
     """
 
     Config = KuhnPokerConfig
+    outcome = "win_draw_loss"  # by chips won: a hand always has a winner
     config: KuhnPokerConfig
     AGENTS = ("player_0", "player_1")
 

@@ -52,6 +52,8 @@ class VsFixedOpponent(RulesGame[VsState[StateT], ActionT]):
     Inner: ClassVar[type[RulesGame[Any, Any]]]
     OPPONENT: ClassVar[str] = "a fixed opponent"
     Config: ClassVar[type[GameConfig]] = OpponentConfig
+    #: Won, drawn or lost against the built-in opponent (the sign of the learner's return).
+    outcome = "win_draw_loss"
     config: OpponentConfig
     AGENTS = ("player",)
 

@@ -58,6 +58,7 @@ class RockPaperScissors(RulesGame[RockPaperScissorsState, int]):
 
     turn_based = False
     Config = RockPaperScissorsConfig
+    outcome = "win_draw_loss"
     config: RockPaperScissorsConfig
     AGENTS = ("player_0", "player_1")
 

@@ -190,6 +190,9 @@ class SnakeArena(_SnakeGame):
     """
 
     Config = SnakeArenaConfig
+    # The last snake alive (the most apples among those alive) wins; comparing returns would let a
+    # snake that ate and died beat one that survived.
+    outcome = "win_draw_loss_by_success"
     config: SnakeArenaConfig
     turn_based = False
 

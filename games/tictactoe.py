@@ -52,6 +52,7 @@ class TicTacToe(RulesGame[TicTacToeState, int]):
     """
 
     Config = TicTacToeConfig
+    outcome = "win_draw_loss"
     config: TicTacToeConfig
     AGENTS = ("player_0", "player_1")
 

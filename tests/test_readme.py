@@ -29,7 +29,9 @@ EXPECTED_OUTPUT = {
         "{'first': 1.0, 'second': -1.0} True",
     ]
     and int(out.splitlines()[3].split()[0]) >= 190,  # the oracle loses only from 12 stones against good luck
-    "run_eval(config": lambda out: "{'W': 0, 'D': 0, 'L': 40}" in out and "'fixed:5': -1.0" in out,
+    "run_eval(config": lambda out: "{'W': 0, 'D': 0, 'L': 40}" in out
+    and "{'wins': 0, 'draws': 0, 'losses': 80, 'forfeits': 80, 'wins_by_forfeit': 0}" in out
+    and "'fixed:5': -1.0" in out,
     "to_pettingzoo_parallel(rps)": lambda out: (
         "goal is tile 47" in out
         and "{'player_0': -1.0, 'player_1': 1.0}" in out

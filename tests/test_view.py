@@ -210,3 +210,44 @@ def test_serve_hands_out_the_report_on_loopback(bad_report):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _compact_run(tmp_path):
+    """An episodes-only run whose model saw only the grid lines (the demo's compact view, for real)."""
+    from training.engines import CompactView
+    from tsmg.episode import write_episodes
+    from tsmg.lap import LAP
+    from tsmg.lm import Completion
+    from tsmg.rollout import rollout
+
+    class Right:
+        name = "right"
+
+        def generate(self, requests, sampling):
+            return [Completion(text="<action>right</action>") for _ in requests]
+
+    run = tmp_path / "compact"
+    run.mkdir()
+    episodes = rollout("FrozenLake-v0", CompactView(LAP(Right()), "[_OPG]+"), seeds=[0])
+    write_episodes(run / "episodes.jsonl", episodes)
+    return run, episodes
+
+
+def test_a_compact_view_shows_what_the_model_saw_first_and_the_full_state_second(tmp_path):
+    """The issue's case: the observation block showed the whole text the model's prompt never held."""
+    from training.engines import compact_observation
+
+    run, [episode] = _compact_run(tmp_path)
+    build_report([run], tmp_path / "view", plots=False)
+    chunk = (tmp_path / "view" / "data" / "e-00000.js").read_text()
+    [shown] = json.loads(chunk[chunk.index("[") : chunk.rindex("]") + 1])
+    for step, record in zip(shown["steps"], episode.steps, strict=True):
+        seen = compact_observation(record.observation, "[_OPG]+")
+        assert step["model_observation"] == seen and seen.count("\n") == 3  # the 4x4 grid
+        assert seen in record.prompt[-1].content and record.observation not in record.prompt[-1].content
+        assert step["observation"] == record.observation  # the full state is still shown, after it
+    # Without a compact view the prompt holds the whole observation: one block, as before.
+    plain = tmp_path / "plain"
+    assert run_eval(EvalConfig(games=["FrozenLake-v0"], models=["random"], episodes=1), plain).ok
+    build_report([plain], tmp_path / "plain-view", plots=False)
+    assert "model_observation" not in (tmp_path / "plain-view" / "data" / "e-00000.js").read_text()

@@ -58,6 +58,14 @@ def test_summary_renders_every_game_and_model_with_wilson_intervals(eval_report,
     expected = [row for game in summary["games"] for row in game["rows"]]
     assert len(shown) == len(expected) == len(GAMES) * len(MODELS)
     for cells, row in zip(shown, expected, strict=True):
+        if row["game"] == "TicTacToe-v0":  # a win/draw/loss game: W/D/L per seat, no success rate
+            outcomes, by_seat = row["outcomes"], row["outcomes_by_seat"]
+            result = f"W/D/L {outcomes['wins']}/{outcomes['draws']}/{outcomes['losses']}"
+            assert row["success_rate"] is None and cells[3].startswith(result + " (")
+            assert all(f"{seat} {counts['wins']}/{counts['draws']}/{counts['losses']}" in cells[3]
+                       for seat, counts in by_seat.items())  # fmt: skip
+            assert ("forfeited" in cells[3]) == (outcomes["forfeits"] > 0)
+            continue
         low, high = row["success_ci95"]
         assert cells[:4] == [
             row["game"],
@@ -74,7 +82,8 @@ def test_summary_renders_every_game_and_model_with_wilson_intervals(eval_report,
     widths = driver.execute_script(
         "return [...document.querySelectorAll('.ci-range')].map(e => e.getBoundingClientRect().width)"
     )
-    assert len(widths) == len(expected) and all(width > 0 for width in widths)
+    with_success = [row for row in expected if row["success_rate"] is not None]
+    assert len(widths) == len(with_success) == len(MODELS) and all(width > 0 for width in widths)
     screenshot(driver, "view-summary.png")
 
 
@@ -209,3 +218,36 @@ def test_bad_run_report_marks_what_it_could_not_read_and_never_runs_transcript_t
     assert "step 0: reward is not a finite number" in issues
     assert len(driver.find_elements("css selector", "article.step")) > 0
     assert driver.execute_script("return window.__pwned") is None
+
+
+def test_a_compact_views_step_shows_what_the_model_saw_then_the_full_state(driver, tmp_path):
+    from test_view import _compact_run
+
+    run, [episode] = _compact_run(tmp_path)
+    assert main(["view", str(run)]) == 0
+    open_report(driver, run / "view" / "index.html", "#browse?size=500")
+    click_and_wait(driver, driver.find_element("css selector", "tr.episode-row a.open"))
+    for card, step in zip(driver.find_elements("css selector", "article.step"), episode.steps, strict=True):
+        blocks = card.find_elements("css selector", ".observation")
+        assert [block.find_element("css selector", "h5").get_attribute("textContent") for block in blocks] == [
+            "Observation the model saw (the lines its prompt held)",
+            "Full game state (more than the model saw)",
+        ]
+        seen, full = (block.find_element("css selector", "pre").text for block in blocks)
+        assert seen == "\n".join(line for line in step.observation.splitlines() if set(line) <= set("_OPG"))
+        assert full == step.observation.rstrip("\n") and seen in step.prompt[-1].content
+    screenshot(driver, "view-compact-observation.png")
+
+
+def test_a_two_player_episode_shows_each_seats_win_draw_or_loss(eval_report, driver):
+    _, index_html, episodes = eval_report
+    # fixed:5 against the oracle forfeits once cell 5 is taken: its loss and the oracle's win are named.
+    pair = {"oracle", "fixed:5"}
+    episode = next(e for e in episodes if e["game_id"] == "TicTacToe-v0" and set(e["policies"].values()) == pair)
+    open_report(driver, index_html, "#browse?game=TicTacToe-v0&size=500")
+    link = driver.find_element("css selector", f"tr.episode-row[data-episode='{episode['episode_id']}'] a.open")
+    click_and_wait(driver, link)
+    rows = driver.find_elements("css selector", "table.seats tbody tr")
+    cells = [[cell.text for cell in row.find_elements("css selector", "td")] for row in rows]
+    shown = {model: result for _, model, _, result in cells}
+    assert shown == {"oracle": "win (by forfeit)", "fixed:5": "loss (forfeited)"}

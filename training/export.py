@@ -83,13 +83,23 @@ def episodes_file(run: str | Path) -> Path:
     """The episodes file of ``run``: a run folder holding ``episodes.jsonl``, or the file itself.
 
     Raises:
-        FileNotFoundError: Neither exists (the message says what was looked for).
+        FileNotFoundError: Neither exists (the message says what was looked for, and for a
+            training run, which setting stores its episodes).
     """
     path = Path(run)
     if path.is_dir():
+        if not (path / EPISODES_FILE).is_file() and (path / "config.yaml").is_file():
+            raise FileNotFoundError(
+                f"{run} is a training run that stored no {EPISODES_FILE}: training keeps its episodes only with "
+                "run.episodes_every set (`run.episodes_every: 1` in the config, or `tsmg train ... --set "
+                "run.episodes_every=1`), so train with it to have episodes to export"
+            )
         path = path / EPISODES_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{run}: no {EPISODES_FILE} there (give a run folder or an episodes file)")
+        raise FileNotFoundError(
+            f"{run}: no {EPISODES_FILE} there (give a run folder or an episodes file; `tsmg eval --out` and "
+            "`tsmg rollout --out` write one, `tsmg train` only with run.episodes_every set)"
+        )
     return path
 
 

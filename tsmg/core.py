@@ -39,6 +39,8 @@ MoveT = TypeVar("MoveT")
 InvalidMode = Literal["default_action", "penalize", "terminate"]
 #: How :meth:`Game.fork` copies an episode in progress (see :attr:`Game.fork_mode`).
 ForkMode = Literal["snapshot", "replay", "none"]
+#: What an episode's result is, seat by seat (see :attr:`Game.outcome`).
+OutcomeKind = Literal["goal", "win_draw_loss", "win_draw_loss_by_success"]
 
 
 class GameError(RuntimeError):
@@ -141,6 +143,15 @@ class Game(ABC):
     turn_based: bool = True
     #: Builds a fresh game like this one (set by :func:`tsmg.make`; a replay fork needs it).
     factory: Callable[[], Game] | None = None
+    #: What an episode's result is, seat by seat (:func:`tsmg.summary.seat_outcomes` decides it):
+    #: ``"goal"``: the game's success or failure (:meth:`is_success`); ``"win_draw_loss"``: each
+    #: seat wins, draws or loses, by comparing returns (a seat wins with a return above every other
+    #: seat's; a single-agent game against a built-in opponent, which is zero-sum, by the sign of
+    #: its return); ``"win_draw_loss_by_success"``: the seats the game calls successful win (draw
+    #: when several are), the others lose, and nobody successful is a draw. Under either
+    #: win/draw/loss rule a seat that forfeits (by invalid answers) loses and is counted as a
+    #: forfeit. None: ``"win_draw_loss"`` for a game of several agents, ``"goal"`` for one.
+    outcome: ClassVar[OutcomeKind | None] = None
 
     @property
     @abstractmethod

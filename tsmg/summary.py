@@ -1,10 +1,15 @@
-"""Episode statistics, in one place: success, return, invalid answers, turns, tokens and latency.
+"""Episode statistics, in one place: outcomes, return, invalid answers, turns, tokens and latency.
 
 :func:`summarize_seats` is the one computation, over ``(agent, episode)`` pairs (a *seat*: one
 agent's play in one episode). Its views: :func:`summarize` (one agent over a list of episodes,
 for ``tsmg rollout`` and the demo), :meth:`EpisodeSummary.as_metrics` (the trainer's
 ``rollout/...`` and ``eval/...`` metrics) and the evaluation harness's per-model rows
 (:func:`tsmg.evaluation.metrics.model_row`, which adds confidence intervals and cost).
+
+What an episode's result is depends on the game (:attr:`tsmg.core.Game.outcome`): a goal is
+reached or not (success), or each seat wins, draws or loses (:func:`seat_outcomes`), a seat that
+forfeited by invalid answers losing (:func:`forfeits`). Both are read from the episode records
+alone, so run folders written before outcomes were counted are summarised the same way.
 
 Example:
     >>> from tsmg.policies import OraclePolicy
@@ -17,10 +22,16 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, get_args
 
+from tsmg.core import GameConfig, OutcomeKind
 from tsmg.episode import Episode
+
+#: One seat's result in a game of wins, draws and losses.
+Outcome = Literal["win", "draw", "loss"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,13 @@ class EpisodeSummary:
             when no decision reported any).
         mean_latency_s: Mean wall time per decision.
         mean_episode_latency_s: Mean wall time per seat's episode.
+        outcome: What a result is in these seats' games (:attr:`tsmg.core.Game.outcome`; ``goal``
+            when they mix kinds).
+        wins: Seats won (None for a goal game), wins by an opponent's forfeit included.
+        draws: Seats drawn (None for a goal game).
+        losses: Seats lost (None for a goal game), the seat's own forfeits included.
+        forfeits: Seats lost by forfeiting (invalid answers), as counted in ``losses``.
+        wins_by_forfeit: Seats won because an opponent forfeited, as counted in ``wins``.
         returns: The return of each seat, in order.
     """
 
@@ -66,9 +84,20 @@ class EpisodeSummary:
     reasoning_tokens: int | None
     mean_latency_s: float
     mean_episode_latency_s: float
+    outcome: OutcomeKind = "goal"
+    wins: int | None = None
+    draws: int | None = None
+    losses: int | None = None
+    forfeits: int = 0
+    wins_by_forfeit: int = 0
     returns: tuple[float, ...] = field(default=(), repr=False)
 
-    def as_dict(self) -> dict[str, float | int | None]:
+    @property
+    def win_draw_loss(self) -> bool:
+        """Whether the seats' results are wins, draws and losses (else success of a goal)."""
+        return self.wins is not None
+
+    def as_dict(self) -> dict[str, float | int | str | None]:
         """The figures as a JSON-ready dict (without the per-seat returns)."""
         figures = asdict(self)
         figures.pop("returns")
@@ -97,6 +126,17 @@ def summarize_seats(seats: Sequence[tuple[str, Episode]], failed: int = 0) -> Ep
         failed: Episodes that failed and are left out of ``seats`` (reported as they are).
     """
     returns = [episode.returns.get(agent, 0.0) for agent, episode in seats]
+    first_of_game = {episode.game_id: episode for _, episode in seats}
+    kinds = {outcome_kind(episode) for episode in first_of_game.values()}
+    kind: OutcomeKind = kinds.pop() if len(kinds) == 1 else "goal"
+    results: Counter[str] = Counter()
+    if kind != "goal":
+        judged = {id(episode): (seat_outcomes(episode, kind), forfeits(episode)) for _, episode in seats}
+        for agent, episode in seats:
+            outcomes, gone = judged[id(episode)]
+            results[outcomes[agent]] += 1
+            results["forfeit"] += agent in gone
+            results["win_by_forfeit"] += bool(gone) and outcomes[agent] == "win"
     defined = [bool(value) for agent, episode in seats if (value := episode.success.get(agent)) is not None]
     steps = [step for agent, episode in seats for step in episode.steps_of(agent)]
     thinking = [step.reasoning_tokens for step in steps if step.reasoning_tokens is not None]
@@ -126,8 +166,137 @@ def summarize_seats(seats: Sequence[tuple[str, Episode]], failed: int = 0) -> Ep
         reasoning_tokens=sum(thinking) if thinking else None,
         mean_latency_s=sum(step.latency_s for step in steps) / len(steps) if steps else 0.0,
         mean_episode_latency_s=sum(episode.latency_s for _, episode in seats) / count if count else 0.0,
+        outcome=kind,
+        wins=results["win"] if kind != "goal" else None,
+        draws=results["draw"] if kind != "goal" else None,
+        losses=results["loss"] if kind != "goal" else None,
+        forfeits=results["forfeit"],
+        wins_by_forfeit=results["win_by_forfeit"],
         returns=tuple(returns),
     )
+
+
+def outcome_kind(episode: Episode) -> OutcomeKind:
+    """What a result is in ``episode``'s game: its declared :attr:`~tsmg.core.Game.outcome`.
+
+    A game that declares none (or is not registered in this process) is a win/draw/loss game
+    when it has several agents and a goal game when it has one.
+    """
+    declared = getattr(_entry_point(episode.game_id), "outcome", None)
+    for kind in get_args(OutcomeKind):
+        if declared == kind:
+            return kind
+    return "win_draw_loss" if len(episode.agents) > 1 else "goal"
+
+
+def seat_outcomes(episode: Episode, kind: OutcomeKind | None = None) -> dict[str, Outcome]:
+    """Each seat's win, draw or loss in a finished episode of a win/draw/loss game.
+
+    A seat that forfeited loses. Every other seat wins with a :func:`standings` score above
+    every other seat's, draws when it ties for the top and loses otherwise (a lone seat left by
+    forfeits wins). A single-agent game against a built-in opponent, which is zero-sum, goes by
+    the sign of the return.
+
+    Args:
+        episode: A finished episode.
+        kind: The game's outcome rule (None: :func:`outcome_kind`).
+
+    Raises:
+        ValueError: The game's results are successes of a goal, not wins, draws and losses.
+    """
+    kind = kind or outcome_kind(episode)
+    if kind == "goal":
+        raise ValueError(f"{episode.game_id} is a goal game: its results are successes, not wins, draws and losses")
+    gone = forfeits(episode)
+    if len(episode.agents) == 1:
+        [agent] = episode.agents
+        return {agent: "loss" if agent in gone else _compare(episode.returns.get(agent, 0.0), 0.0)}
+    scores = standings(episode, kind, gone)
+    results: dict[str, Outcome] = {}
+    for agent in episode.agents:
+        best_other = max(score for other, score in scores.items() if other != agent)
+        results[agent] = "loss" if agent in gone else _compare(scores[agent], best_other)
+    return results
+
+
+def standings(
+    episode: Episode, kind: OutcomeKind | None = None, gone: Sequence[str] | None = None
+) -> dict[str, float]:
+    """A score per seat that orders the seats as the game's outcome rule does (higher is better).
+
+    The seat's return (``win_draw_loss``, and goal games), or 1 for a seat the game calls
+    successful and 0 for the others (``win_draw_loss_by_success``); a seat that forfeited scores
+    below every other. Head-to-head tables and ratings compare seats by it.
+
+    Args:
+        episode: A finished episode.
+        kind: The game's outcome rule (None: :func:`outcome_kind`).
+        gone: The seats that forfeited (None: :func:`forfeits`).
+    """
+    kind = kind or outcome_kind(episode)
+    gone = forfeits(episode) if gone is None else gone
+    if kind == "win_draw_loss_by_success":
+        scores = {agent: float(bool(episode.success.get(agent))) for agent in episode.agents}
+    else:
+        scores = {agent: episode.returns.get(agent, 0.0) for agent in episode.agents}
+    floor = min(scores.values(), default=0.0) - 1.0
+    return {agent: floor if agent in gone else score for agent, score in scores.items()}
+
+
+def _compare(mine: float, theirs: float) -> Outcome:
+    return "win" if mine > theirs else "loss" if mine < theirs else "draw"
+
+
+def forfeits(episode: Episode) -> tuple[str, ...]:
+    """The seats that forfeited ``episode`` by invalid answers, read from its record.
+
+    The referee ends an episode when a seat's answers are invalid ``forfeit_after`` times in a
+    row (or once under ``on_invalid="terminate"``): the seat's last answer was invalid and
+    closed a run that long. The two settings are the game's registered options updated by the
+    episode's own; a game this process cannot find has the defaults of
+    :class:`~tsmg.core.GameConfig`.
+    """
+    if not episode.terminated or not episode.steps:
+        return ()
+    on_invalid, limit = _forfeit_rule(episode.game_id, episode.game_options)
+    if on_invalid != "terminate" and limit is None:
+        return ()
+    last_round = episode.steps[-1].round
+    gone = []
+    for agent in episode.agents:
+        steps = episode.steps_of(agent)
+        if not steps or steps[-1].valid or steps[-1].round != last_round:
+            continue
+        streak = next((count for count, step in enumerate(reversed(steps)) if step.valid), len(steps))
+        if on_invalid == "terminate" or (limit is not None and streak >= limit):
+            gone.append(agent)
+    return tuple(gone)
+
+
+def _entry_point(game_id: str) -> Any:
+    """The registered entry point of ``game_id`` (None where this process cannot load it)."""
+    from tsmg.registry import spec
+
+    try:
+        return spec(game_id).load()
+    except Exception:  # unregistered here, or its module is gone: the caller falls back on defaults
+        return None
+
+
+def _forfeit_rule(game_id: str, options: Mapping[str, Any]) -> tuple[str, int | None]:
+    """``on_invalid`` and ``forfeit_after`` of ``game_id`` made with ``options``."""
+    from tsmg.registry import spec
+
+    factory = _entry_point(game_id)
+    config_class = getattr(factory, "Config", None)
+    if not (isinstance(config_class, type) and issubclass(config_class, GameConfig)):
+        config_class = GameConfig
+    values = {**spec(game_id).kwargs, **options} if factory is not None else dict(options)
+    try:
+        config = config_class.model_validate({key: values[key] for key in config_class.model_fields if key in values})
+    except ValueError:
+        config = GameConfig()
+    return config.on_invalid, config.forfeit_after
 
 
 def summarize(episodes: Sequence[Episode], agent: str | Iterable[str] | None = None) -> EpisodeSummary:
@@ -152,9 +321,14 @@ def summarize(episodes: Sequence[Episode], agent: str | Iterable[str] | None = N
 
 def summary_line(game_id: str, policy: str, summary: EpisodeSummary) -> str:
     """One line of figures for the terminal (``tsmg rollout``, ``tsmg demo --no-train``)."""
-    success = "n/a" if summary.success_rate is None else f"{100 * summary.success_rate:5.1f}%"
+    if summary.win_draw_loss:
+        result = f"W/D/L {summary.wins}/{summary.draws}/{summary.losses}"
+        if summary.forfeits or summary.wins_by_forfeit:
+            result += f" (forfeited {summary.forfeits}, won by forfeit {summary.wins_by_forfeit})"
+    else:
+        result = "success " + ("n/a" if summary.success_rate is None else f"{100 * summary.success_rate:5.1f}%")
     return (
-        f"{game_id:<24} {policy:<8} episodes {summary.episodes:>5}  success {success}  "
+        f"{game_id:<24} {policy:<8} episodes {summary.episodes:>5}  {result}  "
         f"return {summary.mean_return:+.3f} ± {summary.return_stderr:.3f}  "
         f"rounds {summary.mean_rounds:.2f}  invalid {100 * summary.invalid_rate:.1f}%"
     )

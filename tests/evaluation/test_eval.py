@@ -158,7 +158,10 @@ def test_nonsense_never_beats_play(tmp_path):
     assert against_oracle["W"] == against_oracle["D"] == 0 and against_oracle["L"] == 40
     assert game["ratings"]["fixed:5"]["mu"] < game["ratings"]["random"]["mu"]
     rows = {row["model"]: row for row in game["rows"]}
-    assert rows["fixed:5"]["success_rate"] == 0.0 and rows["fixed:5"]["mean_return"] < rows["random"]["mean_return"]
+    # A win/draw/loss game reports W/D/L, not success: fixed:5 never won, and forfeited every game against the oracle.
+    assert rows["fixed:5"]["success_rate"] is None and rows["fixed:5"]["outcomes"]["wins"] == 0
+    assert rows["fixed:5"]["outcomes"]["forfeits"] >= 40
+    assert rows["fixed:5"]["mean_return"] < rows["random"]["mean_return"]
     assert max(len(e.steps) for e in read_episodes(tmp_path / "episodes.jsonl")) <= 9 + 2 * 2  # stalls are short
 
 
@@ -166,7 +169,9 @@ def test_an_always_invalid_model_ends_every_game(tmp_path):
     """Blackjack sets no step limit; a model answering nonsense forfeits (once it played forever)."""
     result = run_eval(EvalConfig(games=["Blackjack-v0"], models=["fixed:xyzzy"], episodes=3), tmp_path)
     [row] = result.summary["games"][0]["rows"]
-    assert result.ok and row["mean_turns"] == 3 and row["mean_return"] == -1.0 and row["success_rate"] == 0.0
+    assert result.ok and row["mean_turns"] == 3 and row["mean_return"] == -1.0 and row["success_rate"] is None
+    # Blackjack is won, pushed or lost against the dealer: every hand here lost by forfeit.
+    assert row["outcomes"] == {"wins": 0, "draws": 0, "losses": 3, "forfeits": 3, "wins_by_forfeit": 0}
 
 
 def test_multi_agent_games_swap_seats_and_report_head_to_head_and_ratings(tmp_path):

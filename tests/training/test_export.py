@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,3 +195,19 @@ def test_cli_export_and_its_one_line_errors(run, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and err.count("\n") == 1, (arguments, err)
     assert not [name for name in os.listdir(run) if name.endswith(".tmp")]
+
+
+def test_export_of_a_training_run_without_episodes_names_the_setting_that_stores_them(tmp_path, capsys):
+    """The issue's case: a training run keeps no episodes.jsonl unless run.episodes_every is set."""
+    from training.config import TrainConfig
+
+    folder = tmp_path / "trained"
+    folder.mkdir()
+    config = TrainConfig.from_yaml(Path(__file__).resolve().parents[2] / "configs" / "frozen_lake_tiny.yaml")
+    assert config.run.episodes_every == 0
+    config.to_yaml(folder / "config.yaml")  # what `tsmg train` writes first
+    (folder / "metrics.jsonl").write_text('{"step": 1, "rollout/mean_return": 0.5}\n')
+    assert main(["export", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert "training run that stored no episodes.jsonl" in err and "run.episodes_every" in err

@@ -227,14 +227,14 @@ def _price(value: str) -> tuple[float, float]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Merge several run folders into one comparison table (and plots with --out)."""
-    from tsmg.evaluation.report import comparison_rows, markdown_table, plot_rows
+    from tsmg.evaluation.report import comparison_rows, current_summary, markdown_table, plot_rows
 
     summaries = []
     for folder in args.runs:
         path = folder / "summary.json"
         if not path.exists():
             raise ValueError(f"{folder} has no summary.json: is it a `tsmg eval` run folder?")
-        summaries.append((folder.name, json.loads(path.read_text())))
+        summaries.append((folder.name, current_summary(json.loads(path.read_text()), folder)))
     rows = comparison_rows(summaries)
     if args.json:
         print(json.dumps([{k: v for k, v in row.items() if k != "returns"} for row in rows], indent=2))

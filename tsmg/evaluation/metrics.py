@@ -1,5 +1,9 @@
 """Statistics of an evaluation: per-model rates with intervals, win/draw/loss, ratings.
 
+A row of a goal game reports success with its Wilson interval; a row of a win/draw/loss game
+(:attr:`tsmg.core.Game.outcome`) reports wins, draws, losses and forfeits instead, in all and by
+seat, and no success rate.
+
 Uses maintained libraries rather than hand-rolled formulas: SciPy for the Wilson interval and
 OpenSkill (Plackett-Luce) for ratings. Both are imported when a summary is computed.
 """
@@ -14,7 +18,7 @@ from typing import Any
 
 from tsmg.episode import Episode
 from tsmg.evaluation.config import EvalConfig
-from tsmg.summary import summarize_seats
+from tsmg.summary import EpisodeSummary, outcome_kind, standings, summarize_seats
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -32,10 +36,13 @@ def model_row(
 ) -> dict[str, Any]:
     """Figures of one model on one game, over the seats it played (``(agent, episode)`` pairs).
 
-    The figures are :func:`tsmg.summary.summarize_seats`'s, with a Wilson interval and the cost added.
+    The figures are :func:`tsmg.summary.summarize_seats`'s, with a Wilson interval and the cost
+    added. In a win/draw/loss game, ``outcomes`` holds the wins, draws, losses and forfeits of
+    every seat together and ``outcomes_by_seat`` those of each seat, and ``success_rate`` and
+    ``success_ci95`` are None (a draw is no failure, and a win by forfeit no goal reached).
     """
     summary = summarize_seats(agent_episodes)
-    trials = summary.success_trials
+    trials = summary.success_trials if not summary.win_draw_loss else 0
     low, high = wilson_interval(summary.successes, trials) if trials else (math.nan, math.nan)
     price_in, price_out = prices.get(model, (0.0, 0.0))
     count = summary.seats
@@ -43,8 +50,10 @@ def model_row(
         "game": game_id,
         "model": model,
         "episodes": count,
-        "success_rate": summary.success_rate,
+        "outcome": summary.outcome,
+        "success_rate": summary.success_rate if not summary.win_draw_loss else None,
         "success_ci95": [low, high] if trials else None,
+        **_outcome_figures(summary, agent_episodes),
         "mean_return": summary.mean_return,
         "return_stderr": summary.return_stderr,
         "returns": list(summary.returns),
@@ -67,19 +76,44 @@ def model_row(
     }
 
 
+def _outcome_figures(summary: EpisodeSummary, seats: Sequence[tuple[str, Episode]]) -> dict[str, Any]:
+    """``outcomes`` and ``outcomes_by_seat`` of a win/draw/loss game's row (nothing for a goal game)."""
+    if not summary.win_draw_loss:
+        return {}
+    by_seat: dict[str, list[tuple[str, Episode]]] = defaultdict(list)
+    for agent, episode in seats:
+        by_seat[agent].append((agent, episode))
+    return {
+        "outcomes": _counts(summary),
+        "outcomes_by_seat": {agent: _counts(summarize_seats(played)) for agent, played in sorted(by_seat.items())},
+    }
+
+
+def _counts(summary: EpisodeSummary) -> dict[str, int | None]:
+    return {
+        "wins": summary.wins,
+        "draws": summary.draws,
+        "losses": summary.losses,
+        "forfeits": summary.forfeits,
+        "wins_by_forfeit": summary.wins_by_forfeit,
+    }
+
+
 def head_to_head(episodes: Sequence[Episode]) -> dict[str, dict[str, dict[str, int]]]:
     """Win/draw/loss of each model (row) against each other model (column), seat by seat.
 
-    Within an episode every pair of seats held by different models is compared by return:
-    higher wins, equal draws.
+    Within an episode every pair of seats held by different models is compared by the game's
+    outcome rule (:func:`tsmg.summary.standings`: return, or success; a forfeit loses): higher
+    wins, equal draws.
     """
     table: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: {"W": 0, "D": 0, "L": 0}))
     for episode in episodes:
         seats = list(episode.policies.items())
+        scores = standings(episode)
         for (agent_a, model_a), (agent_b, model_b) in _pairs(seats):
             if model_a == model_b:
                 continue
-            ra, rb = episode.returns.get(agent_a, 0.0), episode.returns.get(agent_b, 0.0)
+            ra, rb = scores[agent_a], scores[agent_b]
             outcome_a = "W" if ra > rb else "L" if ra < rb else "D"
             outcome_b = {"W": "L", "L": "W", "D": "D"}[outcome_a]
             table[model_a][model_b][outcome_a] += 1
@@ -94,8 +128,9 @@ def _pairs(seats: Sequence[tuple[str, str]]) -> list[tuple[tuple[str, str], tupl
 def ratings(episodes: Sequence[Episode], models: Sequence[str]) -> dict[str, dict[str, float]]:
     """OpenSkill (Plackett-Luce) ratings from the seat ranking of every episode, in plan order.
 
-    Episodes where one model holds several seats (self-play) carry no information about the
-    models' relative strength and are skipped.
+    Seats rank by the game's outcome rule (:func:`tsmg.summary.standings`), so a forfeit ranks
+    last. Episodes where one model holds several seats (self-play) carry no information about
+    the models' relative strength and are skipped.
     """
     from openskill.models import PlackettLuce
 
@@ -106,7 +141,8 @@ def ratings(episodes: Sequence[Episode], models: Sequence[str]) -> dict[str, dic
         names = [name for _, name in seats]
         if len(set(names)) != len(names):
             continue
-        scores = [episode.returns.get(agent, 0.0) for agent, _ in seats]
+        standing = standings(episode)
+        scores = [standing[agent] for agent, _ in seats]
         teams = [[current[name]] for name in names]
         rated = model.rate(teams, scores=scores)
         for name, [rating] in zip(names, rated, strict=True):
@@ -127,6 +163,8 @@ def summarize_eval(config: EvalConfig, episodes_by_game: Mapping[str, Sequence[E
                 seats_by_model[model].append((agent, episode))
         rows = [model_row(game_id, model, seats_by_model[model], config.prices) for model in config.models]
         entry: dict[str, Any] = {"game": game_id, "episodes": len(episodes), "rows": rows}
+        if episodes:
+            entry["outcome"] = outcome_kind(episodes[0])
         if episodes and len(episodes[0].agents) > 1:
             entry["head_to_head"] = head_to_head(episodes)
             entry["ratings"] = ratings(episodes, config.models)

@@ -3,13 +3,47 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tsmg.episode import Episode, read_episodes
+
 
 def _percent(value: float | None) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}%"
+
+
+def predates_outcomes(summary: dict[str, Any]) -> bool:
+    """Whether ``summary`` was written before rows said what a result is (no row has ``outcome``)."""
+    rows = [row for game in summary.get("games", []) for row in game.get("rows", [])]
+    return bool(rows) and not any(isinstance(row, dict) and "outcome" in row for row in rows)
+
+
+def current_summary(summary: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``summary`` of the run in ``folder``, its games recounted from ``episodes.jsonl`` if it predates outcomes.
+
+    A summary written before wins, draws and losses were counted shows a win/draw/loss game's
+    draws and wins by forfeit as failures; its episodes hold what is needed to count them. The
+    summary is returned as it is when it is current, or when the episodes are missing or cannot
+    be read.
+    """
+    path = folder / "episodes.jsonl"
+    if not predates_outcomes(summary) or not path.is_file():
+        return summary
+    from tsmg.evaluation.config import EvalConfig
+    from tsmg.evaluation.metrics import summarize_eval
+
+    try:
+        config = EvalConfig.model_validate(summary["config"])
+        by_game: dict[str, list[Episode]] = defaultdict(list)
+        for episode in read_episodes(path):
+            if episode.error is None:
+                by_game[episode.game_id].append(episode)
+    except (KeyError, TypeError, ValueError):  # an unreadable config or episode: keep what the run wrote
+        return summary
+    return {**summary, "games": summarize_eval(config, by_game)["games"]}
 
 
 def comparison_rows(summaries: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -22,23 +56,56 @@ def comparison_rows(summaries: Sequence[tuple[str, dict[str, Any]]]) -> list[dic
     return rows
 
 
+def result_text(row: dict[str, Any]) -> str:
+    """A row's result: success with its Wilson 95 % interval, or, in a win/draw/loss game, W/D/L.
+
+    W/D/L counts every seat the model played, then (in a game of several seats) each seat's own;
+    forfeits are named where there were any. A row of a summary written before outcomes were
+    counted has no ``outcomes`` and shows its success rate.
+
+    Example:
+        >>> result_text({"outcomes": {"wins": 3, "draws": 1, "losses": 2, "forfeits": 1, "wins_by_forfeit": 0}})
+        'W/D/L 3/1/2 (1 forfeited)'
+    """
+    outcomes = row.get("outcomes")
+    if not isinstance(outcomes, dict):
+        text = _percent(row.get("success_rate"))
+        ci = row.get("success_ci95")
+        if isinstance(ci, list | tuple) and len(ci) == 2:
+            text += f" ({_percent(ci[0])}–{_percent(ci[1])})"
+        return text
+    text = f"W/D/L {wdl_text(outcomes)}"
+    notes = []
+    if outcomes.get("forfeits"):
+        notes.append(f"{outcomes['forfeits']} forfeited")
+    if outcomes.get("wins_by_forfeit"):
+        notes.append(f"{outcomes['wins_by_forfeit']} won by forfeit")
+    by_seat = row.get("outcomes_by_seat")
+    if isinstance(by_seat, dict) and len(by_seat) > 1:
+        seats = [f"{seat} {wdl_text(counts)}" for seat, counts in by_seat.items() if isinstance(counts, dict)]
+        notes.append(", ".join(seats))
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def wdl_text(counts: dict[str, Any]) -> str:
+    """``wins/draws/losses`` of an ``outcomes`` dict."""
+    return "/".join(str(counts.get(key, "?")) for key in ("wins", "draws", "losses"))
+
+
 def markdown_table(rows: Sequence[dict[str, Any]], with_run: bool = False) -> str:
-    """A Markdown table of success (Wilson 95 %), return ± s.e., invalid rate, turns, tokens, cost."""
-    header = ["game", "model", "episodes", "success (95% CI)", "return ± s.e.", "invalid", "turns", "tokens in/out"]
+    """A Markdown table of success (Wilson 95 %) or W/D/L, return ± s.e., invalid rate, turns, tokens, cost."""
+    header = ["game", "model", "episodes", "success (95% CI) or W/D/L", "return ± s.e.", "invalid", "turns"]
+    header += ["tokens in/out"]
     header += ["cost $"]
     if with_run:
         header.insert(0, "run")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        ci = row["success_ci95"]
-        success = _percent(row["success_rate"])
-        if ci is not None:
-            success += f" ({_percent(ci[0])}–{_percent(ci[1])})"
         cells = [
             row["game"],
             row["model"],
             str(row["episodes"]),
-            success,
+            result_text(row),
             f"{row['mean_return']:+.3f} ± {row['return_stderr']:.3f}",
             _percent(row["invalid_rate"]),
             f"{row['mean_turns']:.2f}",
@@ -59,7 +126,7 @@ def _thinking(row: dict[str, Any]) -> str:
 
 
 def head_to_head_table(game: dict[str, Any]) -> str:
-    """A Markdown win/draw/loss matrix (row model against column model) with ratings."""
+    """A Markdown win/draw/loss matrix (row model against column model) with ratings and each model's W/D/L."""
     table = game.get("head_to_head") or {}
     models = [row["model"] for row in game["rows"]]
     lines = ["| W/D/L | " + " | ".join(models) + " |", "|" + "---|" * (len(models) + 1)]
@@ -72,10 +139,15 @@ def head_to_head_table(game: dict[str, Any]) -> str:
     ratings = game.get("ratings") or {}
     if ratings:
         lines.append("")
-        lines.append("| model | rating μ | σ | ordinal (μ − 3σ) |")
-        lines.append("|---|---|---|---|")
+        rows = {row["model"]: row for row in game["rows"]}
+        lines.append("| model | rating μ | σ | ordinal (μ − 3σ) | W/D/L |")
+        lines.append("|---|---|---|---|---|")
         for model, rating in sorted(ratings.items(), key=lambda item: -item[1]["ordinal"]):
-            lines.append(f"| {model} | {rating['mu']:.2f} | {rating['sigma']:.2f} | {rating['ordinal']:.2f} |")
+            outcomes = rows.get(model, {}).get("outcomes")
+            record = wdl_text(outcomes) if isinstance(outcomes, dict) else "—"
+            lines.append(
+                f"| {model} | {rating['mu']:.2f} | {rating['sigma']:.2f} | {rating['ordinal']:.2f} | {record} |"
+            )
     return "\n".join(lines)
 
 

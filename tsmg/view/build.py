@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tsmg.evaluation.report import current_summary, predates_outcomes
 from tsmg.view import page
 from tsmg.view.data import ChunkWriter, EpisodeIndex, write_script
 from tsmg.view.records import ReadProblem
@@ -176,6 +177,10 @@ def _copy_assets(folder: Path) -> None:
 def _summary_section(number: int, run: RunFolder, out: Path, plots: bool) -> str:
     """Tables (and plots) of an evaluation or episodes-only run."""
     summary, source = run.summary, "from summary.json"
+    if summary is not None and predates_outcomes(summary):
+        summary = current_summary(summary, run.path)
+        if not predates_outcomes(summary):
+            source = "from summary.json, wins, draws and losses recounted from episodes.jsonl (it predates them)"
     if summary is None:
         summary, source = recompute_summary(run), "recomputed from episodes.jsonl (no usable summary.json)"
     parts = [f"<h3>{page.escape(run.name)} <small>({page.escape(run.kind)} run, {page.escape(run.path)})</small></h3>"]

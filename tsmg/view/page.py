@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode
 
+from tsmg.evaluation.report import result_text, wdl_text
 from tsmg.view.records import ReadProblem
 
 #: Problems listed per run before "and N more".
@@ -48,12 +49,16 @@ def browse_link(text: str, **filters: Any) -> str:
 
 
 def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
-    """Game × model figures: success with its Wilson 95 % interval, return, invalid rate, turns, tokens, cost."""
+    """Game × model figures: success with its Wilson 95 % interval or W/D/L, return, invalid rate, turns, tokens, cost.
+
+    A row of a win/draw/loss game shows its wins, draws and losses (by seat, forfeits named)
+    where a goal game's shows success: :func:`tsmg.evaluation.report.result_text`.
+    """
     header = [
         "game",
         "model",
         "episodes",
-        "success (Wilson 95% CI)",
+        "success (Wilson 95% CI) or W/D/L",
         "return ± s.e.",
         "invalid",
         "turns",
@@ -68,11 +73,10 @@ def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
         game, model = str(row.get("game", "?")), str(row.get("model", "?"))
         rate = row.get("success_rate")
         interval = row.get("success_ci95")
-        success = percent(rate)
+        success = result_text(row)
         bar = ""
-        if isinstance(interval, list | tuple) and len(interval) == 2:
+        if isinstance(interval, list | tuple) and len(interval) == 2 and not isinstance(row.get("outcomes"), dict):
             low, high = interval
-            success += f" ({percent(low)}–{percent(high)})"
             if all(isinstance(value, int | float) and math.isfinite(value) for value in (rate, low, high)):
                 bar = (
                     f'<span class="ci" title="{escape(success)}"><span class="ci-range" data-low="{low:.4f}" '
@@ -88,7 +92,8 @@ def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
             escape(game),
             escape(model),
             escape(row.get("episodes", "?")),
-            f'<span class="success">{escape(success)}</span>{bar}',
+            f'<span class="{"outcomes" if isinstance(row.get("outcomes"), dict) else "success"}">'
+            f"{escape(success)}</span>{bar}",
             escape(f"{number(row.get('mean_return'), '+.3f')} ± {number(row.get('return_stderr'), '.3f')}"),
             invalid,
             escape(number(row.get("mean_turns"), ".2f")),
@@ -122,11 +127,14 @@ def head_to_head_table(game: dict[str, Any]) -> str:
     parts.append("</tbody></table>")
     ratings = game.get("ratings")
     if isinstance(ratings, dict) and ratings:
+        records = {str(row.get("model")): row.get("outcomes") for row in game.get("rows", []) if isinstance(row, dict)}
         parts.append('<table class="ratings"><thead><tr><th>model</th><th>rating μ</th><th>σ</th>')
-        parts.append("<th>ordinal (μ − 3σ)</th></tr></thead><tbody>")
+        parts.append("<th>ordinal (μ − 3σ)</th><th>W/D/L</th></tr></thead><tbody>")
         for model, rating in ratings.items():
             if isinstance(rating, dict):
                 figures = [number(rating.get(key), ".2f") for key in ("mu", "sigma", "ordinal")]
+                record = records.get(model)
+                figures.append(wdl_text(record) if isinstance(record, dict) else "—")
                 parts.append(
                     f"<tr><td>{escape(model)}</td>" + "".join(f"<td>{escape(v)}</td>" for v in figures) + "</tr>"
                 )

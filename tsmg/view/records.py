@@ -251,12 +251,15 @@ def normalise_step(raw: dict[str, Any], position: int, issues: list[str]) -> dic
     fields = _Fields(raw, f"step {position}: ", issues)
     index = fields.integer("index")
     valid = fields.flag("valid", True)
+    observation = fields.text("observation")
+    prompt = _prompt_messages(raw.get("prompt"), fields)
     return {
         "index": position if index is None else index,
         "round": fields.integer("round"),
         "agent": fields.text("agent") or "?",
-        "observation": fields.text("observation"),
-        "prompt": _prompt_messages(raw.get("prompt"), fields),
+        "observation": observation,
+        "model_observation": model_observation(observation, prompt),
+        "prompt": prompt,
         "completion": fields.text("completion"),
         "reasoning": fields.text("reasoning"),
         "action": fields.text("action"),
@@ -274,6 +277,25 @@ def normalise_step(raw: dict[str, Any], position: int, issues: list[str]) -> dic
         "token_counts": {key: len(raw[key]) for key in TOKEN_ARRAYS if isinstance(raw.get(key), list)},
         "extra": fields.extras(STEP_FIELDS_SHOWN),
     }
+
+
+def model_observation(observation: str | None, prompt: list[list[str]] | None) -> str | None:
+    r"""The part of ``observation`` the model's prompt held, where it held less than all of it.
+
+    A step records the game's whole observation, but a compact view (``rollout.observation_lines``)
+    shows the model only the lines that match a pattern: the lines of the observation that the
+    prompt's last user message holds are what the model saw. None when there is no prompt (a
+    scripted policy) or it held the whole observation.
+
+    Example:
+        >>> model_observation("Board:\nP_\n_G\nGo.", [["system", "Play."], ["user", "P_\n_G\n\nAnswer."]])
+        'P_\n_G'
+    """
+    users = [content for role, content in prompt or [] if role == "user"]
+    if not observation or not users or observation in users[-1]:
+        return None
+    held = set(users[-1].splitlines())
+    return "\n".join(line for line in observation.splitlines() if line.strip() and line in held)
 
 
 def _prompt_messages(value: Any, fields: _Fields) -> list[list[str]] | None:
@@ -314,3 +336,22 @@ def lenient_episode(raw: dict[str, Any]) -> Episode | None:
         return Episode.model_validate(data)
     except ValueError:
         return None
+
+
+def seat_results(raw: dict[str, Any]) -> dict[str, str] | None:
+    """Each seat's result in a finished episode of a win/draw/loss game, forfeits named; None otherwise.
+
+    ``win``, ``draw`` or ``loss`` (:func:`tsmg.summary.seat_outcomes`), with ``(forfeited)`` after a
+    seat's own forfeit and ``(by forfeit)`` after a win it owes to another seat's.
+    """
+    from tsmg.summary import forfeits, outcome_kind, seat_outcomes
+
+    episode = lenient_episode(raw)
+    if episode is None or episode.error is not None or not episode.agents or outcome_kind(episode) == "goal":
+        return None
+    gone = forfeits(episode)
+    results = {}
+    for agent, result in seat_outcomes(episode).items():
+        note = " (forfeited)" if agent in gone else " (by forfeit)" if gone and result == "win" else ""
+        results[agent] = result + note
+    return results

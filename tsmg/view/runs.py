@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tsmg.episode import Episode
-from tsmg.view.records import ReadProblem, finite, lenient_episode, normalise_episode, read_jsonl
+from tsmg.view.records import ReadProblem, finite, lenient_episode, normalise_episode, read_jsonl, seat_results
 
 RunKind = Literal["eval", "train", "episodes"]
 
@@ -72,6 +72,7 @@ class RunFolder:
                 if path.name == FAILURES_FILE and record["error"] is None:
                     record["error"] = "listed in failures.jsonl"
                 record["update"] = update_of(raw, record["episode_id"])
+                record["outcomes"] = seat_results(raw)
                 yield record
 
     def statistics_episodes(self) -> Iterator[Episode]:
@@ -231,7 +232,10 @@ def recompute_summary(run: RunFolder) -> dict[str, Any] | None:
         except ValueError:
             config = None
     if config is None or not set(by_game) <= set(config.games) or not set(models) <= set(config.models):
-        config = EvalConfig(games=list(by_game), models=list(models))
+        try:
+            config = EvalConfig(games=list(by_game), models=list(models))
+        except ValueError:  # policies named other than by a model spec (a script's own policy): tabulate anyway
+            config = EvalConfig.model_construct(games=list(by_game), models=list(models))
     summary = summarize_eval(config, by_game)
     summary["completed"] = sum(len(episodes) for episodes in by_game.values())
     return summary

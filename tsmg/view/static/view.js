@@ -387,9 +387,11 @@
     const body = el("tbody");
     for (const agent of episode.agents) {
       const success = episode.success[agent];
+      // A win/draw/loss game's result (forfeits named); a goal game's success.
+      const result = episode.outcomes ? episode.outcomes[agent]
+        : success === true ? "success" : success === false ? "failure" : "n/a";
       body.append(el("tr", {}, el("td", {}, agent), el("td", {}, episode.policies[agent] || "?"),
-        el("td", {}, signed(episode.returns[agent])),
-        el("td", {}, success === true ? "success" : success === false ? "failure" : "n/a")));
+        el("td", {}, signed(episode.returns[agent])), el("td", {}, result || "n/a")));
     }
     return el("table", { class: "seats" }, el("thead", {}, el("tr", {}, el("th", {}, "seat"), el("th", {}, "model"),
       el("th", {}, "return"), el("th", {}, "outcome"))), body);
@@ -411,7 +413,15 @@
     card.append(el("header", {}, el("b", {}, `Step ${step.index}`),
       step.round == null ? "" : ` · round ${step.round}`, ` · ${step.agent} (${episode.policies[step.agent] || "?"})`,
       el("span", { class: "reward" }, ` reward ${reward}`)));
-    card.append(el("div", { class: "observation" }, el("h5", {}, "Observation"), pre(step.observation, "board")));
+    if (step.model_observation == null) {
+      card.append(el("div", { class: "observation" }, el("h5", {}, "Observation"), pre(step.observation, "board")));
+    } else {
+      // A compact view showed the model some lines only: what it saw first, the whole state second.
+      card.append(el("div", { class: "observation model-view" },
+        el("h5", {}, "Observation the model saw (the lines its prompt held)"), pre(step.model_observation || "(none of the lines below: see the prompt)", "board")));
+      card.append(el("div", { class: "observation full-state" },
+        el("h5", {}, "Full game state (more than the model saw)"), pre(step.observation, "board")));
+    }
     if (step.prompt) {
       const prompt = el("details", { class: "prompt" }, el("summary", {}, `Prompt (${step.prompt.length} message${step.prompt.length === 1 ? "" : "s"})`));
       for (const [role, content] of step.prompt) prompt.append(el("div", { class: "message" }, el("span", { class: "role" }, role), pre(content)));
