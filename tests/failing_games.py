@@ -27,5 +27,7 @@ class NoOracleLake(FrozenLake):
     oracle = RulesGame.oracle
 
 
-tsmg.register("test/OldSignatureLake-v0", OldSignatureLake, description="a parse_action with the old signature", max_steps=20)
+tsmg.register(
+    "test/OldSignatureLake-v0", OldSignatureLake, description="a parse_action with the old signature", max_steps=20
+)
 tsmg.register("test/NoOracleLake-v0", NoOracleLake, description="no oracle", max_steps=20)

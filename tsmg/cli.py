@@ -61,8 +61,8 @@ def report_error(error: BaseException) -> int:
 
     Errors that say what the user got wrong (an unknown game, a bad option, a missing key) are
     printed as they are, and so is a game's own failure (:class:`~tsmg.core.GameCodeError`: the
-    game and the call, with the file that holds the traceback); anything else is named as an unexpected error, with its traceback only
-    under ``TSMG_DEBUG=1``.
+    game and the call, with the file that holds the traceback); anything else is named as an
+    unexpected error, with its traceback only under ``TSMG_DEBUG=1``.
     """
     if os.environ.get("TSMG_DEBUG"):
         traceback.print_exception(error)

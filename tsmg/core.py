@@ -9,10 +9,10 @@ every agent observes text and acts in text. Three layers live here:
   ``step`` with raw text per agent, ``observe``, ``legal_actions``, ``parse``.
 * :class:`RefereedGame` is the referee: the one implementation of ``step`` that reads every
   answer (bad text is an invalid answer, never an exception; an exception raised by the game's
-  own code is a :class:`GameCodeError`, a bug of the game), applies the invalid-answer rule (``on_invalid``, ``invalid_penalty``,
-  forfeits), counts rounds against the step limit, keeps the returns and fills ``info``. Games
-  feed it moves through a few hooks; :class:`RulesGame` and the Gymnasium and PettingZoo
-  adapters (:mod:`tsmg.adapters`) are its subclasses.
+  own code is a :class:`GameCodeError`, a bug of the game), applies the invalid-answer rule
+  (``on_invalid``, ``invalid_penalty``, forfeits), counts rounds against the step limit, keeps
+  the returns and fills ``info``. Games feed it moves through a few hooks; :class:`RulesGame`
+  and the Gymnasium and PettingZoo adapters (:mod:`tsmg.adapters`) are its subclasses.
 * :class:`RulesGame` builds a game from *pure rules* over an explicit state (``initial_state``,
   ``transition``, ``is_terminal``, ...) plus a *text layer* (``render``, ``parse_action``,
   ``action_text``). Catalog games subclass it.
@@ -80,10 +80,13 @@ class GameCodeError(RuntimeError):
 
     def __str__(self) -> str:
         """One sentence: the game, the call, the exception, and whose bug it is."""
-        where = f" (episode {self.episode_id})" if self.episode_id else f" (seed {self.seed})" if self.seed is not None else ""
-        raised = f"{type(self.error).__name__}: {self.error}" if str(self.error) else type(self.error).__name__
-        raised = " ".join(raised.split())
-        return f"the game {self.game_id} raised in {self.call}{where}: {raised}; a bug in the game, not an invalid answer"
+        if self.episode_id:
+            where = f" (episode {self.episode_id})"
+        else:
+            where = "" if self.seed is None else f" (seed {self.seed})"
+        raised = " ".join(f"{type(self.error).__name__}: {self.error}".split()).removesuffix(":")
+        bug = "a bug in the game, not an invalid answer"
+        return f"the game {self.game_id} raised in {self.call}{where}: {raised}; {bug}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +391,7 @@ class RefereedGame(Game, Generic[MoveT]):
 
     @abstractmethod
     def _read(self, agent: AgentID, text: str) -> MoveT | Invalid:
-        """Parse ``text`` into a move legal now, or :class:`Invalid` (an exception is a bug: a :class:`GameCodeError`)."""
+        """Parse ``text`` into a move legal now, or :class:`Invalid` (an exception is a bug: :class:`GameCodeError`)."""
 
     @abstractmethod
     def _advance(self, moves: dict[AgentID, MoveT], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:

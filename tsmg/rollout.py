@@ -455,7 +455,9 @@ def _decide(
     """Ask each policy once for every pending decision of ``live``; errors fail their episodes."""
     requests_by_policy: dict[int, tuple[Policy, list[tuple[_LiveEpisode, DecisionRequest]]]] = {}
     for episode in live:
-        for agent in _in_game(episode.game, episode.plan, "active_agents", lambda game=episode.game: game.active_agents):
+        for agent in _in_game(
+            episode.game, episode.plan, "active_agents", lambda game=episode.game: game.active_agents
+        ):
             policy = _policy_for(policies, agent)
             request = DecisionRequest(
                 game=episode.game,
@@ -625,8 +627,12 @@ def _start_episode(
 
 def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionRequest, Decision]]) -> None:
     game, record = episode.game, episode.record
-    state_keys = {agent: dumps_key(_in_game(game, episode.plan, "state_key", game.state_key, agent)) for agent in answers}
-    result = _in_game(game, episode.plan, "step", game.step, {agent: decision.action for agent, (_, decision) in answers.items()})
+    state_keys = {
+        agent: dumps_key(_in_game(game, episode.plan, "state_key", game.state_key, agent)) for agent in answers
+    }
+    result = _in_game(
+        game, episode.plan, "step", game.step, {agent: decision.action for agent, (_, decision) in answers.items()}
+    )
     for agent, (request, decision) in answers.items():
         info = result.infos.get(agent, {})
         completion = decision.completion
@@ -700,7 +706,9 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
 def _close_record(episode: _LiveEpisode) -> None:
     """Record each agent's success and the state its last step led to, once the game is over."""
     game, record = episode.game, episode.record
-    record.success = {agent: _in_game(game, episode.plan, "is_success", game.is_success, agent) for agent in game.agents}
+    record.success = {
+        agent: _in_game(game, episode.plan, "is_success", game.is_success, agent) for agent in game.agents
+    }
     record.final_state_keys = {agent: final_state_key(game, agent) for agent in game.agents}
 
 

@@ -22,7 +22,9 @@ class SwitchableLake(FrozenLake):
 
 
 def test_a_game_failure_stops_training_with_a_checkpoint_and_the_run_resumes_once_the_game_is_fixed(
-    tiny_model, tmp_path, capsys
+    tiny_model,  # noqa: F811  (the session's fixture)
+    tmp_path,
+    capsys,
 ):
     out = tmp_path / "run"
 
@@ -57,7 +59,9 @@ def test_a_game_failure_stops_training_with_a_checkpoint_and_the_run_resumes_onc
 def test_a_game_that_raises_from_the_start_is_refused_before_the_model_loads(tmp_path):
     tsmg.register(GAME_ID, OldSignatureLake, max_steps=4)
     try:
-        config = make_config(tmp_path / "run", tmp_path / "no-model", rollout={"game_id": GAME_ID, "game_options": SMALL_LAKE})
+        config = make_config(
+            tmp_path / "run", tmp_path / "no-model", rollout={"game_id": GAME_ID, "game_options": SMALL_LAKE}
+        )
         with pytest.raises(GameCodeError, match="raised in parse_action"):
             train(config)
         assert not (tmp_path / "run").exists()

@@ -223,7 +223,9 @@ def run_eval(
                 for (game_id, seats), group in groupby(todo, key=lambda p: (p.game_id, p.seats)):
                     if budget is not None and budget.spent:
                         break  # nothing more is started; what was cut short is played by a rerun
-                    _play(config, game_id, seats, list(group), policies, concurrency, sink, failures, advance, token_ids)
+                    _play(
+                        config, game_id, seats, list(group), policies, concurrency, sink, failures, advance, token_ids
+                    )
                 if not failures or (budget is not None and budget.spent):
                     break
                 failed_ids = {episode.episode_id for episode in failures}
