@@ -22,7 +22,7 @@ from tsmg.policies import OraclePolicy, RandomPolicy
 from tsmg.rollout import GAME_ERRORS_FILE, record_game_error, rollout
 
 REPO = Path(__file__).resolve().parents[1]
-FAILING_GAMES = str(REPO / "tests" / "failing_games.py")
+FAILING_GAMES = str(REPO / "tests" / "register_failing_games.py")
 
 
 class BrokenRules(FrozenLake):
