@@ -541,7 +541,7 @@ class RefereedGame(Game, Generic[MoveT]):
         tally = self._require_tally()
         if tally.over:
             raise GameError("the episode is over; call reset() before step()")
-        active = self._to_move()
+        active = self.active_agents  # the world's _to_move, a GameCodeError if it raises
         check_answers(active, actions)
         self._replay_log.append(dict(actions))
         config = self.config

@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -455,20 +456,19 @@ def _decide(
     """Ask each policy once for every pending decision of ``live``; errors fail their episodes."""
     requests_by_policy: dict[int, tuple[Policy, list[tuple[_LiveEpisode, DecisionRequest]]]] = {}
     for episode in live:
-        for agent in _in_game(
-            episode.game, episode.plan, "active_agents", lambda game=episode.game: game.active_agents
-        ):
+        game, plan = episode.game, episode.plan
+        for agent in _in_game(game, plan, "active_agents", attrgetter("active_agents"), game):
             policy = _policy_for(policies, agent)
             request = DecisionRequest(
-                game=episode.game,
+                game=game,
                 agent=agent,
                 observation=episode.observations[agent],
-                legal_actions=_in_game(episode.game, episode.plan, "legal_actions", episode.game.legal_actions, agent),
+                legal_actions=_in_game(game, plan, "legal_actions", game.legal_actions, agent),
                 history=episode.history.setdefault(agent, []),
-                episode_seed=episode.plan.seed,
+                episode_seed=plan.seed,
                 episode_index=episode.index,
                 round=episode.record.num_rounds,
-                group_index=episode.plan.group_index,
+                group_index=plan.group_index,
             )
             requests_by_policy.setdefault(id(policy), (policy, []))[1].append((episode, request))
 
@@ -516,7 +516,7 @@ def _advance(
         logger.exception("episode %s failed", episode.plan.episode_id)
         finish(episode, f"recording the round failed: {error!r}")
         return False
-    if _in_game(episode.game, episode.plan, "done", lambda: episode.game.done):
+    if _in_game(episode.game, episode.plan, "done", attrgetter("done"), episode.game):
         finish(episode, None)
         return False
     return True
