@@ -347,6 +347,28 @@ class OpenAIBackend:
 
     # ------------------------------------------------------------------ public API
 
+    def check_reachable(self, timeout_s: float = 5.0) -> None:
+        """Refuse a server nobody answers at, in one connection attempt, before a run plays anything.
+
+        Sends one ``GET {base_url}/models`` without the key (free; any HTTP answer, 401 or 404 included,
+        shows that a server is there) through httpx, which honours the same proxy settings as the SDK.
+        Only a failure to connect refuses: a slow or odd server is left to the requests' own
+        timeouts and retries.
+
+        Raises:
+            BackendError: Nothing answers at ``base_url`` (the message names it and what to check).
+        """
+        url = f"{self.base_url}/models"
+        try:
+            httpx.get(url, timeout=timeout_s)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as error:
+            raise BackendError(
+                f"could not connect to the OpenAI-compatible server at {self.base_url} ({type(error).__name__}: "
+                f"{error}); check that the server is running and that base_url / OPENAI_BASE_URL points at it"
+            ) from None
+        except httpx.HTTPError:
+            return  # it connected: what the server makes of /models is no concern here
+
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Completion]:
         """Complete every request concurrently; one :class:`Completion` per request, in order.
 

@@ -10,7 +10,7 @@ from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
 import tsmg
-from tsmg import GameError, Invalid
+from tsmg import GameCodeError, GameError, Invalid
 from tsmg.adapters import GymnasiumGame, TextGameEnv, to_gymnasium
 
 MOVES = ["left", "down", "right", "up"]
@@ -97,11 +97,20 @@ def test_user_render_and_parse_functions_are_used():
     assert game.step({"player": "down"}).infos["player"]["reason"] == "use l/d/r/u"
 
 
-def test_a_parser_that_raises_gives_an_invalid_answer():
+def test_a_parser_that_raises_is_a_game_error_naming_the_call():
     game = GymnasiumGame("FrozenLake-v1", parse=lambda text: 1 // 0, action_text=str)
     game.reset(seed=0)
-    info = game.step({"player": "down"}).infos["player"]
-    assert info["valid"] is False and "ZeroDivisionError" in info["reason"]
+    with pytest.raises(GameCodeError, match="raised in parse_text") as raised:  # a bug, never the answer's fault
+        game.step({"player": "down"})
+    assert isinstance(raised.value.__cause__, ZeroDivisionError)
+
+
+def test_an_action_outside_the_env_space_is_an_invalid_answer():
+    game = GymnasiumGame("FrozenLake-v1", parse=lambda text: int(text) if text.isdigit() else Invalid("a number"))
+    game.reset(seed=0)
+    info = game.step({"player": "7"}).infos["player"]  # gymnasium's own test, action_space.contains, refuses it
+    assert info["valid"] is False and info["reason"] == "7 is not an action of the space Discrete(4)"
+    assert game.step({"player": "1"}).infos["player"]["valid"] is True
 
 
 def test_invalid_answer_modes():

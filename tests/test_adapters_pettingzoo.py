@@ -8,7 +8,7 @@ import pytest
 from two_agent_games import MatchingPennies, Stones
 
 import tsmg
-from tsmg import GameError, Invalid
+from tsmg import GameCodeError, GameError, Invalid
 from tsmg.adapters import (
     PettingZooGame,
     TextObservation,
@@ -244,6 +244,22 @@ def test_invalid_answers_in_a_parallel_env():
     default.reset(seed=0)
     result = default.step({"player_0": "spock", "player_1": "scissors"})
     assert result.infos["player_0"]["action"] == "rock" and result.rewards["player_0"] == 1.0
+
+
+def test_an_action_outside_the_agents_space_is_an_invalid_answer_and_a_raising_parser_a_game_error():
+    def parse(agent, text):  # a custom parser that reads any number, in the space or not
+        return int(text) if text.isdigit() else Invalid("a number")
+
+    game = PettingZooGame(rps_env, parse=parse, action_text=lambda agent, action: str(action))
+    game.reset(seed=0)
+    result = game.step({"player_0": "9", "player_1": "1"})  # PettingZoo's out-of-bounds test refuses 9
+    assert result.infos["player_0"]["valid"] is False
+    assert result.infos["player_0"]["reason"] == "9 is not an action of the space Discrete(3)"
+
+    crashing = PettingZooGame(rps_env, parse=lambda agent, text: {}[text], action_text=lambda agent, action: "")
+    crashing.reset(seed=0)
+    with pytest.raises(GameCodeError, match="raised in parse_text"):
+        crashing.step({"player_0": "rock", "player_1": "rock"})
 
 
 def test_constructor_checks():

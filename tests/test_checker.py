@@ -7,7 +7,7 @@ import pytest
 import tsmg
 from games.frozen_lake import FrozenLake
 from tsmg.checker import GameCheckError, check_game
-from tsmg.core import Invalid
+from tsmg.core import GameCodeError, Invalid
 
 
 class GlobalRandomLake(FrozenLake):
@@ -99,11 +99,12 @@ def test_unparseable_legal_action_is_caught():
         check_game(LossyParser(map_name="4x4"))
 
 
-def test_parser_exceptions_are_turned_into_invalid_answers():
+def test_a_parser_that_raises_is_a_game_error_naming_the_call():
     game = CrashingParser(map_name="4x4")
     game.reset(seed=0)
-    assert "parser error" in game.parse("player", "up").reason
-    with pytest.raises(GameCheckError, match="does not parse back"):
+    with pytest.raises(GameCodeError, match="raised in parse_action"):
+        game.parse("player", "up")  # a bug of the game, never an invalid answer
+    with pytest.raises(GameCheckError, match="parse_action raised KeyError"):
         check_game(game)
 
 

@@ -72,8 +72,9 @@ from training.selfplay import Opponents, check_opponents
 from training.setup import base_model_source, set_up, unsharded_backend
 from training.sources import SAMPLER, build_rollouts
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
+from tsmg.core import GameCodeError
 from tsmg.policies import policy_from_spec
-from tsmg.rollout import plan_episodes
+from tsmg.rollout import plan_episodes, record_game_error
 from tsmg.seeding import seed_generator
 
 __all__ = ["TrainHooks", "TrainResult", "TrainingOOMError", "base_model_source", "train"]
@@ -149,6 +150,10 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         training.distill.TeacherMismatchError: The distillation teacher's tokenizer is not the student's.
         TrainingOOMError: Out of memory (the message says what to lower).
         FileExistsError: A fresh run in a folder that already holds one.
+        GameCodeError: The game's own code raised (a bug of the game): the run stopped after writing
+            the failure to ``game_errors.jsonl`` and a checkpoint of the last finished update, so that
+            it resumes once the game is fixed (synchronous rollouts; an asynchronous worker reports it
+            as a RuntimeError).
     """
     hooks = hooks or TrainHooks()
     started = time.perf_counter()
@@ -237,14 +242,14 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             parallel=setup.parallel,
         )
 
-    if run.eval_every and run.eval_at_start and start_step == 0:
-        initial = evaluate()
-        if log is not None:
-            log.write(0, initial)
-
     # --- 3. the loop: rollout -> credit -> sample -> update -> evaluate, log, checkpoint --------
     step, stop_reason, last_checkpoint = start_step, "updates", None
+    trained = start_step  # the last update whose weights the model holds (what a game failure checkpoints)
     try:
+        if run.eval_every and run.eval_at_start and start_step == 0:
+            initial = evaluate()
+            if log is not None:
+                log.write(0, initial)
         while step < run.updates:
             step += 1
             metrics: dict[str, float] = {}
@@ -305,6 +310,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             with warnings.catch_warnings():  # a skipped update steps the schedule without an optimizer step
                 warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
                 setup.scheduler.step()
+            trained = step
             rollouts.publish(step)
             opponents.after_update(step, setup.backend)
             state["skipped_updates"] = int(state["skipped_updates"]) + int(metrics["loss/skipped"])
@@ -334,6 +340,14 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                 last_checkpoint = save_checkpoint(step)
             if last:
                 break
+    except GameCodeError as error:  # a bug of the game: stop, keeping what a run resumed after the fix needs
+        if world.is_main:
+            record_game_error(folder.path, error)
+        saved = folder.checkpoints / f"step-{trained}"
+        if not saved.is_dir():  # e.g. not saved since the last checkpoint_every
+            saved = save_checkpoint(trained)
+        error.note = f"the run stopped with its checkpoint {saved}; fix the game and rerun with --resume"
+        raise
     finally:
         rollouts.close()
         if log is not None:

@@ -3,12 +3,13 @@
 Importing ``tsmg`` is light: it loads neither torch nor transformers nor any game module.
 """
 
-from tsmg.core import AgentID, Game, GameConfig, GameError, Invalid, RulesGame, StepResult
+from tsmg.core import AgentID, Game, GameCodeError, GameConfig, GameError, Invalid, RulesGame, StepResult
 from tsmg.registry import GameOptionsError, GameSpec, UnknownGameError, make, register, spec, specs
 
 __all__ = [
     "AgentID",
     "Game",
+    "GameCodeError",
     "GameConfig",
     "GameError",
     "GameOptionsError",

@@ -3,7 +3,8 @@
 Checks, in order: the API shape (agents, reset, step, info), seed determinism (same seed and
 actions ⇒ identical episode; different seeds ⇒ different starts where the game is random),
 that every legal action's text parses back, that invalid text is rejected with a reason and
-never raises, the answer rule of :mod:`tsmg.answers` against a corpus of hostile answers (no
+never raises (no call into the game may raise: a :class:`~tsmg.core.GameCodeError` fails the check
+naming the call), the answer rule of :mod:`tsmg.answers` against a corpus of hostile answers (no
 answer is read as a move it does not name), terminated/truncated sanity (a finished episode
 refuses ``step``; answers out of turn are refused), that an episode whose every answer is
 invalid ends, and that a policy answering nothing but nonsense scores no better than the random
@@ -12,15 +13,16 @@ policy on success, return and head-to-head results, seat by seat, over enough se
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tsmg.answers import names_move, normalize_answer
-from tsmg.core import AgentID, Game, GameError, Invalid
+from tsmg.core import AgentID, Game, GameCodeError, GameError, Invalid
 from tsmg.registry import make
 
 _INVALID_PROBES = ("", "   ", "\x00\x1b[31m", "definitely not an action " * 50, "🙂 ünïcödé", "<action></action>")
@@ -65,6 +67,23 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
 
 
+def _game_errors_fail_the_check(check: Callable[..., CheckReport]) -> Callable[..., CheckReport]:
+    """Report a call into the game that raised (:class:`GameCodeError`) as a failed check naming the call."""
+
+    @functools.wraps(check)
+    def checked(*args: Any, **kwargs: Any) -> CheckReport:
+        try:
+            return check(*args, **kwargs)
+        except GameCodeError as error:
+            raise GameCheckError(
+                f"{error.game_id}: {error.call} raised {type(error.error).__name__}: {error.error} (a game error: no "
+                "call into a game may raise; return Invalid(reason) for bad text)"
+            ) from error
+
+    return checked
+
+
+@_game_errors_fail_the_check
 def check_game(
     game: Game | str,
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
@@ -257,9 +276,11 @@ def _check_invalid_texts(game: Game, agent: str) -> None:
         try:
             parsed = game.parse(agent, text)
         except Exception as error:
+            call, raised = (error.call, error.error) if isinstance(error, GameCodeError) else ("parse", error)
             raise GameCheckError(
-                f"{name}: parse({agent!r}, {text!r:.40}) raised {error!r}; return Invalid(reason)"
-            ) from None
+                f"{name}: {call} raised {raised!r} on the answer {text!r:.40} of {agent!r} (a game error); return "
+                "Invalid(reason) for bad text"
+            ) from error
         if isinstance(parsed, Invalid) and not (isinstance(parsed.reason, str) and parsed.reason.strip()):
             raise GameCheckError(f"{name}: Invalid answers must carry a reason saying what was expected")
         if text in ("", "   ") and not isinstance(parsed, Invalid):

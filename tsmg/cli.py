@@ -24,10 +24,11 @@ from pydantic import ValidationError
 import tsmg
 from tsmg.assignments import parse_assignments
 from tsmg.checker import GameCheckError, check_game
-from tsmg.core import Game, GameError, Invalid
+from tsmg.core import Game, GameCodeError, GameError, Invalid
 from tsmg.episode import write_episodes
-from tsmg.policies import DecisionRequest, Policy, policy_from_spec
-from tsmg.registry import UnknownGameError, import_game_modules
+from tsmg.model_spec import parse_model_spec
+from tsmg.policies import DecisionRequest, OraclePolicy, Policy, policy_from_spec
+from tsmg.registry import UnknownGameError, import_game_modules, make
 from tsmg.rollout import plan_episodes, rollout
 from tsmg.summary import summarize, summary_line
 
@@ -59,11 +60,18 @@ def report_error(error: BaseException) -> int:
     """Print ``error`` as one line on stderr; the exit code (2 for bad input, 1 for anything else).
 
     Errors that say what the user got wrong (an unknown game, a bad option, a missing key) are
-    printed as they are; anything else is named as an unexpected error, with its traceback only
-    under ``TSMG_DEBUG=1``.
+    printed as they are, and so is a game's own failure (:class:`~tsmg.core.GameCodeError`: the
+    game and the call, with the file that holds the traceback); anything else is named as an
+    unexpected error, with its traceback only under ``TSMG_DEBUG=1``.
     """
     if os.environ.get("TSMG_DEBUG"):
         traceback.print_exception(error)
+    if isinstance(error, GameCodeError):  # a bug of the game: one sentence here, the traceback in the run folder
+        where = f"; its traceback is in {error.written_to}" if error.written_to else ""
+        where = where or ("" if os.environ.get("TSMG_DEBUG") else " (set TSMG_DEBUG=1 to see the traceback)")
+        note = f"; {error.note}" if error.note else ""
+        print(f"error: {one_line(error)}{where}{note}", file=sys.stderr)
+        return 1
     if isinstance(error, UsageError | ValidationError) or _is_user_error(error):
         print(f"error: {one_line(error)}", file=sys.stderr)
         return 2
@@ -254,7 +262,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                     "nonsense_vs_random": report.nonsense,
                 }
             )
-        except (GameCheckError, GameError, ImportError) as error:
+        except (GameCheckError, GameError, GameCodeError, ImportError) as error:
             results.append({"id": game_id, "ok": False, "error": str(error)})
     if args.json:
         print(json.dumps(results, indent=2))
@@ -344,6 +352,8 @@ def _ask_human(game: Game, agent: str) -> str | None:
 
 def _run_policy(game_id: str, policy_spec: str, episodes: int, seed: int, options: dict[str, Any]) -> list[Any]:
     policy = policy_from_spec(policy_spec, seed=seed, scripted_only=True)
+    if parse_model_spec(policy_spec).kind == "oracle":  # refused before anything is played
+        OraclePolicy.check_game(make(game_id, **options), seed)
     plans = plan_episodes(game_id, list(range(seed, seed + episodes)))
     return rollout(game_id, policy, plans=plans, game_options=options)
 

@@ -8,10 +8,11 @@ every agent observes text and acts in text. Three layers live here:
 * :class:`Game` is the public, environment-style interface every game offers: ``reset``,
   ``step`` with raw text per agent, ``observe``, ``legal_actions``, ``parse``.
 * :class:`RefereedGame` is the referee: the one implementation of ``step`` that reads every
-  answer (never raising), applies the invalid-answer rule (``on_invalid``, ``invalid_penalty``,
-  forfeits), counts rounds against the step limit, keeps the returns and fills ``info``. Games
-  feed it moves through a few hooks; :class:`RulesGame` and the Gymnasium and PettingZoo
-  adapters (:mod:`tsmg.adapters`) are its subclasses.
+  answer (bad text is an invalid answer, never an exception; an exception raised by the game's
+  own code is a :class:`GameCodeError`, a bug of the game), applies the invalid-answer rule
+  (``on_invalid``, ``invalid_penalty``, forfeits), counts rounds against the step limit, keeps
+  the returns and fills ``info``. Games feed it moves through a few hooks; :class:`RulesGame`
+  and the Gymnasium and PettingZoo adapters (:mod:`tsmg.adapters`) are its subclasses.
 * :class:`RulesGame` builds a game from *pure rules* over an explicit state (``initial_state``,
   ``transition``, ``is_terminal``, ...) plus a *text layer* (``render``, ``parse_action``,
   ``action_text``). Catalog games subclass it.
@@ -47,12 +48,57 @@ class GameError(RuntimeError):
     """Raised when a game is used against its contract (e.g. stepping a finished episode)."""
 
 
+class GameCodeError(RuntimeError):
+    """The game's own code raised: a bug of the game, never an invalid answer charged to a player.
+
+    The referee (:class:`RefereedGame`) raises it when a call into game code (``parse_action``,
+    ``transition``, ``render``, ``legal_moves``...) raises, with that exception as its cause; the
+    rollout engine then stops the run instead of playing on (``tsmg eval`` and ``tsmg train`` write
+    the failure to the run folder's ``game_errors.jsonl`` and exit non-zero). Bad *text* is never
+    one: parsers return :class:`Invalid` for it.
+
+    Attributes:
+        game_id: The game whose code raised.
+        call: The game's method that raised, by the name its author wrote (e.g. ``parse_action``).
+        error: The exception it raised (also ``__cause__``).
+        seed: The seed of the episode in progress (None: unseeded or unknown).
+        episode_id: The episode in progress, where the rollout engine knows it (else None).
+        written_to: The file the failure and its traceback were written to (a run folder's
+            ``game_errors.jsonl``, :func:`tsmg.rollout.record_game_error`), or None.
+        note: What the run did about it and what to do next (e.g. the checkpoint a training run
+            saved before stopping), or None.
+    """
+
+    def __init__(self, game_id: str, call: str, error: BaseException, seed: int | None = None) -> None:
+        """Record which game, which call and what it raised."""
+        super().__init__(game_id, call, error)
+        self.game_id = game_id
+        self.call = call
+        self.error = error
+        self.seed = seed
+        self.episode_id: str | None = None
+        self.written_to: str | None = None
+        self.note: str | None = None
+
+    def __str__(self) -> str:
+        """One sentence: the game, the call, the exception, and whose bug it is."""
+        if self.episode_id:
+            where = f" (episode {self.episode_id})"
+        else:
+            where = "" if self.seed is None else f" (seed {self.seed})"
+        raised = " ".join(f"{type(self.error).__name__}: {self.error}".split()).removesuffix(":")
+        bug = "a bug in the game, not an invalid answer"
+        return f"the game {self.game_id} raised in {self.call}{where}: {raised}; {bug}"
+
+
 @dataclass(frozen=True, slots=True)
 class Invalid:
     """An answer that does not name a legal action, with the reason why.
 
-    Parsers return it instead of raising, so that any string a model writes becomes an invalid
-    answer with an explanation rather than an exception. A policy may also pass an ``Invalid``
+    Parsers return it for any text that names no legal move, so that whatever a model writes
+    becomes an invalid answer with an explanation. A parser that raises instead has a bug: the
+    referee raises :class:`GameCodeError` and the run stops, for an answer never causes an
+    exception. A policy may also pass an ``Invalid``
     to :meth:`Game.step` when it already knows its answer is unusable (e.g. no ``<action>`` tag).
     """
 
@@ -199,6 +245,7 @@ class Game(ABC):
         Raises:
             GameError: The episode is over, an active agent did not answer, or an agent answered
                 out of turn.
+            GameCodeError: The game's own code raised (a bug of the game; no answer causes one).
         """
 
     @abstractmethod
@@ -209,7 +256,8 @@ class Game(ABC):
     def parse(self, agent: AgentID, text: str) -> Any:
         """Parse answer text into a game action, or return :class:`Invalid` with a reason.
 
-        Never raises, whatever the text.
+        Bad text of any kind is :class:`Invalid`, never an exception: an exception means a bug of
+        the game's parser (the referee raises it as :class:`GameCodeError`).
         """
 
     def legal_actions(self, agent: AgentID) -> list[str] | None:
@@ -304,7 +352,7 @@ class RefereedGame(Game, Generic[MoveT]):
     """A :class:`Game` whose answers go through the shared referee.
 
     The referee implements ``reset``, ``step``, ``parse`` and the episode bookkeeping once for
-    every game: it reads each active agent's answer into a move (never raising), applies the
+    every game: it reads each active agent's answer into a move (or :class:`Invalid`), applies the
     invalid-answer rule, asks the world to play the round, then counts the round against
     ``max_steps`` and adds the rewards to the returns. The rule for an invalid answer:
 
@@ -318,6 +366,12 @@ class RefereedGame(Game, Generic[MoveT]):
     forfeiting agent gets the game's forfeit reward (:meth:`_forfeit_rewards`; by default -1, a
     loss) and no success. So a seat that cannot answer never holds the others up for long, and
     a policy that always answers invalidly cannot score above one that plays.
+
+    An exception raised by the game's own code in any of these calls (a parser, the rules, the
+    rendering) is never an invalid answer: the referee raises :class:`GameCodeError` naming the
+    game and the call (by the name in :attr:`CALL_NAMES`), the original exception as its cause.
+    The exception: ``reset`` with per-episode ``options`` lets the game's own error through, for
+    a game may refuse options it cannot play (a ``ValueError`` saying why).
 
     Subclasses own the world (pure rules, or a wrapped env) and implement the hooks
     ``_start``, ``_to_move``, ``_read``, ``_advance``, ``_world_endings``, ``_legal_moves`` and
@@ -333,6 +387,9 @@ class RefereedGame(Game, Generic[MoveT]):
     #: The seed and options of the episode's reset and every round's answers (what a replay fork plays again).
     _replay_start: tuple[int | None, dict[str, Any]] = (None, {})
     _replay_log: list[dict[AgentID, str | Invalid]]
+    #: The names a game's author knows the referee's hooks by (RulesGame: its rules and text layer),
+    #: so that a :class:`GameCodeError` names the method that raised; a hook not listed is named as it is.
+    CALL_NAMES: ClassVar[Mapping[str, str]] = {}
 
     # ------------------------------------------------------------------ the world's hooks
     @abstractmethod
@@ -345,7 +402,7 @@ class RefereedGame(Game, Generic[MoveT]):
 
     @abstractmethod
     def _read(self, agent: AgentID, text: str) -> MoveT | Invalid:
-        """Parse ``text`` into a move legal now, or :class:`Invalid` (exceptions become invalid answers)."""
+        """Parse ``text`` into a move legal now, or :class:`Invalid` (an exception is a bug: :class:`GameCodeError`)."""
 
     @abstractmethod
     def _advance(self, moves: dict[AgentID, MoveT], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
@@ -394,6 +451,10 @@ class RefereedGame(Game, Generic[MoveT]):
     def _refresh(self) -> None:  # noqa: B027 - optional hook, deliberately empty
         """Called after every reset and step, once the referee's bookkeeping is current (re-render caches)."""
 
+    def _game_failure(self, hook: str, error: Exception) -> GameCodeError:
+        """The :class:`GameCodeError` of ``error``, raised by the game's code in the referee's call of ``hook``."""
+        return GameCodeError(self.game_id, self.CALL_NAMES.get(hook, hook), error, seed=self._replay_start[0])
+
     # ------------------------------------------------------------------ the referee
     @property
     def done(self) -> bool:
@@ -404,7 +465,12 @@ class RefereedGame(Game, Generic[MoveT]):
     def active_agents(self) -> tuple[AgentID, ...]:
         """Agents that must answer in the next step (none once the episode is over)."""
         tally = self._require_tally()
-        return () if tally.over else self._to_move()
+        if tally.over:
+            return ()
+        try:
+            return self._to_move()
+        except Exception as error:
+            raise self._game_failure("_to_move", error) from error
 
     @property
     def rounds(self) -> int:
@@ -456,23 +522,37 @@ class RefereedGame(Game, Generic[MoveT]):
         agents = self.agents
         self._tally = None  # the world starts without a stale record in view
         self._replay_start, self._replay_log = (seed, dict(options or {})), []
-        infos = self._start(seed, options or {})
+        try:
+            infos = self._start(seed, options or {})
+        except Exception as error:
+            if options:  # the game may refuse the caller's per-episode options (a ValueError that says why)
+                raise
+            raise self._game_failure("_start", error) from error
         self._tally = _Tally(
             returns=dict.fromkeys(agents, 0.0),
             invalid_streak=dict.fromkeys(agents, 0),
             terminated=dict.fromkeys(agents, False),
             truncated=dict.fromkeys(agents, False),
         )
-        self._judge_endings(self._tally)
-        self._refresh()
-        return {agent: self.observe(agent) for agent in agents}, {agent: infos.get(agent, {}) for agent in agents}
+        call = "_world_endings"
+        try:
+            self._judge_endings(self._tally)
+            call = "_refresh"
+            self._refresh()
+            call = "observe"
+            observations = {agent: self.observe(agent) for agent in agents}
+        except GameCodeError:
+            raise
+        except Exception as error:
+            raise self._game_failure(call, error) from error
+        return observations, {agent: infos.get(agent, {}) for agent in agents}
 
     def step(self, actions: Mapping[AgentID, str | Invalid]) -> StepResult:
         """Apply the active agents' answers; see :meth:`Game.step`."""
         tally = self._require_tally()
         if tally.over:
             raise GameError("the episode is over; call reset() before step()")
-        active = self._to_move()
+        active = self.active_agents  # the world's _to_move, a GameCodeError if it raises
         check_answers(active, actions)
         self._replay_log.append(dict(actions))
         config = self.config
@@ -481,71 +561,112 @@ class RefereedGame(Game, Generic[MoveT]):
         infos: dict[AgentID, dict[str, Any]] = {agent: {} for agent in agents}
         moves: dict[AgentID, MoveT] = {}
         forfeits: list[AgentID] = []
-        for agent in active:
-            answer = actions[agent]
-            move = answer if isinstance(answer, Invalid) else self.parse(agent, answer)
-            if not isinstance(move, Invalid):
-                tally.invalid_streak[agent] = 0
-                moves[agent] = move
-                infos[agent] = {"valid": True, "reason": None, "action": self._move_text(agent, move)}
-                continue
-            tally.invalid_streak[agent] += 1
-            rewards[agent] -= config.invalid_penalty
-            infos[agent] = {"valid": False, "reason": move.reason, "action": None}
-            limit = config.forfeit_after
-            if config.on_invalid == "terminate" or (limit is not None and tally.invalid_streak[agent] >= limit):
-                forfeits.append(agent)
-                infos[agent]["forfeit"] = True
-            elif config.on_invalid == "default_action":
-                moves[agent] = self._fallback_move(agent)
-                infos[agent]["action"] = self._move_text(agent, moves[agent])
-        if forfeits:
-            tally.forfeited = tuple(forfeits)
-            for agent in forfeits:
-                for other, reward in self._forfeit_rewards(agent).items():
-                    rewards[other] += float(reward)
-        else:
-            for agent, reward in self._advance(moves, infos).items():
-                if agent in rewards:
-                    rewards[agent] += float(reward)
-        tally.rounds += 1
-        for agent, reward in rewards.items():
-            tally.returns[agent] += reward
-        self._judge_endings(tally)
-        self._refresh()
-        observations = {agent: self.observe(agent) for agent in agents}
+        call = "_read"  # the hook in progress, named by a GameCodeError if the game's code raises
+        try:
+            for agent in active:
+                answer = actions[agent]
+                move = answer if isinstance(answer, Invalid) else self.parse(agent, answer)
+                if not isinstance(move, Invalid):
+                    tally.invalid_streak[agent] = 0
+                    moves[agent] = move
+                    call = "_move_text"
+                    infos[agent] = {"valid": True, "reason": None, "action": self._move_text(agent, move)}
+                    continue
+                tally.invalid_streak[agent] += 1
+                rewards[agent] -= config.invalid_penalty
+                infos[agent] = {"valid": False, "reason": move.reason, "action": None}
+                limit = config.forfeit_after
+                if config.on_invalid == "terminate" or (limit is not None and tally.invalid_streak[agent] >= limit):
+                    forfeits.append(agent)
+                    infos[agent]["forfeit"] = True
+                elif config.on_invalid == "default_action":
+                    call = "_fallback_move"
+                    moves[agent] = self._fallback_move(agent)
+                    call = "_move_text"
+                    infos[agent]["action"] = self._move_text(agent, moves[agent])
+            if forfeits:
+                call = "_forfeit_rewards"
+                tally.forfeited = tuple(forfeits)
+                for agent in forfeits:
+                    for other, reward in self._forfeit_rewards(agent).items():
+                        rewards[other] += float(reward)
+            else:
+                call = "_advance"
+                for agent, reward in self._advance(moves, infos).items():
+                    if agent in rewards:
+                        rewards[agent] += float(reward)
+            tally.rounds += 1
+            for agent, reward in rewards.items():
+                tally.returns[agent] += reward
+            call = "_world_endings"
+            self._judge_endings(tally)
+            call = "_refresh"
+            self._refresh()
+            call = "observe"
+            observations = {agent: self.observe(agent) for agent in agents}
+        except GameCodeError:
+            raise
+        except Exception as error:
+            raise self._game_failure(call, error) from error
         return StepResult(observations, rewards, tally.terminated, tally.truncated, infos)  # fresh dicts every step
 
     def parse(self, agent: AgentID, text: str) -> MoveT | Invalid:
-        """Parse ``text`` into a move or :class:`Invalid`; never raises, whatever the text."""
+        """Parse ``text`` into a move, or :class:`Invalid` for text that names no legal move.
+
+        Raises:
+            GameCodeError: The game's parser raised: a bug of the game (bad text is never one).
+        """
         if agent not in self.agents:
             return Invalid(f"unknown agent {agent!r}; agents are {list(self.agents)}")
         if not isinstance(text, str):
             return Invalid(f"expected text, got {type(text).__name__}")
         try:
             return self._read(agent, text)
-        except Exception as error:  # a parser bug must not crash a rollout
-            return Invalid(f"parser error: {error!r}")
+        except GameCodeError:
+            raise
+        except Exception as error:  # a parser that raises is a bug of the game, never the answer's fault
+            raise self._game_failure("_read", error) from error
 
     def legal_actions(self, agent: AgentID) -> list[str] | None:
         """Canonical texts of ``agent``'s legal moves now (empty when it is not its turn)."""
         if agent not in self.active_agents:
             return []
-        moves = self._legal_moves(agent)
-        return None if moves is None else [self._move_text(agent, move) for move in moves]
+        call = "_legal_moves"
+        try:
+            moves = self._legal_moves(agent)
+            call = "_move_text"
+            return None if moves is None else [self._move_text(agent, move) for move in moves]
+        except GameCodeError:
+            raise
+        except Exception as error:
+            raise self._game_failure(call, error) from error
 
     def is_success(self, agent: AgentID) -> bool | None:
         """The world's verdict; False for an agent that forfeited."""
         if self._tally is None:
             return None
-        return False if agent in self._tally.forfeited else self._success(agent)
+        if agent in self._tally.forfeited:
+            return False
+        try:
+            return self._success(agent)
+        except GameCodeError:
+            raise
+        except Exception as error:
+            raise self._game_failure("_success", error) from error
 
     def oracle_action(self, agent: AgentID) -> str | None:
         """The oracle's move text for ``agent`` now (None when it is not its turn, or without oracle)."""
         if agent not in self.active_agents:
             return None
-        move = self._oracle_move(agent)
-        return None if move is None else self._move_text(agent, move)
+        call = "_oracle_move"
+        try:
+            move = self._oracle_move(agent)
+            call = "_move_text"
+            return None if move is None else self._move_text(agent, move)
+        except GameCodeError:
+            raise
+        except Exception as error:
+            raise self._game_failure(call, error) from error
 
     def __repr__(self) -> str:
         """Show the id and the options that differ from the defaults."""
@@ -603,6 +724,20 @@ class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
 
     #: The agents of the game; override, or override :attr:`agents`.
     AGENTS: ClassVar[tuple[AgentID, ...]] = ("player",)
+    CALL_NAMES: ClassVar[Mapping[str, str]] = {
+        "_start": "initial_state",
+        "_to_move": "current_agents",
+        "_read": "parse_action",
+        "_advance": "transition",
+        "_world_endings": "is_terminal",
+        "_legal_moves": "legal_moves",
+        "_move_text": "action_text",
+        "_fallback_move": "default_move",
+        "_forfeit_rewards": "forfeit",
+        "_success": "success",
+        "_oracle_move": "oracle",
+        "observe": "render",
+    }
 
     def __init__(self, config: GameConfig | None = None, **options: Any) -> None:
         """Build the game from a config object or from keyword options (validated)."""
@@ -686,8 +821,9 @@ class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
 
         ``state`` is the state in play (None before the first ``reset``: then check the form
         only). Follow the answer rule of :mod:`tsmg.answers`: accept a move's own name (any case,
-        surrounding punctuation aside) or an alias the prompt announces, nothing else. Must
-        never raise.
+        surrounding punctuation aside) or an alias the prompt announces, nothing else. Return
+        :class:`Invalid` for bad text of every kind; never raise for it: an exception here is a
+        bug of the game, which stops an evaluation or a training run (:class:`GameCodeError`).
         """
 
     @abstractmethod

@@ -187,6 +187,22 @@ class OraclePolicy:
             decisions.append(Decision(action=action))
         return decisions
 
+    @staticmethod
+    def check_game(game: Game, seed: int | None = None) -> None:
+        """Refuse, before anything is played, a game that has no oracle to play.
+
+        Resets ``game`` with ``seed`` and asks for the oracle's move of each seat to move first.
+
+        Raises:
+            ValueError: No seat gets an oracle move (the message names the game and what to do).
+        """
+        game.reset(seed=seed)
+        if not any(game.oracle_action(agent) is not None for agent in game.active_agents):
+            raise ValueError(
+                f"the oracle policy plays the game's own oracle, and {game.game_id} has none (its oracle gives no "
+                "move at the start of an episode): give the game an oracle (RulesGame.oracle) or pick another policy"
+            )
+
 
 class CallablePolicy:
     """Wraps a function ``request -> answer text`` as a policy."""

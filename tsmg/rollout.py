@@ -12,8 +12,12 @@ Remote servers batch requests themselves, so for them (``schedule="independent"`
 episode advances on its own worker thread under the same concurrency bound: a slow request
 never holds the other episodes in lock-step.
 
-A policy or game that raises fails only the episodes concerned: they are recorded with the
-error and the rest of the run goes on.
+A policy that raises fails only the episodes concerned: they are recorded with the error and
+the rest of the run goes on. A game whose own code raises is another matter: that is a bug of the
+game, never a failed answer, so the rollout stops and raises :class:`~tsmg.core.GameCodeError`
+(naming the game, the call and the episode); the episodes finished before it were handed to
+``on_episode`` already, and the others are dropped. :func:`record_game_error` writes it to a run
+folder's ``game_errors.jsonl`` with its traceback.
 
 Branching (tree rollouts): a ``branch`` hook sees every episode after each of its rounds and when
 it ends (:class:`RoundEnd`), and may return new plans. A plan whose ``start`` is an
@@ -26,18 +30,22 @@ record by replaying its answers (:meth:`EpisodeSnapshot.replay`).
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
 import time
+import traceback
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
-from tsmg.core import AgentID, Game, GameError, Invalid
+from tsmg.core import AgentID, Game, GameCodeError, GameError, Invalid
 from tsmg.episode import Episode, Message, StepRecord, dumps_key
 from tsmg.policies import Decision, DecisionRequest, Policy, Turn
 from tsmg.registry import make
@@ -45,6 +53,9 @@ from tsmg.registry import make
 logger = logging.getLogger(__name__)
 
 GameFactory = Callable[[], Game]
+T = TypeVar("T")
+#: The file of a run folder that holds the game failures that stopped its runs (one JSON object a line).
+GAME_ERRORS_FILE = "game_errors.jsonl"
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +306,10 @@ def rollout(
     Returns:
         The finished episodes, in plan order, then those the ``branch`` hook planned, in the
         order it planned them. Episodes that failed carry ``error``.
+
+    Raises:
+        GameCodeError: The game's own code raised (a bug of the game): the rollout stops, the
+            episodes finished before it having been handed to ``on_episode``.
     """
     options = dict(game_options or {})
     if isinstance(game, str):
@@ -405,21 +420,34 @@ def _run_independent(
     limit: int,
     finish: Finisher,
 ) -> None:
-    """Each episode advances on its own worker thread (servers batch; a slow request holds no one)."""
+    """Each episode advances on its own worker thread (servers batch; a slow request holds no one).
+
+    The first game failure stops every worker at its next round and is raised once they are done.
+    """
+    game_failures: list[GameCodeError] = []
+    stop = threading.Event()
 
     def play(index: int, plan: EpisodePlan) -> None:
-        episode = start(index, plan)
-        if isinstance(episode, Episode):
-            finish(episode, episode.error)
+        if stop.is_set():
             return
-        while True:
-            answers, failed = _decide([episode], policies)
-            if not _advance(episode, answers, failed, finish):
+        try:
+            episode = start(index, plan)
+            if isinstance(episode, Episode):
+                finish(episode, episode.error)
                 return
+            while not stop.is_set():
+                answers, failed = _decide([episode], policies)
+                if not _advance(episode, answers, failed, finish):
+                    return
+        except GameCodeError as error:
+            game_failures.append(error)
+            stop.set()
 
     with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="tsmg-rollout") as pool:
         for future in [pool.submit(play, index, plan) for index, plan in pending]:
             future.result()
+    if game_failures:
+        raise game_failures[0]
 
 
 def _decide(
@@ -428,18 +456,19 @@ def _decide(
     """Ask each policy once for every pending decision of ``live``; errors fail their episodes."""
     requests_by_policy: dict[int, tuple[Policy, list[tuple[_LiveEpisode, DecisionRequest]]]] = {}
     for episode in live:
-        for agent in episode.game.active_agents:
+        game, plan = episode.game, episode.plan
+        for agent in _in_game(game, plan, "active_agents", attrgetter("active_agents"), game):
             policy = _policy_for(policies, agent)
             request = DecisionRequest(
-                game=episode.game,
+                game=game,
                 agent=agent,
                 observation=episode.observations[agent],
-                legal_actions=episode.game.legal_actions(agent),
+                legal_actions=_in_game(game, plan, "legal_actions", game.legal_actions, agent),
                 history=episode.history.setdefault(agent, []),
-                episode_seed=episode.plan.seed,
+                episode_seed=plan.seed,
                 episode_index=episode.index,
                 round=episode.record.num_rounds,
-                group_index=episode.plan.group_index,
+                group_index=plan.group_index,
             )
             requests_by_policy.setdefault(id(policy), (policy, []))[1].append((episode, request))
 
@@ -451,6 +480,8 @@ def _decide(
             decisions = policy.act([request for _, request in batch])
             if len(decisions) != len(batch):
                 raise RuntimeError(f"policy {policy.name} returned {len(decisions)} decisions for {len(batch)}")
+        except GameCodeError:  # the game raised under the policy (an oracle, say): the game's bug stops the run
+            raise
         except Exception as error:  # one failing policy fails its episodes, not the run
             logger.exception("policy %s failed", policy.name)
             for episode, _ in batch:
@@ -479,14 +510,59 @@ def _advance(
         return False
     try:
         _play_round(episode, answers.get(episode.index, {}))
+    except GameCodeError:
+        raise  # the game's bug: the whole rollout stops (see the module's docstring)
     except Exception as error:
         logger.exception("episode %s failed", episode.plan.episode_id)
-        finish(episode, f"game step failed: {error!r}")
+        finish(episode, f"recording the round failed: {error!r}")
         return False
-    if episode.game.done:
+    if _in_game(episode.game, episode.plan, "done", attrgetter("done"), episode.game):
         finish(episode, None)
         return False
     return True
+
+
+def _in_game(game: Game, plan: EpisodePlan, call: str, function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)``, a call into ``game`` (playing ``plan``): what it raises is the game's failure.
+
+    The referee (:class:`~tsmg.core.RefereedGame`) names the game's own method that raised; a game
+    without the referee is named by the :class:`~tsmg.core.Game` method (``call``). Either way the
+    error learns the episode it stopped.
+    """
+    try:
+        return function(*args)
+    except GameCodeError as error:
+        error.episode_id = error.episode_id or plan.episode_id
+        raise
+    except Exception as error:
+        failure = GameCodeError(game.game_id, call, error, seed=plan.seed)
+        failure.episode_id = plan.episode_id
+        raise failure from error
+
+
+def record_game_error(folder: str | Path, error: GameCodeError) -> Path:
+    """Append ``error`` to the run folder's :data:`GAME_ERRORS_FILE`; returns the file's path.
+
+    One JSON object a line: ``game_id``, ``episode_id``, ``seed``, ``call`` (the game's method that
+    raised), ``exception`` (its type and message) and ``traceback`` (of the game's exception, the
+    lines of the game's code included), so the terminal can show one sentence and the file the rest.
+    """
+    path = Path(folder) / GAME_ERRORS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cause = error.error
+    record = {
+        "game_id": error.game_id,
+        "episode_id": error.episode_id,
+        "seed": error.seed,
+        "call": error.call,
+        "exception": f"{type(cause).__name__}: {cause}",
+        "traceback": "".join(traceback.format_exception(cause)),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    error.written_to = str(path)
+    return path
 
 
 def _policy_for(policies: Policy | Mapping[AgentID, Policy], agent: AgentID) -> Policy:
@@ -509,6 +585,9 @@ def _start_episode(
     if plan.start is not None:
         try:
             return plan.start.begin(index, plan)
+        except GameCodeError as error:  # a replay fork runs the game's code again
+            error.episode_id = error.episode_id or plan.episode_id
+            raise
         except Exception as error:
             logger.exception("could not fork episode %s", plan.episode_id)
             failed = plan.start.record.model_copy(update={"episode_id": plan.episode_id, "group_id": plan.group_id})
@@ -517,8 +596,10 @@ def _start_episode(
     game: Game | None = None
     try:
         game = factory()
-        observations, _ = game.reset(seed=plan.seed)
+        observations, _ = _in_game(game, plan, "reset", game.reset, plan.seed)
         names = {agent: _policy_for(policies, agent).name for agent in game.agents}
+    except GameCodeError:
+        raise
     except Exception as error:
         logger.exception("could not start episode %s", plan.episode_id)
         return Episode(
@@ -546,8 +627,12 @@ def _start_episode(
 
 def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionRequest, Decision]]) -> None:
     game, record = episode.game, episode.record
-    state_keys = {agent: dumps_key(game.state_key(agent)) for agent in answers}
-    result = game.step({agent: decision.action for agent, (_, decision) in answers.items()})
+    state_keys = {
+        agent: dumps_key(_in_game(game, episode.plan, "state_key", game.state_key, agent)) for agent in answers
+    }
+    result = _in_game(
+        game, episode.plan, "step", game.step, {agent: decision.action for agent, (_, decision) in answers.items()}
+    )
     for agent, (request, decision) in answers.items():
         info = result.infos.get(agent, {})
         completion = decision.completion
@@ -621,7 +706,9 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
 def _close_record(episode: _LiveEpisode) -> None:
     """Record each agent's success and the state its last step led to, once the game is over."""
     game, record = episode.game, episode.record
-    record.success = {agent: game.is_success(agent) for agent in game.agents}
+    record.success = {
+        agent: _in_game(game, episode.plan, "is_success", game.is_success, agent) for agent in game.agents
+    }
     record.final_state_keys = {agent: final_state_key(game, agent) for agent in game.agents}
 
 

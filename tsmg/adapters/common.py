@@ -344,6 +344,26 @@ def check_mask(action: Any, mask: Any, legal: Sequence[Any] | None, text: Callab
     return Invalid(f"{text(action)} is not a legal move now (legal: {allowed})")
 
 
+def check_in_space(action: Any, space: spaces.Space[Any], text: Callable[[Any], str]) -> Any:
+    """``action`` when ``space`` holds it, else :class:`Invalid`: what the library would refuse, refused as an answer.
+
+    Gymnasium's ``action_space.contains`` is the libraries' own test of a legal action (PettingZoo's
+    ``AssertOutOfBoundsWrapper`` asserts it), so an action a custom ``parse=`` reads outside the space
+    is an invalid answer here instead of an error inside the env.
+    """
+    try:
+        inside = space.contains(action)
+    except (TypeError, ValueError):  # e.g. an array of another shape: not an action of this space
+        inside = False
+    if inside:
+        return action
+    try:
+        shown = text(action)
+    except Exception:  # the action is outside the space: its text may not exist either
+        shown = repr(action)
+    return Invalid(f"{shown} is not an action of the space {space}")
+
+
 def same_action(first: Any, second: Any) -> bool:
     """Whether two env actions are equal (scalars or arrays)."""
     return bool(np.array_equal(np.asarray(first), np.asarray(second)))

@@ -14,7 +14,7 @@ What this module shares with :mod:`tsmg.adapters.pettingzoo` lives in :mod:`tsmg
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium
 from gymnasium import spaces
@@ -46,9 +46,11 @@ class GymnasiumGame(RefereedGame[Any]):
             a function returning an env.
         render: ``render(observation, env) -> str``; by default ``"Observation: 3"`` plus the
             list of actions (Text observations are shown as they are).
-        parse: ``parse(text) -> action | Invalid``; must not raise (an exception becomes an
-            invalid answer). By default Discrete actions are read by name (``action_names``) or
-            as integers, numeric arrays as numbers, Text actions as they are.
+        parse: ``parse(text) -> action | Invalid``: :class:`Invalid` for bad text (an exception
+            is a bug of the game, raised as :class:`~tsmg.core.GameCodeError`; an action outside
+            the env's action space is an invalid answer). By default Discrete actions are read
+            by name (``action_names``) or as integers, numeric arrays as numbers, Text actions as
+            they are.
         action_names: Names of Discrete actions in order (e.g. ``["left", "down", ...]``).
         agent: The id of the single agent.
         action_aliases: Other names the default parser accepts, each mapped to the action name it
@@ -86,6 +88,19 @@ class GymnasiumGame(RefereedGame[Any]):
     """
 
     turn_based = True
+    #: The text layer's and the env's names for the referee's hooks (see :class:`~tsmg.core.GameCodeError`).
+    CALL_NAMES: ClassVar[Mapping[str, str]] = {
+        "_start": "env.reset",
+        "_read": "parse_text",
+        "_advance": "env.step",
+        "_legal_moves": "legal_moves",
+        "_move_text": "action_to_text",
+        "_fallback_move": "default_move",
+        "_forfeit_rewards": "forfeit_reward",
+        "_success": "success",
+        "_oracle_move": "oracle",
+        "_refresh": "render_observation",
+    }
 
     def __init__(
         self,
@@ -275,6 +290,8 @@ class GymnasiumGame(RefereedGame[Any]):
 
     def _read(self, agent: AgentID, text: str) -> Any:
         move = self.parse_text(text)
+        if not isinstance(move, Invalid) and self._parse_fn is not None:  # the default parsers stay in the space
+            move = common.check_in_space(move, self.env.action_space, self.action_to_text)
         if isinstance(move, Invalid) or not self.enforce_action_mask:
             return move
         return common.check_mask(move, self._env_info.get("action_mask"), self.legal_moves(), self.action_to_text)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from gymnasium import spaces
 from pettingzoo import AECEnv, ParallelEnv
@@ -80,8 +80,9 @@ class PettingZooGame(RefereedGame[Any]):
         env_or_factory: A PettingZoo AEC or Parallel env, or a function returning one. The env
             must list ``possible_agents``.
         render: ``render(observation, agent, env) -> str``.
-        parse: ``parse(agent, text) -> action | Invalid``; must not raise (an exception becomes
-            an invalid answer).
+        parse: ``parse(agent, text) -> action | Invalid``: :class:`Invalid` for bad text (an
+            exception is a bug of the game, raised as :class:`~tsmg.core.GameCodeError`; an
+            action outside the agent's action space is an invalid answer).
         action_names: Names of Discrete actions, one list for every agent or a list per agent.
         action_text: ``action_text(agent, action) -> str``, canonical action text.
         is_success: ``is_success(game, agent) -> bool | None`` at the end of an episode.
@@ -105,6 +106,19 @@ class PettingZooGame(RefereedGame[Any]):
         >>> game.step({"player_0": "paper", "player_1": "rock"}).rewards
         {'player_0': 1.0, 'player_1': -1.0}
     """
+
+    #: The text layer's and the env's names for the referee's hooks (see :class:`~tsmg.core.GameCodeError`).
+    CALL_NAMES: ClassVar[Mapping[str, str]] = {
+        "_start": "env.reset",
+        "_read": "parse_text",
+        "_advance": "env.step",
+        "_legal_moves": "legal_moves",
+        "_move_text": "action_to_text",
+        "_forfeit_rewards": "forfeit_reward",
+        "_success": "success",
+        "_oracle_move": "oracle",
+        "_refresh": "render_observation",
+    }
 
     def __init__(
         self,
@@ -251,6 +265,10 @@ class PettingZooGame(RefereedGame[Any]):
 
     def _read(self, agent: AgentID, text: str) -> Any:
         move = self.parse_text(agent, text)
+        if not isinstance(move, Invalid) and self._parse_fn is not None:  # the default parsers stay in the space
+            move = common.check_in_space(
+                move, self.env.action_space(agent), lambda action: self.action_to_text(agent, action)
+            )
         if isinstance(move, Invalid) or not self.enforce_action_mask:
             return move
         mask, legal = self._action_mask(agent), self.legal_moves(agent)

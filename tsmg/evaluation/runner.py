@@ -2,7 +2,10 @@
 
 The folder holds ``config.json`` (what the run is), ``episodes.jsonl`` (append-only, one
 finished episode per line, flushed as each finishes), ``failures.jsonl`` (episodes that could not
-finish, with their error), ``summary.json``, ``report.md`` and plots. Rerunning the same command
+finish, with their error), ``summary.json``, ``report.md`` and plots. A game whose own code raises
+stops the run (:class:`~tsmg.core.GameCodeError`): the failure, with its traceback, is appended to
+``game_errors.jsonl``, the episodes finished before it stay in ``episodes.jsonl``, and rerunning
+once the game is fixed plays the rest. Rerunning the same command
 plays only the planned episodes missing from ``episodes.jsonl``; after a ``kill -9`` a torn last
 line is cut off first, so nothing is lost or duplicated.
 
@@ -25,14 +28,15 @@ from itertools import groupby
 from pathlib import Path
 from typing import IO, Any
 
-from tsmg.core import Invalid
+from tsmg.core import GameCodeError, Invalid
 from tsmg.episode import Episode, read_episodes
 from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.metrics import summarize_eval
 from tsmg.evaluation.plan import PlannedEpisode, plan_evaluation
 from tsmg.model_spec import parse_model_spec
-from tsmg.policies import Decision, DecisionRequest, Policy, policy_from_spec
-from tsmg.rollout import EpisodePlan, rollout
+from tsmg.policies import Decision, DecisionRequest, OraclePolicy, Policy, policy_from_spec
+from tsmg.registry import make
+from tsmg.rollout import EpisodePlan, record_game_error, rollout
 
 logger = logging.getLogger(__name__)
 
@@ -183,11 +187,14 @@ def run_eval(
 
     Raises:
         ConfigMismatchError: the folder holds a run with another configuration.
-        ValueError: a cost budget with a model that has no price.
+        ValueError: a cost budget with a model that has no price, or the oracle on a game without one.
+        backends.BackendError: a model's server cannot be reached.
+        GameCodeError: a game's own code raised (written to ``game_errors.jsonl`` first).
     """
     folder = Path(out_dir)
     # Bad input fails before any file is written and before any progress bar: the plan makes every
-    # game (an unknown id or a bad option), and every model is built (a bad spec, a missing API key).
+    # game (an unknown id or a bad option), every model is built (a bad spec, a missing API key) and
+    # its server reached, and the oracle policy meets a game that has an oracle.
     if budget is not None:
         budget.check_prices(config)
     plan = plan_evaluation(config)
@@ -199,7 +206,9 @@ def run_eval(
     policies: dict[str, Policy] = {}
     for spec in dict.fromkeys(spec for p in todo for _, spec in p.seats):
         policy = policy_factory(spec, config)
+        _check_reachable(policy)
         policies[spec] = policy if budget is None else BudgetedPolicy(policy, spec, budget, config)
+    _check_oracles(config, todo)
     if budget is not None:
         for episode in previous:
             budget.charge_episode(episode, config.prices)
@@ -207,17 +216,23 @@ def run_eval(
     if repair_jsonl(episodes_path):
         logger.warning("cut a torn last line off %s (an interrupted run)", episodes_path)
     failures: list[Episode] = []
-    with open(episodes_path, "a", encoding="utf-8") as sink, _progress(progress, len(todo)) as advance:
-        for _attempt in range(retries + 1):
-            failures = []
-            for (game_id, seats), group in groupby(todo, key=lambda p: (p.game_id, p.seats)):
-                if budget is not None and budget.spent:
-                    break  # nothing more is started; what was cut short is played by a rerun
-                _play(config, game_id, seats, list(group), policies, concurrency, sink, failures, advance, token_ids)
-            if not failures or (budget is not None and budget.spent):
-                break
-            failed_ids = {episode.episode_id for episode in failures}
-            todo = [planned for planned in todo if planned.episode_id in failed_ids]
+    try:
+        with open(episodes_path, "a", encoding="utf-8") as sink, _progress(progress, len(todo)) as advance:
+            for _attempt in range(retries + 1):
+                failures = []
+                for (game_id, seats), group in groupby(todo, key=lambda p: (p.game_id, p.seats)):
+                    if budget is not None and budget.spent:
+                        break  # nothing more is started; what was cut short is played by a rerun
+                    _play(
+                        config, game_id, seats, list(group), policies, concurrency, sink, failures, advance, token_ids
+                    )
+                if not failures or (budget is not None and budget.spent):
+                    break
+                failed_ids = {episode.episode_id for episode in failures}
+                todo = [planned for planned in todo if planned.episode_id in failed_ids]
+    except GameCodeError as error:  # a bug of the game: no retry helps; the traceback goes to the file
+        record_game_error(folder, error)
+        raise
     if failures:
         with open(folder / "failures.jsonl", "a", encoding="utf-8") as handle:
             for episode in failures:
@@ -237,6 +252,27 @@ def run_eval(
 
         write_markdown_and_plots(summary, folder)
     return EvalResult(folder, len(plan), len(completed), failures, summary, stopped)
+
+
+def _check_reachable(policy: Policy) -> None:
+    """Refuse a model whose server nobody answers at (a backend that talks to one offers ``check_reachable``)."""
+    check = getattr(getattr(policy, "model", None), "check_reachable", None)
+    if check is not None:
+        check()
+
+
+def _check_oracles(config: EvalConfig, todo: Sequence[PlannedEpisode]) -> None:
+    """Refuse the oracle policy in a game that has no oracle, on the first seed it would play there."""
+    checked = set()
+    for planned in todo:
+        if planned.game_id in checked or not any(parse_model_spec(spec).kind == "oracle" for _, spec in planned.seats):
+            continue
+        checked.add(planned.game_id)
+        game = make(planned.game_id, **config.game_options.get(planned.game_id, {}))
+        try:
+            OraclePolicy.check_game(game, planned.seed)
+        finally:
+            game.close()
 
 
 def _play(

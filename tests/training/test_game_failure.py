@@ -1,0 +1,69 @@
+"""Training stops at a game's own failure: the failure written, a checkpoint saved, resumable once the game is fixed."""
+
+import json
+
+import pytest
+
+import tsmg
+from games.frozen_lake import FrozenLake
+from tests.failing_games import OldSignatureLake
+from tests.training.test_trainer import SMALL_LAKE, make_config, tiny_model  # noqa: F401  (the session's tiny model)
+from training.run_log import METRICS_FILE, read_metrics
+from training.trainer import TrainHooks, train
+from tsmg import GameCodeError
+from tsmg.cli import report_error
+from tsmg.rollout import GAME_ERRORS_FILE
+
+GAME_ID = "test/SwitchableLake-v0"
+
+
+class SwitchableLake(FrozenLake):
+    """Frozen Lake whose parse_action the test swaps for the old two-argument one in the middle of a run."""
+
+
+def test_a_game_failure_stops_training_with_a_checkpoint_and_the_run_resumes_once_the_game_is_fixed(
+    tiny_model,  # noqa: F811  (the session's fixture)
+    tmp_path,
+    capsys,
+):
+    out = tmp_path / "run"
+
+    def break_the_game(step, metrics):  # as if play reached the game's buggy code only in update 2
+        if step == 1:
+            SwitchableLake.parse_action = OldSignatureLake.parse_action
+
+    tsmg.register(GAME_ID, SwitchableLake, max_steps=4)
+    config = make_config(out, tiny_model, rollout={"game_id": GAME_ID, "game_options": SMALL_LAKE}, run={"updates": 3})
+    try:
+        with pytest.raises(GameCodeError) as raised:
+            train(config, hooks=TrainHooks(on_update=break_the_game))
+        error = raised.value
+        assert (error.game_id, error.call) == (GAME_ID, "parse_action") and isinstance(error.seed, int)
+        (record,) = [json.loads(line) for line in (out / GAME_ERRORS_FILE).read_text().splitlines()]
+        assert record["call"] == "parse_action" and record["exception"].startswith("TypeError")
+        assert sorted(path.name for path in (out / "checkpoints").iterdir()) == ["step-1"]  # the update that finished
+        capsys.readouterr()  # the model loading's progress bars
+        assert report_error(error) == 1
+        (line,) = capsys.readouterr().err.splitlines()  # what `tsmg train` prints: one sentence
+        assert f"the game {GAME_ID} raised in parse_action" in line and "step-1" in line and "--resume" in line
+
+        del SwitchableLake.parse_action  # the game fixed
+        resumed = train(config, resume=True)
+        assert resumed.resumed_from == 1 and resumed.steps == 3 and resumed.stop_reason == "updates"
+        assert [row["step"] for row in read_metrics(out / METRICS_FILE)] == [1, 2, 3]
+    finally:
+        SwitchableLake.parse_action = FrozenLake.parse_action
+        tsmg.registry.unregister(GAME_ID)
+
+
+def test_a_game_that_raises_from_the_start_is_refused_before_the_model_loads(tmp_path):
+    tsmg.register(GAME_ID, OldSignatureLake, max_steps=4)
+    try:
+        config = make_config(
+            tmp_path / "run", tmp_path / "no-model", rollout={"game_id": GAME_ID, "game_options": SMALL_LAKE}
+        )
+        with pytest.raises(GameCodeError, match="raised in parse_action"):
+            train(config)
+        assert not (tmp_path / "run").exists()
+    finally:
+        tsmg.registry.unregister(GAME_ID)
