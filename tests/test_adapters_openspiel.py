@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,6 +87,14 @@ def test_the_refused_list_is_what_openspiel_says_and_does_not_grow():
     for name in REFUSED:
         with pytest.raises(UnplayableGameError, match=f"OpenSpiel's {name} cannot be played"):
             tsmg.make(f"openspiel:{name}")
+
+
+def test_the_readme_lists_exactly_the_refused_games():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## OpenSpiel games", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| ([a-z0-9_, ]+) \| ", section, re.MULTILINE)
+    assert sorted(name.strip() for row in rows for name in row.split(",")) == sorted(REFUSED)
+    assert f"`OpenSpiel/<name>-v0` for the {len(OPENSPIEL_GAMES)} games" in section
 
 
 def test_registered_ids_are_every_playable_default_game_with_its_family():
