@@ -353,3 +353,57 @@ def test_game_errors_are_not_swallowed():
     game.reset(seed=0)
     with pytest.raises(GameError, match="unknown agent 'player_7'"):
         game.observe("player_7")
+
+
+# ------------------------------------------------------------------------------ exact exploitability
+class KuhnNash:
+    """The hand-written solver's Nash strategy (alpha = 1/6), read from OpenSpiel's information-state string."""
+
+    name = "kuhn-nash"
+
+    def move_probabilities(self, request):
+        from games import kuhn_poker_rules as rules
+
+        text = request.game.state.information_state_string(request.game.player(request.agent))
+        card, history = int(text[0]), text[1:].replace("p", "k")  # before a decision, a pass is a check
+        first, second = rules.nash_strategy(1 / 6)[(card, history)]  # in the order of rules.legal_actions
+        if rules.facing_bet(history):  # (call, fold): OpenSpiel's Bet calls, its Pass folds
+            return {"Pass": second, "Bet": first}
+        return {"Pass": first, "Bet": second}  # (check, bet)
+
+    def act(self, requests):  # pragma: no cover - only its probabilities are read
+        raise NotImplementedError
+
+
+def test_openspiels_exploitability_equals_the_hand_written_kuhn_solver():
+    from games import kuhn_poker_rules as rules
+    from tsmg.adapters.openspiel_exploitability import openspiel_exploitability
+    from tsmg.evaluation.exploitability import kuhn_exploitability
+    from tsmg.policies import FixedPolicy
+
+    random_play = openspiel_exploitability(RandomPolicy(), "openspiel:kuhn_poker")
+    assert random_play.exploitability == pytest.approx(kuhn_exploitability(RandomPolicy()).exploitability, abs=1e-9)
+    assert random_play.exploitability == pytest.approx(11 / 24, abs=1e-9)
+    assert random_play.best_response == pytest.approx(kuhn_exploitability(RandomPolicy()).best_response, abs=1e-9)
+    aggressive = {(card, history): (0.0, 1.0) for card, history in rules.information_sets()}  # check, bet
+    for card, history in rules.information_sets():
+        if rules.facing_bet(history):
+            aggressive[(card, history)] = (1.0, 0.0)  # call, fold
+    always_bet = openspiel_exploitability(FixedPolicy("Bet"), "OpenSpiel/kuhn_poker-v0")
+    assert always_bet.exploitability == pytest.approx(rules.exploitability(aggressive), abs=1e-9)
+    nash = openspiel_exploitability(KuhnNash(), "openspiel:kuhn_poker")
+    assert nash.exploitability == pytest.approx(0.0, abs=1e-9)
+    assert nash.best_response == pytest.approx((-1 / 18, 1 / 18), abs=1e-9)
+    assert nash.strategy["0"] == pytest.approx({"Pass": 5 / 6, "Bet": 1 / 6})  # the J bluffs at alpha
+
+
+def test_tsmg_exploitability_on_openspiel_games_from_the_command_line(capsys):
+    assert main(["exploitability", "--game", "openspiel:kuhn_poker", "--model", "random", "--json"]) == 0
+    [report] = json.loads(capsys.readouterr().out)
+    assert report["exploitability"] == pytest.approx(0.458333333, abs=1e-9) and len(report["strategy"]) == 12
+    assert main(["exploitability", "--game", "openspiel:leduc_poker", "--model", "random"]) == 0
+    assert "| random | 1 | 2.3736 | +2.0875 | +2.6597 |" in capsys.readouterr().out  # OpenSpiel's NashConv 4.7472 / 2
+    assert main(["exploitability", "--game", "openspiel:goofspiel(num_cards=3)", "--model", "random"]) == 2
+    assert "needs a two-player zero-sum game with sequential moves" in capsys.readouterr().err
+    assert main(["exploitability", "--game", "openspiel:leduc_poker", "--model", "openspiel-mcts"]) == 2
+    assert "move probabilities of 'openspiel-mcts' cannot be read" in capsys.readouterr().err

@@ -289,6 +289,18 @@ class OpenSpielGame(RefereedGame[int]):
         """OpenSpiel's action number of the legal move named ``text`` (a canonical text of :meth:`legal_actions`)."""
         return self._moves[agent][text]
 
+    def reset_to(self, state: Any) -> None:
+        """Start an episode at a copy of the OpenSpiel ``state`` (chance after it drawn from the game's generator).
+
+        Exact exploitability (:mod:`tsmg.adapters.openspiel_exploitability`) asks a policy what it
+        plays at every information state this way.
+        """
+        self.reset()
+        self._state = state.clone()
+        _resolve_chance(self._state, self.np_random)
+        self._judge_endings(self._require_tally())
+        self._refresh()
+
     def move_name(self, agent: AgentID, action: int) -> str:
         """The name of ``agent``'s legal move with OpenSpiel's action number ``action`` (as legal_actions lists it).
 
