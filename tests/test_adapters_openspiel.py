@@ -39,6 +39,8 @@ GOOFSPIEL = "openspiel:goofspiel(num_cards=4,points_order=descending)"
 def _loads_with_defaults() -> dict[str, object]:
     games = {}
     for name in pyspiel.registered_names():
+        if name == "python_tsmg_twins":  # registered by a test below, not by OpenSpiel
+            continue
         try:
             games[name] = pyspiel.load_game(name)
         except (pyspiel.SpielError, IndexError):  # nfg_game without its file: map::at
@@ -185,6 +187,92 @@ def test_same_seed_same_deal_in_another_process():
     assert len(set(here["openspiel:leduc_poker"])) > 1  # the seed does change the deal
 
 
+class TwinsGame(pyspiel.Game):
+    """A one-move OpenSpiel game (OpenSpiel's Python game API) whose actions 0 and 1 are both written "Pass"."""
+
+    TYPE = pyspiel.GameType(
+        short_name="python_tsmg_twins",
+        long_name="Python tsmg twins",
+        dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+        chance_mode=pyspiel.GameType.ChanceMode.DETERMINISTIC,
+        information=pyspiel.GameType.Information.PERFECT_INFORMATION,
+        utility=pyspiel.GameType.Utility.GENERAL_SUM,
+        reward_model=pyspiel.GameType.RewardModel.TERMINAL,
+        max_num_players=1,
+        min_num_players=1,
+        provides_information_state_string=False,
+        provides_information_state_tensor=False,
+        provides_observation_string=True,
+        provides_observation_tensor=False,
+        parameter_specification={},
+    )
+    INFO = pyspiel.GameInfo(
+        num_distinct_actions=3, max_chance_outcomes=0, num_players=1, min_utility=0.0, max_utility=2.0,
+        utility_sum=None, max_game_length=1,
+    )  # fmt: skip
+
+    def __init__(self, params=None):
+        super().__init__(self.TYPE, self.INFO, params or {})
+
+    def new_initial_state(self):
+        return TwinsState(self)
+
+    def make_py_observer(self, iig_obs_type=None, params=None):
+        return TwinsObserver()
+
+
+class TwinsState(pyspiel.State):
+    def __init__(self, game):
+        super().__init__(game)
+        self.value = None
+
+    def current_player(self):
+        return pyspiel.PlayerId.TERMINAL if self.value is not None else 0
+
+    def _legal_actions(self, player):
+        return [0, 1, 2]
+
+    def _apply_action(self, action):
+        self.value = float(action)
+
+    def _action_to_string(self, player, action):
+        return "Pass" if action < 2 else "Bet"
+
+    def is_terminal(self):
+        return self.value is not None
+
+    def returns(self):
+        return [self.value or 0.0]
+
+    def __str__(self):
+        return "start" if self.value is None else f"took {self.value}"
+
+
+class TwinsObserver:
+    def __init__(self):
+        self.tensor, self.dict = np.zeros(0), {}
+
+    def set_from(self, state, player):
+        pass
+
+    def string_from(self, state, player):
+        return str(state)
+
+
+def test_moves_openspiel_writes_alike_get_their_action_numbers():
+    if TwinsGame.TYPE.short_name not in pyspiel.registered_names():
+        pyspiel.register_game(TwinsGame.TYPE, TwinsGame)
+    game = tsmg.make("openspiel:python_tsmg_twins")
+    observations, _ = game.reset(seed=0)
+    assert game.legal_actions("player_0") == ["Pass (action 0)", "Pass (action 1)", "Bet"]
+    assert "Your legal moves: Pass (action 0), Pass (action 1), Bet." in observations["player_0"]
+    assert isinstance(game.parse("player_0", "Pass"), Invalid)  # it names two moves
+    twin = game.fork()
+    assert game.step({"player_0": "pass (action 1)"}).rewards == {"player_0": 1.0}
+    assert twin.step({"player_0": "Pass (action 0)"}).rewards == {"player_0": 0.0}
+    check_game(tsmg.make("openspiel:python_tsmg_twins"), nonsense_seeds=10)
+
+
 def test_more_than_64_moves_are_not_listed_and_are_read_strictly():
     game = tsmg.make("openspiel:go(board_size=9)")
     observations, _ = game.reset(seed=0)
@@ -233,6 +321,12 @@ def test_an_invalid_answer_voids_a_simultaneous_round_and_three_forfeit_on_the_m
     result = game.step({"player_0": "[P0]Bid: 4", "player_1": "five"})
     assert game.done and result.infos["player_1"]["forfeit"]
     assert game.episode_returns() == {"player_0": 0.0, "player_1": game.pyspiel_game.min_utility()}
+    kuhn = tsmg.make("openspiel:kuhn_poker")
+    kuhn.reset(seed=0)
+    kuhn.step({"player_0": "Bet"})
+    for _ in range(3):
+        kuhn.step({"player_1": "raise"})
+    assert kuhn.forfeited == ("player_1",) and kuhn.episode_returns() == {"player_0": 0.0, "player_1": -2.0}
 
 
 def test_returns_are_openspiels_and_a_step_limit_truncates():
