@@ -58,7 +58,7 @@ def test_openspiel_ids_take_openspiels_own_parameter_syntax():
     assert game.legal_actions("player_0") == ["[P0]Bid: 1", "[P0]Bid: 2", "[P0]Bid: 3", "[P0]Bid: 4"]
     assert "Current point card: 4" in observations["player_0"]  # descending: the 4 comes first, no chance
     assert game.pyspiel_game.get_parameters()["num_cards"] == 4
-    description = "OpenSpiel's goofspiel(num_cards=4,points_order=descending) (simultaneous, 2 players)."
+    description = "OpenSpiel's goofspiel(num_cards=4,points_order=descending) [simultaneous, 2 players]."
     assert tsmg.spec(GOOFSPIEL).description == description
 
 
@@ -501,3 +501,37 @@ def test_tsmg_exploitability_on_openspiel_games_from_the_command_line(capsys):
     assert "needs a two-player zero-sum game with sequential moves" in capsys.readouterr().err
     assert main(["exploitability", "--game", "openspiel:leduc_poker", "--model", "openspiel-mcts"]) == 2
     assert "move probabilities of 'openspiel-mcts' cannot be read" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def sharp_backend(tmp_path_factory):
+    """A tiny model whose move probabilities are far from one half (as tests/evaluation/test_exploitability.py)."""
+    import torch
+
+    from backends.hf import HFBackend
+    from backends.tiny import build_tiny_model
+
+    backend = HFBackend(build_tiny_model(tmp_path_factory.mktemp("kuhn"), seed=3), threads=1)
+    with torch.no_grad():
+        backend.model.lm_head.weight.mul_(12.0)
+    return backend
+
+
+def test_a_models_exploitability_through_openspiel_is_the_hand_written_solvers(sharp_backend):
+    """The model's exact choice probabilities at every information state; both solvers on that strategy agree."""
+    from games import kuhn_poker_rules as rules
+    from tsmg.adapters.openspiel_exploitability import openspiel_exploitability
+
+    lap = LAP(sharp_backend, LAPConfig.model_validate({"action_format": {"kind": "choice"}}))
+    report = openspiel_exploitability(lap, "openspiel:kuhn_poker")
+    strategy = {}
+    for text, probabilities in report.strategy.items():
+        card, history = int(text[0]), text[1:].replace("p", "k")
+        pair = (probabilities["Bet"], probabilities["Pass"]) if rules.facing_bet(history) else (
+            probabilities["Pass"], probabilities["Bet"])  # fmt: skip
+        strategy[(card, history)] = pair
+    assert len(strategy) == 12 and any(abs(pair[0] - 0.5) > 0.1 for pair in strategy.values())
+    assert report.exploitability == pytest.approx(rules.exploitability(strategy), abs=1e-9)
+    assert report.best_response == pytest.approx(
+        (rules.best_response_value(strategy, 0), rules.best_response_value(strategy, 1)), abs=1e-9
+    )

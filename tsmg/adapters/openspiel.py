@@ -220,7 +220,7 @@ def openspiel_spec(game_id: str) -> GameSpec:
         id=game_id,
         entry_point=OpenSpielGame,
         kwargs={"game": game_string},
-        description=f"OpenSpiel's {game_string} ({family(game)}, {players} player{'s' if players > 1 else ''}).",
+        description=f"OpenSpiel's {game_string} [{family(game)}, {players} player{'s' if players > 1 else ''}].",
     )
 
 
