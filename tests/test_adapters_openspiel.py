@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +81,15 @@ def test_bad_names_parameters_and_refused_games_get_one_clear_sentence(capsys):
         error = capsys.readouterr().err
         assert expected in error and "Traceback" not in error
         assert [text for text in error.splitlines() if text.startswith("error:")] == [error.splitlines()[-1]]
+
+
+def test_games_made_from_many_threads_leave_stderr_where_it_was():
+    """Loading silences OpenSpiel's C++ stderr; threads take turns, so the real stderr always comes back."""
+    before = os.fstat(2)
+    with ThreadPoolExecutor(16) as pool:
+        made = list(pool.map(lambda _: tsmg.make("openspiel:leduc_poker"), range(64)))
+    after = os.fstat(2)
+    assert len(made) == 64 and (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)
 
 
 def test_the_refused_list_is_what_openspiel_says_and_does_not_grow():

@@ -47,6 +47,7 @@ import difflib
 import os
 import re
 import sys
+import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
@@ -111,25 +112,30 @@ _BROKEN = frozenset({"morpion_solitaire"})
 _PLAYER = re.compile(r"^player_(\d+)$")
 
 
+_QUIET_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def quiet_openspiel() -> Iterator[None]:
     """Silence what OpenSpiel's C++ writes to stderr while the block runs.
 
     OpenSpiel prints every error it raises (``OpenSpiel exception: ...``) and some warnings on
     file descriptor 2 before Python sees the exception; tsmg reports the exception itself, once,
-    in one line. Keep the block short: anything written to stderr meanwhile is lost.
+    in one line. Blocks of several threads take turns (file descriptor 2 is the process's), and
+    anything written to stderr meanwhile is lost: keep them short (loading a game, one check).
     """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as sink:
-            os.dup2(sink.fileno(), 2)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 2)
-    finally:
-        os.close(saved)
+    with _QUIET_LOCK:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            with open(os.devnull, "w") as sink:
+                os.dup2(sink.fileno(), 2)
+                try:
+                    yield
+                finally:
+                    os.dup2(saved, 2)
+        finally:
+            os.close(saved)
 
 
 class UnplayableGameError(ValueError):
@@ -437,8 +443,7 @@ class OpenSpielGame(RefereedGame[int]):
         """Play on a clone; on OpenSpiel's refusal (SpielError) the answer becomes invalid and the state stays."""
         twin = self.state.clone()
         try:
-            with quiet_openspiel():
-                play(twin)
+            play(twin)
         except pyspiel.SpielError as error:
             reason = f"OpenSpiel refused the move: {' '.join(str(error).split())}"
             tally = self._require_tally()
@@ -578,6 +583,7 @@ class MCTSPolicy:
         self.uct_c = float(uct_c)
         self.rollouts = int(rollouts)
         self.name = name
+        self._playable: set[str] = set()  # the OpenSpiel games (by game string) found playable
 
     @classmethod
     def from_options(cls, seed: int, options: Mapping[str, Any]) -> MCTSPolicy:
@@ -631,7 +637,10 @@ class MCTSPolicy:
         return game.move_name(request.agent, int(bot.step(state)))
 
     def _check_playable(self, game: OpenSpielGame) -> None:
-        """Refuse, with the reason, a game the bot cannot play fairly."""
+        """Refuse, with the reason, a game the bot cannot play fairly (checked once per OpenSpiel game)."""
+        key = str(game.pyspiel_game)
+        if key in self._playable:
+            return
         game_type = game.game_type
         problem = None
         if not game.turn_based:
@@ -649,3 +658,4 @@ class MCTSPolicy:
                 )
         if problem is not None:
             raise ValueError(f"openspiel-mcts cannot play {game.game_id}: {problem}")
+        self._playable.add(key)
