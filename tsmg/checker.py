@@ -1,9 +1,9 @@
 """``check_game``: does a game keep the TSMG contract? Failure messages say what to fix.
 
 Checks, in order: the API shape (agents, reset, step, info), seed determinism (same seed and
-actions ⇒ identical episode; different seeds ⇒ different starts where the game is random),
-that every legal action's text parses back, that invalid text is rejected with a reason and
-never raises, the answer rule of :mod:`tsmg.answers` against a corpus of hostile answers (no
+actions ⇒ identical episode), that ``has_random_start`` says what a few seeds show (in either
+direction), that every legal action's text parses back, that invalid text is rejected with a
+reason and never raises, the answer rule of :mod:`tsmg.answers` against a corpus of hostile answers (no
 answer is read as a move it does not name), terminated/truncated sanity (a finished episode
 refuses ``step``; answers out of turn are refused), that an episode whose every answer is
 invalid ends, and that a policy answering nothing but nonsense scores no better than the random
@@ -131,7 +131,8 @@ def _check_random_start(game: Game, seeds: Sequence[int], first_starts: Sequence
     if varies and not game.has_random_start:
         raise GameCheckError(
             f"{game.game_id}: has_random_start is False but the first observation changes with the seed (seeds "
-            f"{list(seeds)}); return True from has_random_start (a fixed start must not draw from the generator)."
+            f"{list(seeds)}); return True from has_random_start, or draw nothing from the generator before the "
+            "first observation."
         )
 
 

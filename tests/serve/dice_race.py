@@ -50,6 +50,7 @@ class DiceRace(RulesGame[RaceState, str]):
 
     def action_text(self, agent, action):
         return action
+
     # has_random_start is left at the default, False: the first observation says otherwise.
 
 

@@ -2,8 +2,8 @@
 without the token; and what it is told: whose move a result describes, why a binary frame is refused."""
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import time
@@ -119,7 +119,7 @@ def test_serve_refuses_a_model_it_was_not_given_and_an_open_host_without_token(a
 
 
 def test_an_opponent_model_given_at_start_plays_and_no_other_model_does(tmp_path):
-    """``--opponent-model hf:DIR`` (a tiny real model) is offered, loaded once and plays X; other models stay refused."""
+    """``--opponent-model hf:DIR`` (a tiny real model) is offered, loaded at start and plays X; no other model is."""
     pytest.importorskip("torch")
     from backends.tiny import build_tiny_model
 
@@ -177,8 +177,9 @@ def test_client_options_are_bounded_by_the_operator(guarded):
     for body, words in refusals:
         response = httpx.post(f"{url}/reset", json={"seed": 0, **body}, headers=headers)
         assert response.status_code == 422 and words in response.json()["detail"], response.text
-        with GameEnvClient(base_url=url, token=TOKEN).sync() as env, pytest.raises(RuntimeError, match=re.escape(words[:40])):
-            env.reset(seed=0, **body)
+        with GameEnvClient(base_url=url, token=TOKEN).sync() as env:
+            with pytest.raises(RuntimeError, match=re.escape(words[:40])):
+                env.reset(seed=0, **body)
 
 
 def test_default_bounds_are_the_served_game_s_own_values(tmp_path):
@@ -193,6 +194,8 @@ def test_default_bounds_are_the_served_game_s_own_values(tmp_path):
         ):
             response = httpx.post(f"{url}/reset", json=options)
             assert response.status_code == 422 and words in response.json()["detail"], response.text
+        with pytest.raises(RemoteGameError, match="max_steps: 10000 is over this server's limit of 16"):
+            tsmg.make(url, max_steps=10_000).reset(seed=0)  # the server's own sentence, through tsmg's client
 
 
 def test_the_token_is_required_over_http_and_websocket(guarded, monkeypatch):
@@ -264,7 +267,8 @@ def test_binary_websocket_frames_get_a_readable_error_and_the_session_goes_on(se
 
 # ------------------------------------------------------------------ /info's random start, as checked
 def test_info_reports_the_random_start_the_seeds_show(tmp_path):
-    with serve_process(tmp_path, "--import", "tests.serve.dice_race", "test/DiceRace-v0", "test/FixedStartRace-v0") as s:
+    races = ("test/DiceRace-v0", "test/FixedStartRace-v0")
+    with serve_process(tmp_path, "--import", "tests.serve.dice_race", *races) as s:
         assert httpx.get(f"{s.url('test/DiceRace-v0')}/info").json()["has_random_start"] is True
         assert httpx.get(f"{s.url('test/FixedStartRace-v0')}/info").json()["has_random_start"] is False
         assert tsmg.make(s.url("test/DiceRace-v0")).has_random_start is True
