@@ -143,10 +143,15 @@ TOKEN = "tsmg-test-token-8f2e"
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
-    """FrozenLake where clients may set max_steps and a map (up to 16 cells), and must present a token."""
+    """FrozenLake where clients may set max_steps and a map (up to 16 cells), and must present a token;
+    and the two dice races whose declared random start is wrong."""
     with serve_process(
         tmp_path_factory.mktemp("guarded"),
         "FrozenLake-v0",
+        "--import",
+        "tests.serve.dice_race",
+        "test/DiceRace-v0",
+        "test/FixedStartRace-v0",
         "--client-options",
         "max_steps",
         "--option-limit",
@@ -182,20 +187,19 @@ def test_client_options_are_bounded_by_the_operator(guarded):
                 env.reset(seed=0, **body)
 
 
-def test_default_bounds_are_the_served_game_s_own_values(tmp_path):
+def test_default_bounds_are_the_served_game_s_own_values(served):
     """Without flags a client may shrink what the server plays, never grow it."""
-    with serve_process(tmp_path, "FrozenLake-v0") as server:
-        url = server.url("FrozenLake-v0")
-        assert tsmg.make(url, max_steps=5, on_invalid="terminate", p_frozen=0.9).reset(seed=0)
-        for options, words in (
-            ({"game_options": {"max_steps": 17}}, "max_steps: 17 is over this server's limit of 16"),
-            ({"game_options": {"size": 64}}, "size: 64 is over this server's limit of 4"),
-            ({"options": {"desc": ["SF", "FG"]}}, "options.desc: a value of size 4"),
-        ):
-            response = httpx.post(f"{url}/reset", json=options)
-            assert response.status_code == 422 and words in response.json()["detail"], response.text
-        with pytest.raises(RemoteGameError, match="max_steps: 10000 is over this server's limit of 16"):
-            tsmg.make(url, max_steps=10_000).reset(seed=0)  # the server's own sentence, through tsmg's client
+    url = served.url("FrozenLake-v0")
+    assert tsmg.make(url, max_steps=5, on_invalid="terminate", p_frozen=0.9).reset(seed=0)
+    for options, words in (
+        ({"game_options": {"max_steps": 17}}, "max_steps: 17 is over this server's limit of 16"),
+        ({"game_options": {"size": 64}}, "size: 64 is over this server's limit of 4"),
+        ({"options": {"desc": ["SF", "FG"]}}, "options.desc: a value of size 4"),
+    ):
+        response = httpx.post(f"{url}/reset", json=options)
+        assert response.status_code == 422 and words in response.json()["detail"], response.text
+    with pytest.raises(RemoteGameError, match="max_steps: 10000 is over this server's limit of 16"):
+        tsmg.make(url, max_steps=10_000).reset(seed=0)  # the server's own sentence, through tsmg's client
 
 
 def test_the_token_is_required_over_http_and_websocket(guarded, monkeypatch):
@@ -266,12 +270,14 @@ def test_binary_websocket_frames_get_a_readable_error_and_the_session_goes_on(se
 
 
 # ------------------------------------------------------------------ /info's random start, as checked
-def test_info_reports_the_random_start_the_seeds_show(tmp_path):
-    races = ("test/DiceRace-v0", "test/FixedStartRace-v0")
-    with serve_process(tmp_path, "--import", "tests.serve.dice_race", *races) as s:
-        assert httpx.get(f"{s.url('test/DiceRace-v0')}/info").json()["has_random_start"] is True
-        assert httpx.get(f"{s.url('test/FixedStartRace-v0')}/info").json()["has_random_start"] is False
-        assert tsmg.make(s.url("test/DiceRace-v0")).has_random_start is True
+def test_info_reports_the_random_start_the_seeds_show(guarded):
+    from tests.serve import dice_race  # noqa: F401  (registers the races in this process too)
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    for game_id, declared, shown in (("test/DiceRace-v0", False, True), ("test/FixedStartRace-v0", True, False)):
+        assert tsmg.make(game_id).has_random_start is declared
+        assert httpx.get(f"{guarded.url(game_id)}/info", headers=headers).json()["has_random_start"] is shown
+        assert tsmg.make(guarded.url(game_id), token=TOKEN).has_random_start is shown
 
 
 # ------------------------------------------------------------------ OpenEnv's private session table

@@ -72,13 +72,6 @@ def add_command(commands: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check the games and options, bind the port, print the URLs, then serve until interrupted."""
-    try:
-        from tsmg.serve.environment import ServeSettings, load_opponent_models
-        from tsmg.serve.server import bind, serve
-    except ImportError as error:
-        missing = f"tsmg serve needs the serve extra ({error.name} is missing)"
-        print(f"error: {missing}: pip install 'tsmg[serve]'", file=sys.stderr)
-        return 2
     import tsmg
     from tsmg.serve.limits import OptionRules, canonical_spec, check_opponent, parse_client_options, parse_option_limit
 
@@ -104,6 +97,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     allowed = parse_client_options(args.client_options)
     for game_id in args.games:
         tsmg.make(game_id)  # an unknown id fails here, naming the closest ones
+    try:  # after the checks above, which import nothing of the server, so that a typo is told at once
+        from tsmg.serve.environment import ServeSettings, load_opponent_models
+        from tsmg.serve.server import bind, serve
+    except ImportError as error:
+        missing = f"tsmg serve needs the serve extra ({error.name} is missing)"
+        print(f"error: {missing}: pip install 'tsmg[serve]'", file=sys.stderr)
+        return 2
     settings = ServeSettings(
         opponent=opponent,
         opponent_models=models,
