@@ -190,11 +190,13 @@ def test_client_options_are_bounded_by_the_operator(guarded):
 def test_default_bounds_are_the_served_game_s_own_values(served):
     """Without flags a client may shrink what the server plays, never grow it."""
     url = served.url("FrozenLake-v0")
-    assert tsmg.make(url, max_steps=5, on_invalid="terminate", p_frozen=0.9).reset(seed=0)
+    game = tsmg.make(url, max_steps=5, on_invalid="terminate", p_frozen=0.9, desc=["SF", "FG"])
+    small_map = {"desc": ["SFF", "FHF", "FFG"]}
+    assert "3x3 board" in game.reset(seed=0, options=small_map)[0]["player"]  # small maps are fine
     for options, words in (
         ({"game_options": {"max_steps": 17}}, "max_steps: 17 is over this server's limit of 16"),
         ({"game_options": {"size": 64}}, "size: 64 is over this server's limit of 4"),
-        ({"options": {"desc": ["SF", "FG"]}}, "options.desc: a value of size 4"),
+        ({"options": {"desc": ["S" + "F" * 19] * 19 + ["F" * 19 + "G"]}}, "options.desc: a value of size 400"),
     ):
         response = httpx.post(f"{url}/reset", json=options)
         assert response.status_code == 422 and words in response.json()["detail"], response.text

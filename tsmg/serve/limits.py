@@ -15,11 +15,10 @@ ask the server for more than the served game already does:
 
 * an integer (a board size, a step limit, a bot's search budget) is at most the served game's
   value (unbounded where the served game sets none, e.g. ``forfeit_after=None``);
-* a list, an object or a text longer than :data:`FREE_TEXT_CHARS` (a custom map, a word list)
-  is no bigger than the served game's value, counted in characters and items
-  (:func:`option_size`); the options of one episode have no served value, so these need a limit;
-* booleans, fractions (probabilities, rewards) and short texts (choices such as ``on_invalid``)
-  are checked by the game alone.
+* a text, a list or an object (a custom map, a word list) is no bigger than the served game's
+  value or :data:`DEFAULT_MAX_SIZE`, whichever is larger, counted in characters and items
+  (:func:`option_size`): a small map is fine, a 100×100 one needs the operator's limit;
+* booleans and fractions (probabilities, rewards) are checked by the game alone.
 
 An ``--option-limit`` bounds a number's value, or any other value's size.
 """
@@ -34,8 +33,9 @@ from tsmg.model_spec import ModelSpecError, parse_model_spec
 
 #: The scripted opponents every server offers (``fixed:TEXT`` stands for any fixed answer).
 SCRIPTED_OPPONENTS = ("random", "oracle", "fixed:TEXT")
-#: Texts up to this long are choices (``on_invalid="penalize"``), not sizes: no limit applies.
-FREE_TEXT_CHARS = 64
+#: Size (characters and items) of a text, list or object any client may send without a limit: a
+#: 16×16 map, a choice such as ``on_invalid="penalize"``.
+DEFAULT_MAX_SIZE = 256
 
 
 class NotOffered(ValueError):
@@ -150,13 +150,13 @@ class OptionRules:
                     f"tsmg serve --option-limit {name}=N raises it)"
                 )
             return
-        if isinstance(value, bool) or value is None or (isinstance(value, str) and len(value) <= FREE_TEXT_CHARS):
+        if isinstance(value, bool) or value is None:
             return
-        size, served_size = option_size(value), option_size(served)
-        if size > served_size:
+        size, limit = option_size(value), max(option_size(served), DEFAULT_MAX_SIZE)
+        if size > limit:
             raise NotOffered(
                 f"{where}.{name}: a value of size {size} (characters and items) is over this server's limit of "
-                f"{served_size} (the served game's own value; tsmg serve --option-limit {name}=N raises it)"
+                f"{limit} (tsmg serve --option-limit {name}=N raises it)"
             )
 
 
