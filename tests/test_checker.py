@@ -113,6 +113,21 @@ def test_claimed_random_start_is_checked():
         check_game(FixedButClaimsRandom(map_name="4x4"))
 
 
+def test_has_random_start_must_say_what_the_seeds_show_in_either_direction():
+    """A dice race whose opening roll shows in its first observation, declared fixed; a fixed start declared random."""
+    from tests.serve.dice_race import DiceRace, FixedStartRace
+
+    with pytest.raises(GameCheckError, match="has_random_start is False but the first observation changes with"):
+        check_game(DiceRace(max_steps=40), nonsense_seeds=0)
+    with pytest.raises(GameCheckError, match="has_random_start is True but seeds"):
+        check_game(FixedStartRace(max_steps=40), nonsense_seeds=0)
+
+    class DeclaredRace(DiceRace):
+        has_random_start = True
+
+    check_game(DeclaredRace(max_steps=40), nonsense_seeds=0)  # the declaration now says what the seeds show
+
+
 def test_a_move_read_from_an_answer_that_does_not_name_it_is_caught():
     with pytest.raises(GameCheckError, match="the answer 'd' was read as the move 'down', which it does not name"):
         check_game(AbbreviatingLake(map_name="4x4"), nonsense_seeds=0)

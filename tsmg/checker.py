@@ -1,12 +1,12 @@
 """``check_game``: does a game keep the TSMG contract? Failure messages say what to fix.
 
 Checks, in order: the API shape (agents, reset, step, info), seed determinism (same seed and
-actions ⇒ identical episode; different seeds ⇒ different starts where the game is random),
-that every legal action's text parses back, that invalid text is rejected with a reason and
-never raises (no call into the game may raise: a :class:`~tsmg.core.GameCodeError` fails the check
-naming the call), the answer rule of :mod:`tsmg.answers` against a corpus of hostile answers (no
-answer is read as a move it does not name), terminated/truncated sanity (a finished episode
-refuses ``step``; answers out of turn are refused), that an episode whose every answer is
+actions ⇒ identical episode), that ``has_random_start`` says what a few seeds show (in either
+direction), that every legal action's text parses back, that invalid text is rejected with a
+reason and never raises (no call into the game may raise: a :class:`~tsmg.core.GameCodeError`
+fails the check naming the call), the answer rule of :mod:`tsmg.answers` against a corpus of
+hostile answers (no answer is read as a move it does not name), terminated/truncated sanity (a
+finished episode refuses ``step``; answers out of turn are refused), that an episode whose every answer is
 invalid ends, and that a policy answering nothing but nonsense scores no better than the random
 policy on success, return and head-to-head results, seat by seat, over enough seeds to tell.
 """
@@ -123,16 +123,36 @@ def check_game(
                 "initial_state/transition (RulesGame) or seeded in reset(); never from the global random module."
             )
         first_starts.append(trace[0])
-    if game.has_random_start and len(seeds) > 1 and all(start == first_starts[0] for start in first_starts):
-        raise GameCheckError(
-            f"{name}: has_random_start is True but seeds {list(seeds)} all give the same first observation; "
-            "draw the start from the generator seeded in reset(), or return False from has_random_start."
-        )
+    _check_random_start(game, seeds, first_starts)
     _check_step_errors(game, seeds[0])
     _check_invalid_answers_end(game, seeds[0], end_within)
     if nonsense_seeds:
         _check_nonsense_never_beats_random(game, nonsense_seeds, end_within, report)
     return report
+
+
+def observed_random_start(game: Game, seeds: Sequence[int] = (0, 1, 2, 3, 4)) -> bool:
+    """Whether ``game``'s first observations differ between ``seeds`` (what ``has_random_start`` must say)."""
+    starts = [tuple(sorted(game.reset(seed=seed)[0].items())) for seed in seeds]
+    return any(start != starts[0] for start in starts)
+
+
+def _check_random_start(game: Game, seeds: Sequence[int], first_starts: Sequence[Any]) -> None:
+    """``has_random_start`` says what the seeds show, in either direction (clients plan their seeds by it)."""
+    if len(seeds) < 2:
+        return
+    varies = any(start != first_starts[0] for start in first_starts)
+    if game.has_random_start and not varies:
+        raise GameCheckError(
+            f"{game.game_id}: has_random_start is True but seeds {list(seeds)} all give the same first observation; "
+            "draw the start from the generator seeded in reset(), or return False from has_random_start."
+        )
+    if varies and not game.has_random_start:
+        raise GameCheckError(
+            f"{game.game_id}: has_random_start is False but the first observation changes with the seed (seeds "
+            f"{list(seeds)}); return True from has_random_start, or draw nothing from the generator before the "
+            "first observation."
+        )
 
 
 def _check_agents(game: Game) -> None:

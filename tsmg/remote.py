@@ -8,13 +8,17 @@ success) comes with it. ``parse`` and ``oracle_action`` ask the server.
 
 All clients of the process share one background event loop, so a thousand live games cost a
 thousand sockets, not a thousand threads. A session is closed by :meth:`RemoteGame.close` or
-when the game is garbage-collected. Needs ``tsmg[serve]``.
+when the game is garbage-collected. A server started with ``--token`` needs
+``tsmg.make(URL, token=...)`` or ``TSMG_SERVE_TOKEN`` set. Needs ``tsmg[serve]``.
+
+The server's refusals reach OpenEnv's client as error frames, which it raises as a
+``RuntimeError`` whose text is the whole report (``Server error: MESSAGE (code: CODE)``);
+:class:`RemoteGameError` carries that text as it is rather than parsing it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping
@@ -22,10 +26,9 @@ from typing import Any, TypeVar
 
 from tsmg.core import AgentID, ForkMode, Game, GameError, Invalid, StepResult, check_answers
 from tsmg.registry import UnknownGameError
+from tsmg.serve.auth import client_token, token_headers
 
 ResultT = TypeVar("ResultT")
-
-_SERVER_ERROR = re.compile(r"^Server error: (?P<message>.*) \(code: (?P<code>\w+)\)$", re.DOTALL)
 
 
 class RemoteGameError(GameError):
@@ -61,7 +64,7 @@ class _SharedLoop:
         loop.run_forever()
 
 
-_info_cache: dict[str, Any] = {}
+_info_cache: dict[tuple[str, str | None], Any] = {}  # by URL and token
 _info_lock = threading.Lock()
 
 
@@ -77,8 +80,10 @@ def http_base(url: str) -> str:
     return base
 
 
-def fetch_game_info(url: str, timeout_s: float = 10.0) -> Any:
+def fetch_game_info(url: str, timeout_s: float = 10.0, token: str | None = None) -> Any:
     """The served game's :class:`~tsmg.serve.models.GameInfo` (cached per URL for the process).
+
+    ``token``: the server's ``--token`` (default: ``$TSMG_SERVE_TOKEN``).
 
     Raises:
         UnknownGameError: The server answers but serves no game there.
@@ -90,11 +95,13 @@ def fetch_game_info(url: str, timeout_s: float = 10.0) -> Any:
     from tsmg.serve.models import GameInfo
 
     base = http_base(url)
+    token = client_token(token)
+    key = (base, token)
     with _info_lock:
-        if base in _info_cache:
-            return _info_cache[base]
+        if key in _info_cache:
+            return _info_cache[key]
     try:
-        response = httpx.get(f"{base}/info", timeout=timeout_s)
+        response = httpx.get(f"{base}/info", timeout=timeout_s, headers=token_headers(token))
     except httpx.HTTPError as error:
         raise UnreachableGameError(f"cannot reach {base} ({error}); is `tsmg serve` running there?") from None
     if response.status_code == 404:
@@ -103,7 +110,7 @@ def fetch_game_info(url: str, timeout_s: float = 10.0) -> Any:
         raise RemoteGameError(f"{base}/info answered {response.status_code}: {_detail(response)}")
     info = GameInfo.model_validate(response.json())
     with _info_lock:
-        _info_cache[base] = info
+        _info_cache[key] = info
     return info
 
 
@@ -139,12 +146,15 @@ class RemoteGame(Game):
         {'player': 0.0}
     """
 
-    def __init__(self, url: str, *, message_timeout_s: float = 60.0, **game_options: Any) -> None:
+    def __init__(
+        self, url: str, *, message_timeout_s: float = 60.0, token: str | None = None, **game_options: Any
+    ) -> None:
         """Connect lazily to the game at ``url`` (``http(s)://`` or ``ws(s)://HOST:PORT/GAME_ID``).
 
         Args:
             url: Where ``tsmg serve`` serves the game.
             message_timeout_s: How long to wait for the server's answer to one request.
+            token: The server's ``--token``, if it has one (default: ``$TSMG_SERVE_TOKEN``).
             **game_options: Options to make the game with instead of the server's (checked by
                 the server at the first reset).
 
@@ -154,14 +164,15 @@ class RemoteGame(Game):
         """
         from tsmg.serve.client import GameEnvClient
 
-        self.info = fetch_game_info(url)
+        self._token = client_token(token)
+        self.info = fetch_game_info(url, token=self._token)
         self.game_id = url
         self._agents: tuple[AgentID, ...] = tuple(self.info.agents)
         # turn_based is a class-level attribute of Game; a remote game learns it from the server.
         setattr(self, "turn_based", self.info.turn_based)  # noqa: B010
         self._game_options = dict(game_options)
         self._message_timeout_s = message_timeout_s
-        self._client = GameEnvClient(base_url=http_base(url), message_timeout_s=message_timeout_s)
+        self._client = GameEnvClient(base_url=http_base(url), message_timeout_s=message_timeout_s, token=self._token)
         self._view: Any = None  # the GameObservation of the last reset or step
         # The episode's reset and answers, which a fork replays in a session of its own.
         self._replay: tuple[int | None, dict[str, Any], list[dict[AgentID, str | Invalid]]] = (None, {}, [])
@@ -176,9 +187,7 @@ class RemoteGame(Game):
         try:
             return future.result()
         except RuntimeError as error:  # OpenEnv reports the server's error frames as RuntimeError
-            match = _SERVER_ERROR.match(str(error))
-            message = match.group("message") if match else str(error)
-            raise RemoteGameError(f"{self.game_id}: {message}") from None
+            raise RemoteGameError(f"{self.game_id}: {error}") from None
         except (OSError, TimeoutError) as error:
             raise RemoteGameError(f"{self.game_id}: the connection failed ({error!r})") from None
         except Exception as error:  # websockets' ConnectionClosed and the like
@@ -306,7 +315,9 @@ class RemoteGame(Game):
                 f"{self.game_id}: a remote game forks by replaying the episode from its seed, and this episode was "
                 "reset without one: reset(seed=...) to make it forkable"
             )
-        twin = RemoteGame(self.game_id, message_timeout_s=self._message_timeout_s, **self._game_options)
+        twin = RemoteGame(
+            self.game_id, message_timeout_s=self._message_timeout_s, token=self._token, **self._game_options
+        )
         twin.reset(seed=seed, options=options or None)
         for round_answers in answers:
             twin.step(round_answers)

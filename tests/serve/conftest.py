@@ -35,13 +35,21 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve_process(tmp_path: Path, *arguments: str):
-    """Start ``tsmg serve ARGUMENTS --port 0``, wait until it answers, stop it afterwards."""
+def serve_process(tmp_path: Path, *arguments: str, prelude: str = "", headers: dict[str, str] | None = None):
+    """Start ``tsmg serve ARGUMENTS --port 0``, wait until it answers, stop it afterwards.
+
+    ``prelude``: Python run in the server's process before the CLI (e.g. an exit hook that
+    reports what it imported). ``headers``: sent with the start-up health checks (a token).
+    """
     log = tmp_path / f"serve-{time.monotonic_ns()}.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "tsmg.cli", "serve", *arguments, "--port", "0"]
+    if prelude:
+        argv = ["serve", *arguments, "--port", "0"]
+        command = [sys.executable, "-c", f"{prelude}\nimport sys\nfrom tsmg.cli import main\nsys.exit(main({argv!r}))"]
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tsmg.cli", "serve", *arguments, "--port", "0"],
+            command,
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=env,
@@ -52,11 +60,12 @@ def serve_process(tmp_path: Path, *arguments: str):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             assert process.poll() is None, f"tsmg serve exited early:\n{log.read_text()}"
-            lines = log.read_text().splitlines()
+            # The first line of tsmg serve's own (a model it loads may print progress before it).
+            lines = [line for line in log.read_text().splitlines() if line.startswith("tsmg serve: ")]
             if lines and " on http://" in lines[0]:
                 base = lines[0].split(" on ", 1)[1].split()[0]
                 try:
-                    if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    if httpx.get(f"{base}/health", timeout=2, headers=headers).status_code == 200:
                         break
                 except httpx.HTTPError:
                     pass

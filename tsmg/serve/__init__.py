@@ -4,6 +4,8 @@
 * :mod:`tsmg.serve.environment`: a game as an OpenEnv ``Environment``, one per session.
 * :mod:`tsmg.serve.app`: OpenEnv's server per game under ``/GAME_ID``, plus HTTP sessions and
   hardened error handling.
+* :mod:`tsmg.serve.limits`: what a client may ask for (opponents, game options).
+* :mod:`tsmg.serve.auth`: how a client presents ``tsmg serve --token``.
 * :mod:`tsmg.serve.server`: uvicorn on a bound socket.
 * :mod:`tsmg.serve.client`: OpenEnv's client typed for served games.
 * :mod:`tsmg.serve.cli`: the ``tsmg serve`` command.

@@ -13,10 +13,22 @@ Each game is an OpenEnv ``HTTPEnvServer`` (WebSocket ``/ws``, ``/schema``, ``/he
   never echo the input back, and requests the game refuses carry the status of their
   :class:`~tsmg.serve.environment.RequestError`. Bodies over ``max_request_bytes`` get 413.
 * **Logs hold no credentials.** Query strings are cut from access logs; headers are never logged.
+* **A token, where one is set** (``tsmg serve --token``): every HTTP request and WebSocket
+  handshake presents ``Authorization: Bearer TOKEN`` or is refused (401; 403 on a WebSocket).
+* **Text frames only.** OpenEnv's WebSocket handler reads text frames; a binary one would end the
+  session with the bare error ``'text'``. Here it gets an error frame that says so, and the
+  session goes on.
+
+The HTTP sessions live in OpenEnv's own session table, which ``HTTPEnvServer`` 0.10 exposes
+through private members only (:data:`OPENENV_SESSION_API`); a table of our own would split
+capacity, idle reaping and ``/ws?session_id=`` between two owners. :func:`check_openenv` looks
+for them when the app is built, so an OpenEnv release that moves one fails at start, naming it.
 """
 
 from __future__ import annotations
 
+import hmac
+import inspect
 import json
 import logging
 import math
@@ -33,17 +45,71 @@ from fastapi.responses import JSONResponse
 from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.serialization import serialize_observation
-from openenv.core.env_server.types import ConcurrencyConfig
+from openenv.core.env_server.types import ConcurrencyConfig, WSErrorCode, WSErrorResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tsmg.serve.environment import GameEnvironment, RequestError, ServeSettings, check_reset_fields, game_info
+from tsmg.policies import Policy
+from tsmg.serve.auth import token_headers
+from tsmg.serve.environment import (
+    GameEnvironment,
+    RequestError,
+    ServeSettings,
+    check_reset_fields,
+    game_info,
+    load_opponent_models,
+)
 from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState
 
 logger = logging.getLogger(__name__)
 
 _RECENTLY_CLOSED = 10_000  # closed HTTP session ids remembered, to say "expired" rather than "unknown"
+
+#: The private members of OpenEnv's ``HTTPEnvServer`` (0.10) that the HTTP sessions use, with what
+#: each must be. OpenEnv offers no public way to add a session to its table, look one up or end one.
+OPENENV_SESSION_API = {
+    "_sessions": "a dict of session id to environment (None while one is being made)",
+    "_create_session": "a coroutine function () -> (session_id, environment)",
+    "_destroy_session": "a coroutine function (session_id)",
+    "_update_session_activity": "a function (session_id, increment_step=False)",
+}
+
+
+def check_openenv(server: HTTPEnvServer) -> None:
+    """Fail now, naming the member, if OpenEnv's server lacks a private member the HTTP sessions use.
+
+    Raises:
+        RuntimeError: A member of :data:`OPENENV_SESSION_API` is missing or of another shape.
+    """
+    shapes = {
+        "_sessions": lambda value: isinstance(value, dict),
+        "_create_session": lambda value: inspect.iscoroutinefunction(value) and not _required_parameters(value),
+        "_destroy_session": lambda value: (
+            inspect.iscoroutinefunction(value) and _required_parameters(value) == ["session_id"]
+        ),
+        "_update_session_activity": lambda value: (
+            callable(value)
+            and _required_parameters(value) == ["session_id"]
+            and "increment_step" in inspect.signature(value).parameters
+        ),
+    }
+    for name, expected in OPENENV_SESSION_API.items():
+        value = getattr(server, name, None)
+        if value is None or not shapes[name](value):
+            raise RuntimeError(
+                f"openenv's HTTPEnvServer.{name} is missing or has changed (tsmg serve needs {expected}); "
+                "install the openenv version pyproject.toml pins (openenv>=0.10,<0.11)"
+            )
+
+
+def _required_parameters(function: Any) -> list[str]:
+    return [
+        name
+        for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
 
 
 class _Refused(Exception):
@@ -240,10 +306,18 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
 
-def game_app(game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> FastAPI:
-    """One game behind OpenEnv's server, with tsmg's session routes and error handling."""
+def game_app(
+    game_id: str,
+    options: Mapping[str, Any],
+    settings: ServeSettings,
+    models: Mapping[str, Policy] | None = None,
+) -> FastAPI:
+    """One game behind OpenEnv's server, with tsmg's session routes and error handling.
+
+    ``models``: the opponent models loaded at start (by spec), shared by every session.
+    """
     info = game_info(game_id, options, settings)
-    factory = partial(GameEnvironment, game_id, dict(options), settings)
+    factory = partial(GameEnvironment, game_id, dict(options), settings, models)
     server = HTTPEnvServer(
         factory,
         GameAction,
@@ -254,6 +328,7 @@ def game_app(game_id: str, options: Mapping[str, Any], settings: ServeSettings) 
         env_name=game_id,
         state_cls=GameState,
     )
+    check_openenv(server)
     app = FastAPI(title=f"{game_id} (tsmg)", description=info.description, version="1.0.0")
     _add_session_routes(app, server, info)
     server.register_routes(app)
@@ -265,20 +340,27 @@ def build_app(
     game_ids: Sequence[str],
     options: Mapping[str, Mapping[str, Any]] | None = None,
     settings: ServeSettings | None = None,
+    models: Mapping[str, Policy] | None = None,
 ) -> FastAPI:
     """The app of ``tsmg serve``: each game under ``/GAME_ID``, plus ``/health`` and ``/games``.
 
     Args:
         game_ids: Registered ids to serve.
         options: Options per game id to make it with (default: the registered defaults).
-        settings: Capacity, limits and the default opponent policy.
+        settings: Capacity, limits, the opponents offered and the token.
+        models: ``settings.opponent_models`` already loaded (:func:`load_opponent_models`);
+            None loads them here, once for every game and session.
 
     Raises:
         UnknownGameError, GameOptionsError: A game id or its options are wrong.
+        backends.BackendError: An opponent model cannot be loaded.
     """
     settings = settings or ServeSettings()
     options = options or {}
-    games = {game_id: game_app(game_id, options.get(game_id, {}), settings) for game_id in dict.fromkeys(game_ids)}
+    models = load_opponent_models(settings) if models is None else models
+    games = {
+        game_id: game_app(game_id, options.get(game_id, {}), settings, models) for game_id in dict.fromkeys(game_ids)
+    }
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -290,6 +372,9 @@ def build_app(
 
     app = FastAPI(title="tsmg games", lifespan=lifespan)
     app.add_middleware(_BodySizeLimit, limit=settings.max_request_bytes)
+    app.add_middleware(_TextFramesOnly)
+    if settings.token is not None:
+        app.add_middleware(_RequireToken, token=settings.token)  # added last: runs first
     served = ", ".join(f"/{game_id}" for game_id in games)
 
     @app.get("/health", tags=["Health"])
@@ -345,6 +430,71 @@ class _BodySizeLimit:
             return message
 
         await self.app(scope, counted, send)
+
+
+class _RequireToken:
+    """Refuse every request and WebSocket handshake that does not present the server's token.
+
+    HTTP gets 401 with the reason; a WebSocket handshake is refused before it is accepted (the
+    client sees HTTP 403). Tokens are compared in constant time.
+    """
+
+    REASON = (
+        "this server needs a token: send the header 'Authorization: Bearer TOKEN' "
+        "(tsmg.make(URL, token=...) or TSMG_SERVE_TOKEN do this)"
+    )
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        ((name, value),) = token_headers(token).items()
+        self.header, self.expected = name.lower().encode(), value.encode()
+
+    def _presented(self, scope: Scope) -> bool:
+        for name, value in scope["headers"]:
+            if name == self.header and hmac.compare_digest(value, self.expected):
+                return True
+        return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or self._presented(scope):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            response = JSONResponse({"detail": self.REASON}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        await receive()  # the handshake
+        await send({"type": "websocket.close", "code": 1008, "reason": "a token is needed"})
+
+
+class _TextFramesOnly:
+    """Answer a binary WebSocket frame with an error frame instead of passing it to OpenEnv.
+
+    OpenEnv's handler reads ``receive_text()``, which fails on a binary frame with a bare
+    ``KeyError('text')`` that ends the session. The handler answers one message at a time, so
+    the error frame sent here, while it waits for the next message, cannot interleave with one of
+    its own.
+    """
+
+    MESSAGE = "binary WebSocket frames are not accepted: send each message as a JSON text frame"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+
+        async def text_only() -> Message:
+            while True:
+                message = await receive()
+                if message["type"] != "websocket.receive" or message.get("text") is not None:
+                    return message
+                error = WSErrorResponse(data={"message": self.MESSAGE, "code": WSErrorCode.INVALID_JSON})
+                await send({"type": "websocket.send", "text": error.model_dump_json()})
+
+        await self.app(scope, text_only, send)
 
 
 class RedactQueries(logging.Filter):

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import os
 import sys
 from typing import Any
+
+from tsmg.serve.auth import TOKEN_ENV_VAR
 
 
 def add_command(commands: Any) -> None:
@@ -28,7 +32,36 @@ def add_command(commands: Any) -> None:
     serve.add_argument(
         "--opponent",
         default="random",
-        help="default policy of the seats a one-seat session leaves: random, oracle, fixed:TEXT",
+        help="default policy of the seats a one-seat session leaves: random, oracle, fixed:TEXT, "
+        "or a model given with --opponent-model",
+    )
+    serve.add_argument(
+        "--opponent-model",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a model a one-seat session may name as its opponent (repeatable; loaded once at start, shared by "
+        "sessions); clients can name no other model",
+    )
+    serve.add_argument(
+        "--client-options",
+        default="all",
+        metavar="NAMES",
+        help="game options a client may set at reset: all (default), none, or NAME,NAME,...",
+    )
+    serve.add_argument(
+        "--option-limit",
+        action="append",
+        default=[],
+        metavar="NAME=MAX",
+        help="largest value of a numeric option a client may ask for (or size of another, in characters and "
+        "items); without one, no larger than the served game's own value (repeatable)",
+    )
+    serve.add_argument(
+        "--token",
+        default=None,
+        help=f"clients must send 'Authorization: Bearer TOKEN' (default: ${TOKEN_ENV_VAR}); required when "
+        "--host is not loopback",
     )
     serve.add_argument("--max-answer-chars", type=int, default=262_144, help="longest answer accepted")
     serve.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024, help="largest HTTP body accepted")
@@ -39,15 +72,8 @@ def add_command(commands: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check the games and options, bind the port, print the URLs, then serve until interrupted."""
-    try:
-        from tsmg.serve.environment import ServeSettings
-        from tsmg.serve.server import bind, serve
-    except ImportError as error:
-        missing = f"tsmg serve needs the serve extra ({error.name} is missing)"
-        print(f"error: {missing}: pip install 'tsmg[serve]'", file=sys.stderr)
-        return 2
     import tsmg
-    from tsmg.policies import policy_from_spec
+    from tsmg.serve.limits import OptionRules, canonical_spec, check_opponent, parse_client_options, parse_option_limit
 
     for name, value in (
         ("--max-sessions", args.max_sessions),
@@ -58,16 +84,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"{name} must be at least 1, got {value}")
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be 0..65535, got {args.port}")
-    policy_from_spec(args.opponent)  # an unknown policy fails here, naming the valid ones
+    token = args.token or os.environ.get(TOKEN_ENV_VAR) or None
+    if token is None and not is_loopback(args.host):
+        raise ValueError(
+            f"--host {args.host} lets other machines connect: give --token TOKEN (or set {TOKEN_ENV_VAR}) so that only "
+            "clients presenting it can play"
+        )
+    models = tuple(dict.fromkeys(canonical_spec(model) for model in args.opponent_model))
+    # Nothing is loaded to check the default: it must be scripted or one of the models loaded below.
+    opponent = check_opponent(args.opponent, models)
+    limits = dict(parse_option_limit(text) for text in args.option_limit)
+    allowed = parse_client_options(args.client_options)
     for game_id in args.games:
         tsmg.make(game_id)  # an unknown id fails here, naming the closest ones
+    try:  # after the checks above, which import nothing of the server, so that a typo is told at once
+        from tsmg.serve.environment import ServeSettings, load_opponent_models
+        from tsmg.serve.server import bind, serve
+    except ImportError as error:
+        missing = f"tsmg serve needs the serve extra ({error.name} is missing)"
+        print(f"error: {missing}: pip install 'tsmg[serve]'", file=sys.stderr)
+        return 2
     settings = ServeSettings(
-        opponent=args.opponent,
+        opponent=opponent,
+        opponent_models=models,
+        option_rules=OptionRules(allowed=None if allowed is None else allowed | set(limits), limits=limits),
         max_answer_chars=args.max_answer_chars,
         max_sessions=args.max_sessions,
         idle_timeout_s=args.idle_timeout or None,
         max_request_bytes=args.max_request_bytes,
+        token=token,
     )
+    loaded = load_opponent_models(settings)  # before the port opens: a model that cannot load stops here
     try:
         sock = bind(args.host, args.port)
     except OSError as error:
@@ -78,5 +125,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"tsmg serve: {len(args.games)} game(s) on {base} (OpenEnv HTTP and WebSocket; Ctrl-C stops)", flush=True)
     for game_id in dict.fromkeys(args.games):
         print(f"  {base}/{game_id}", flush=True)
-    serve(args.games, sock=sock, settings=settings, log_level=args.log_level, access_log=not args.no_access_log)
+    serve(
+        args.games,
+        sock=sock,
+        settings=settings,
+        models=loaded,
+        log_level=args.log_level,
+        access_log=not args.no_access_log,
+    )
     return 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        return False

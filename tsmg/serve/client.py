@@ -7,6 +7,8 @@
 
 Each client is one session (one WebSocket); ``reset`` takes the fields of
 :meth:`tsmg.serve.environment.GameEnvironment.reset` (``seed``, ``agent``, ``opponent``, …).
+A server started with ``--token`` needs ``GameEnvClient(base_url=..., token=...)`` (or
+``TSMG_SERVE_TOKEN`` set).
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ from typing import Any
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 
+from tsmg.serve.auth import client_token, token_headers
 from tsmg.serve.models import GameAction, GameObservation, GameState
 
 
 class GameEnvClient(EnvClient[GameAction, GameObservation, GameState]):
     """An OpenEnv ``EnvClient`` whose actions and observations are tsmg's typed models."""
+
+    def __init__(self, *args: Any, token: str | None = None, **kwargs: Any) -> None:
+        """OpenEnv's ``EnvClient`` arguments, plus the server's ``token`` (default: ``$TSMG_SERVE_TOKEN``)."""
+        headers = {**token_headers(client_token(token)), **(kwargs.pop("headers", None) or {})}
+        super().__init__(*args, headers=headers or None, **kwargs)
 
     def _step_payload(self, action: GameAction) -> dict[str, Any]:
         return action.model_dump(exclude_defaults=True)

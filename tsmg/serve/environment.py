@@ -2,8 +2,14 @@
 
 A session plays either every seat of the game (``reset(agent=None)``, the default: what
 :class:`tsmg.remote.RemoteGame` uses, so a remote game is the whole game) or one seat
-(``reset(agent="player_1")``), in which case the server plays the other seats with a scripted
-policy (``opponent``: ``random``, ``oracle`` or ``fixed:TEXT``) before handing the turn back.
+(``reset(agent="player_1")``), in which case the server plays the other seats with a policy it
+offers (``opponent``: ``random``, ``oracle``, ``fixed:TEXT`` or a model its operator loaded at
+start, :mod:`tsmg.serve.limits`) before handing the turn back.
+
+The top level of an observation describes one seat (``agent``): after a reset the seat to
+move; after a step the seat that just answered (its reward, the game's info of its answer);
+after a round in which several of the session's seats answered at once, none (``agent`` and
+``reward`` are null) and ``seats`` carries each one's.
 
 ``reset(seed=S)`` calls the game's own ``reset(seed=S)``, so a seed over the wire gives the same
 episode as in-process. Requests the game cannot honour raise :class:`RequestError` subclasses
@@ -14,8 +20,9 @@ error frame and keeps the session.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -24,15 +31,14 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from tsmg.core import AgentID, Game, GameError, Invalid, StepResult
 from tsmg.episode import dumps_key
-from tsmg.policies import DecisionRequest, Policy, policy_from_spec
+from tsmg.policies import Decision, DecisionRequest, Policy, policy_from_spec
 from tsmg.registry import GameOptionsError, make, spec
 from tsmg.rollout import final_state_key
+from tsmg.serve.limits import NotOffered, OptionRules, check_opponent, offered_opponents
 from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState, SeatView
 
 #: How a request to a closed session starts its refusal (clients reconnect when they see it).
 SESSION_CLOSED = "this session was closed"
-#: Policies a one-seat session may choose for the other seats.
-OPPONENTS = ("random", "oracle", "fixed:TEXT")
 #: What ``reset`` takes.
 RESET_FIELDS = ("seed", "episode_id", "agent", "opponent", "options", "game_options", "state_keys")
 
@@ -61,41 +67,98 @@ class SessionExpired(RequestError):
     status = 410
 
 
+class NotOfferedError(RequestError):
+    """An opponent or game option the server does not offer to clients (:mod:`tsmg.serve.limits`)."""
+
+    status = 422
+
+
 @dataclass(frozen=True)
 class ServeSettings:
     """How ``tsmg serve`` runs its games.
 
     Attributes:
-        opponent: Default policy of the seats a one-seat session does not play.
+        opponent: Default policy of the seats a one-seat session does not play (one of the
+            scripted policies or of ``opponent_models``).
+        opponent_models: Model specs (canonical) a one-seat session may also name; the server
+            loads each once at start and its sessions share it.
+        option_rules: Which game options a client may set at reset, and how large.
         max_answer_chars: Longest answer accepted (longer ones are refused with 413).
         max_sessions: Most sessions open at once, per game.
         idle_timeout_s: Sessions idle this long are closed (None: never).
         max_request_bytes: Largest HTTP request body accepted.
+        token: The token clients must present (``Authorization: Bearer TOKEN``); None: none.
     """
 
     opponent: str = "random"
+    opponent_models: tuple[str, ...] = ()
+    option_rules: OptionRules = field(default_factory=OptionRules)
     max_answer_chars: int = 262_144
     max_sessions: int = 256
     idle_timeout_s: float | None = 300.0
     max_request_bytes: int = 4 * 1024 * 1024
+    token: str | None = field(default=None, repr=False)
+
+
+class SharedPolicy:
+    """A policy that sessions share (a loaded model): one decision batch at a time, whichever session asks."""
+
+    def __init__(self, policy: Policy) -> None:
+        """Wrap ``policy``, already loaded."""
+        self.policy = policy
+        self.name = policy.name
+        self._lock = threading.Lock()
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """The wrapped policy's decisions, one caller at a time."""
+        with self._lock:
+            return self.policy.act(requests)
+
+
+def load_opponent_models(settings: ServeSettings) -> dict[str, Policy]:
+    """Load each of ``settings.opponent_models`` once (the server does this at start, before it listens).
+
+    Raises:
+        backends.BackendError: A model cannot be loaded.
+    """
+    return {spec: SharedPolicy(policy_from_spec(spec, seed=0)) for spec in settings.opponent_models}
 
 
 def game_info(game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> GameInfo:
-    """Describe a served game (made once to read its agents)."""
+    """Describe a served game (made once to read its agents, and reset on a few seeds).
+
+    ``has_random_start`` is what those seeds show (:func:`tsmg.checker.observed_random_start`),
+    not merely what the game declares: a client plans its seeds by it.
+    """
+    from tsmg.checker import observed_random_start
+
     game = make(game_id, **options)
+    rules = settings.option_rules
     return GameInfo(
         id=game_id,
         description=spec(game_id).description,
         agents=list(game.agents),
         turn_based=game.turn_based,
-        has_random_start=game.has_random_start,
+        has_random_start=observed_random_start(game),
         options=dict(options),
-        opponents=list(OPPONENTS),
+        opponents=offered_opponents(settings.opponent_models),
         default_opponent=settings.opponent,
+        client_options=None if rules.allowed is None else sorted(rules.allowed),
+        option_limits=dict(rules.limits),
         max_answer_chars=settings.max_answer_chars,
         max_sessions=settings.max_sessions,
         idle_timeout_s=settings.idle_timeout_s,
     )
+
+
+_UNSET = object()
+
+
+def _config_values(game: Game) -> dict[str, Any]:
+    """The options a game was made with, as its config holds them (what a client's options are bounded by)."""
+    config = getattr(game, "config", None)
+    dump = getattr(config, "model_dump", None)
+    return dict(dump()) if callable(dump) else {}
 
 
 def check_reset_fields(fields: Mapping[str, Any]) -> None:
@@ -110,14 +173,29 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> None:
-        """Make the game with the server's options (each session has its own instance)."""
+    def __init__(
+        self,
+        game_id: str,
+        options: Mapping[str, Any],
+        settings: ServeSettings,
+        models: Mapping[str, Policy] | None = None,
+    ) -> None:
+        """Make the game with the server's options (each session has its own instance).
+
+        Args:
+            game_id: The registered game.
+            options: The options the server makes it with.
+            settings: The server's settings.
+            models: The opponent models the server loaded at start, by spec (shared by sessions).
+        """
         super().__init__()
         self._game_id = game_id
         self._server_options = dict(options)
         self._options = dict(options)
         self._settings = settings
+        self._models = dict(models or {})
         self._game: Game = make(game_id, **options)
+        self._served_values = _config_values(self._game)
         self._seats: tuple[AgentID, ...] = self._game.agents
         self._opponent_spec: str | None = None
         self._opponent: Policy | None = None
@@ -147,13 +225,14 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             seed: Passed to the game's ``reset`` (None continues its generator, as in-process).
             episode_id: Echoed in the state.
             **kwargs: ``agent`` (the one seat to play; default every seat), ``opponent``
-                (policy of the other seats: ``random``, ``oracle``, ``fixed:TEXT``), ``options``
+                (policy of the other seats: one the server offers), ``options``
                 (per-episode game options), ``game_options`` (options to make the game with,
                 instead of the server's) and ``state_keys`` (send the game's state keys, which
                 GiGPO-style credit needs; off by default because they cost a render per seat).
 
         Raises:
-            RequestError: A field is unknown or of the wrong type, or names no seat or policy.
+            RequestError: A field is unknown or of the wrong type, or names no seat.
+            NotOfferedError: The opponent, or a game option, is not offered to clients.
         """
         self._require_open()
         check_reset_fields(kwargs)
@@ -161,6 +240,15 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             raise RequestError(f"seed must be a non-negative integer or null, got {seed!r:.40}")
         if episode_id is not None and not isinstance(episode_id, str):
             raise RequestError("episode_id must be a string")
+        opponent = self._settings.opponent if kwargs.get("opponent") is None else kwargs["opponent"]
+        try:  # before anything is made: a refused opponent or option costs nothing
+            opponent = check_opponent(opponent, self._settings.opponent_models)
+        except NotOffered as error:
+            raise NotOfferedError(str(error)) from None
+        options = kwargs.get("options")
+        if options is not None and not isinstance(options, dict):
+            raise RequestError("options must be an object of per-episode game options")
+        self._check_client_options("options", options or {}, {})
         self._remake(kwargs.get("game_options"))
         game = self._game
         agent = kwargs.get("agent")
@@ -170,11 +258,8 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             self._seats = (agent,)
         else:
             raise RequestError(f"{self._game_id} has no seat {agent!r:.40}; seats: {', '.join(game.agents)}")
-        self._choose_opponent(kwargs.get("opponent"))
+        self._choose_opponent(opponent)
         self._state_keys = bool(kwargs.get("state_keys", False))
-        options = kwargs.get("options")
-        if options is not None and not isinstance(options, dict):
-            raise RequestError("options must be an object of per-episode game options")
         try:
             observations, _ = game.reset(seed=seed, options=options)
         except (GameError, ValueError, TypeError) as error:
@@ -203,8 +288,10 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         if game.done:
             raise EpisodeConflict("the episode is over: reset to start a new one")
         answers = self._answers_of(action)
+        # In a simultaneous round the other seats answer with the session's seat, not after it.
+        others = self._opponent_answers([agent for agent in game.active_agents if agent not in self._seats])
         try:
-            result = game.step(answers)
+            result = game.step({**others, **answers})
         except GameError as error:
             raise EpisodeConflict(str(error)) from None
         self._round += 1
@@ -215,7 +302,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         infos = {agent: result.infos[agent] for agent in answers}
         if self._opponent is not None:
             result = self._play_others(rewards) or result
-        return self._observation(rewards, infos, result)
+        return self._observation(rewards, infos, result, acted=tuple(answers))
 
     async def reset_async(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
@@ -232,7 +319,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         a worker thread instead.
         """
         async with self._lock:
-            if action.query == "oracle" or self._opponent_spec == "oracle":
+            if action.query == "oracle" or self._opponent_spec == "oracle" or self._opponent_spec in self._models:
                 loop = asyncio.get_running_loop()
                 return await loop.run_in_executor(None, partial(self.step, action))
             return self.step(action)
@@ -280,24 +367,30 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             raise RequestError("game_options must be an object of game options")
         if game_options == self._options:
             return
+        self._check_client_options("game_options", game_options, self._served_values)
         try:
             self._game = make(self._game_id, **{**self._server_options, **game_options})
         except GameOptionsError as error:
             raise RequestError(str(error)) from None
         self._options = dict(game_options)
 
-    def _choose_opponent(self, opponent: Any) -> None:
+    def _check_client_options(self, where: str, options: Mapping[str, Any], served: Mapping[str, Any]) -> None:
+        # Options the server itself sets are not the client's asking (RemoteGame resends them).
+        asked = {name: value for name, value in options.items() if self._server_options.get(name, _UNSET) != value}
+        try:
+            self._settings.option_rules.check(where, asked, served)
+        except NotOffered as error:
+            raise NotOfferedError(str(error)) from None
+
+    def _choose_opponent(self, opponent: str) -> None:
+        """Play the other seats with ``opponent`` (already checked: scripted, or a model loaded at start)."""
         if len(self._seats) == self._game.num_agents:
             self._opponent_spec, self._opponent = None, None
             return
-        opponent = self._settings.opponent if opponent is None else opponent
-        if not isinstance(opponent, str):
-            raise RequestError(f"opponent must be one of {list(OPPONENTS)}")
-        if opponent not in self._policies:
-            try:
-                self._policies[opponent] = policy_from_spec(opponent, seed=0)
-            except ValueError as error:
-                raise RequestError(str(error)) from None
+        if opponent in self._models:
+            self._policies[opponent] = self._models[opponent]
+        elif opponent not in self._policies:
+            self._policies[opponent] = policy_from_spec(opponent, seed=0, scripted_only=True)
         self._opponent_spec, self._opponent = opponent, self._policies[opponent]
 
     def _answers_of(self, action: GameAction) -> dict[AgentID, str | Invalid]:
@@ -340,29 +433,35 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
 
         Returns the last step the policy played (None if it played none).
         """
-        game, opponent = self._game, self._opponent
+        game = self._game
         last = None
-        if opponent is None:
+        if self._opponent is None:
             return last
         while not game.done and not any(agent in self._seats for agent in game.active_agents):
-            requests = [
-                DecisionRequest(
-                    game, agent, game.observe(agent), game.legal_actions(agent), (), self._seed, 0, self._round
-                )
-                for agent in game.active_agents
-            ]
-            try:
-                decisions = opponent.act(requests)
-            except ValueError as error:  # e.g. the oracle policy on a game without an oracle
-                raise RequestError(f"the {self._opponent_spec} policy cannot play the other seats: {error}") from None
-            last = game.step(
-                {request.agent: decision.action for request, decision in zip(requests, decisions, strict=True)}
-            )
+            last = game.step(self._opponent_answers(game.active_agents))
             self._round += 1
             for agent, reward in last.rewards.items():
                 rewards[agent] += reward
                 self._returns[agent] += reward
         return last
+
+    def _opponent_answers(self, agents: Sequence[AgentID]) -> dict[AgentID, str | Invalid]:
+        """The opponent policy's answers for ``agents`` (seats the session does not play)."""
+        game, opponent = self._game, self._opponent
+        if opponent is None or not agents:
+            return {}
+        requests = [
+            DecisionRequest(game, agent, game.observe(agent), game.legal_actions(agent), (), self._seed, 0, self._round)
+            for agent in agents
+        ]
+        try:
+            decisions = opponent.act(requests)
+        except ValueError as error:  # e.g. the oracle policy on a game without an oracle
+            raise RequestError(f"the {self._opponent_spec} policy cannot play the other seats: {error}") from None
+        return {
+            request.agent: Invalid(decision.error) if decision.error else decision.action
+            for request, decision in zip(requests, decisions, strict=True)
+        }
 
     def _answer_query(self, action: GameAction) -> GameObservation:
         game = self._game
@@ -391,12 +490,27 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         rewards: Mapping[AgentID, float],
         infos: Mapping[AgentID, dict[str, Any]],
         last: StepResult | None,
+        acted: Sequence[AgentID] | None = None,
     ) -> GameObservation:
-        """The session's view after a reset or step (``last``: the step that led here, if any)."""
+        """The session's view after a reset or step.
+
+        Args:
+            rewards: Each seat's reward since its previous answer.
+            infos: The game's info of each answer this step.
+            last: The step that led here (None after a reset).
+            acted: The session's seats that answered this step (None after a reset).
+
+        The top level describes one seat: after a reset the seat to move; after a step the seat
+        that answered; after a round in which several answered at once none (``agent`` and
+        ``reward`` null: ``seats`` has each one's).
+        """
         game, seats = self._game, self._seats
         done = game.done
         active = [] if done else [agent for agent in game.active_agents if agent in seats]
-        focus = active[0] if active else seats[0]
+        if acted is None:
+            focus: AgentID | None = active[0] if active else seats[0]
+        else:
+            focus = acted[0] if len(acted) == 1 else None
         # The step's own texts save rendering every observation a second time.
         text_of = last.observations.__getitem__ if last is not None else game.observe
         # Seats to move get their state key (the record keys the state an answer was given in), and every
@@ -423,11 +537,21 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
                 )
                 for agent in seats
             }
+        if focus is None:  # several seats answered at once: no one seat to describe
+            return GameObservation(
+                active_agents=active,
+                reward=None,
+                done=done,
+                truncated=last is not None and any(last.truncated[agent] for agent in seats),
+                round=self._round,
+                returns=dict(self._returns) if done else None,
+                seats=views,
+            )
         return GameObservation(
             text=text_of(focus),
             agent=focus,
             active_agents=active,
-            legal_actions=game.legal_actions(focus) if active else [],
+            legal_actions=game.legal_actions(focus) if focus in active else [],
             reward=rewards.get(focus, 0.0),
             done=done,
             truncated=last is not None and last.truncated[focus],

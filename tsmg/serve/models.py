@@ -79,14 +79,20 @@ class SeatView(BaseModel):
 class GameObservation(Observation):
     """What a session sees: its seat's text, legal answers, reward, and whether the episode is over.
 
-    ``done`` is terminated or truncated; ``truncated`` says which. ``reward`` is the reward of
-    ``agent`` since its previous answer (the other seats' moves included). ``info`` is the game's
-    own info of ``agent``'s last answer (``action``, ``valid``, ``reason``); a ``query`` answers
-    in ``info`` instead.
+    The top level describes one seat, ``agent``: after a reset, the seat to move; after a step,
+    the seat that just answered. ``done`` is terminated or truncated; ``truncated`` says which.
+    ``reward`` is the reward of ``agent`` since its previous answer (the other seats' moves
+    included). ``info`` is the game's own info of ``agent``'s answer (``action``, ``valid``,
+    ``reason``); a ``query`` answers in ``info`` instead. After a round in which several of the
+    session's seats answered at once, no one seat did: ``agent`` and ``reward`` are null and
+    ``seats`` carries each seat's. Who is to move next is ``active_agents``.
     """
 
     text: str = Field(default="", description="What `agent` observes now.")
-    agent: str | None = Field(default=None, description="The seat this observation is for (the seat to move).")
+    agent: str | None = Field(
+        default=None,
+        description="The seat described here: the one that just answered (after a reset: the one to move).",
+    )
     active_agents: list[str] = Field(default_factory=list, description="Seats of this session that must answer.")
     legal_actions: list[str] | None = Field(default=None, description="Legal answers of `agent` now.")
     truncated: bool = Field(default=False, description="Whether the episode ended by the step limit.")
@@ -122,10 +128,16 @@ class GameInfo(BaseModel):
     description: str = ""
     agents: list[str]
     turn_based: bool
-    has_random_start: bool
+    has_random_start: bool = Field(description="Whether the first observation changes with the seed (as checked).")
     options: dict[str, Any] = Field(default_factory=dict, description="The options the server made it with.")
     opponents: list[str] = Field(description="Policies a one-seat session may pick for the other seats.")
     default_opponent: str
+    client_options: list[str] | None = Field(
+        default=None, description="Game options a client may set at reset (null: every option)."
+    )
+    option_limits: dict[str, float] = Field(
+        default_factory=dict, description="Largest value (or size) of an option a client may ask for."
+    )
     max_answer_chars: int
     max_sessions: int
     idle_timeout_s: float | None

@@ -9,6 +9,7 @@ from typing import Any
 
 import uvicorn
 
+from tsmg.policies import Policy
 from tsmg.serve.app import RedactQueries, build_app
 from tsmg.serve.environment import ServeSettings
 
@@ -42,6 +43,7 @@ def serve(
     sock: socket.socket,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     settings: ServeSettings | None = None,
+    models: Mapping[str, Policy] | None = None,
     log_level: str = "info",
     access_log: bool = True,
 ) -> None:
@@ -51,14 +53,15 @@ def serve(
         game_ids: Registered ids (each under ``/GAME_ID``).
         sock: From :func:`bind`.
         options: Options per game id.
-        settings: Capacity, limits and the default opponent policy.
+        settings: Capacity, limits, the opponents offered and the token.
+        models: The opponent models, loaded (None: loaded here).
         log_level: uvicorn's log level.
         access_log: Whether to log each HTTP request (query strings are always cut).
 
     The socket listens already, so a client may connect at once: it is answered once the app
     has started.
     """
-    app = build_app(game_ids, options, settings)
+    app = build_app(game_ids, options, settings, models)
     config = uvicorn.Config(
         app,
         log_level=log_level,
