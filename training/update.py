@@ -81,6 +81,8 @@ class TrainSample:
         policy_version: The policy version that sampled it (asynchronous training tells stale samples by it).
         token_mask: Which tokens the loss counts (None: all); asynchronous training masks the
             off-policy ones (:mod:`training.async_loop`).
+        token_weights: Each token's importance weight in the policy term (None: 1); asynchronous
+            training weights a stale sample's kept tokens by pi_prox / pi_behaviour (decoupled PPO).
     """
 
     prompt_ids: list[int]
@@ -91,6 +93,7 @@ class TrainSample:
     sequence: int = 0
     policy_version: int | None = None
     token_mask: list[bool] | None = None
+    token_weights: list[float] | None = None
 
 
 def training_samples(
@@ -596,6 +599,7 @@ class PolicyUpdate:
             entropy=scores.entropy,
             denominator=denominator,
             clipped_fraction=None if context is None else context.clipped_fraction,
+            token_weights=token_weights(chunk, tail, device),
             **sequence_figures,
         )
         return result.loss, result.metrics, float(scores.mask.sum())
@@ -681,6 +685,17 @@ def sample_mask(samples: Sequence[TrainSample], tail: int | None = None) -> torc
         if sample.token_mask is not None:
             mask[row, width - len(sample.token_mask) :] &= torch.tensor(sample.token_mask, dtype=torch.bool)
     return mask
+
+
+def token_weights(samples: Sequence[TrainSample], tail: int, device: torch.device) -> torch.Tensor | None:
+    """The right-aligned ``(rows, tail)`` importance weights of the samples' tokens (None: no sample has any)."""
+    if all(sample.token_weights is None for sample in samples):
+        return None
+    rows = [
+        sample.token_weights if sample.token_weights is not None else [1.0] * len(sample.completion_ids)
+        for sample in samples
+    ]
+    return padded(rows, tail, device)
 
 
 def padded(values: Sequence[Sequence[float]], tail: int, device: torch.device) -> torch.Tensor:
