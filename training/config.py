@@ -170,6 +170,24 @@ class RolloutConfig(_Section):
         return checked_regex(pattern, "observation_lines")
 
     @model_validator(mode="after")
+    def _samples_what_training_scores(self) -> RolloutConfig:
+        # The update scores every token under log_softmax(logits / T) over the whole vocabulary
+        # (backends.scoring): pi_old is the sampling distribution only if the rollout sampled it.
+        if self.lap.top_p < 1.0:
+            raise ValueError(
+                f"rollout.lap.top_p is {self.lap.top_p}, but training scores each token under the whole "
+                "distribution, not the nucleus it was drawn from, so the ratio pi_new / pi_old would be wrong: set "
+                "rollout.lap.top_p to 1 (and sharpen sampling with rollout.lap.temperature instead)"
+            )
+        if self.lap.temperature == 0.0:
+            raise ValueError(
+                "rollout.lap.temperature is 0 (greedy decoding): every episode of a group would play the same and "
+                "the sampling distribution log_softmax(logits / T) is undefined at T = 0; set a temperature above 0 "
+                "(1.0 samples the model as it is; evaluations stay greedy by run.eval_temperature)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _tree_fits(self) -> RolloutConfig:
         if self.shape != "tree" and self.tree != TreeConfig():
             raise ValueError(f"rollout.tree only applies to rollout.shape 'tree' (shape is {self.shape!r})")

@@ -204,3 +204,19 @@ def test_the_kl_reference_is_the_policy_before_training(model_dir, samples, tmp_
     second = update(2, samples, temperature=1.0, rng=rng)
     assert by_hand > 1e-4  # the update moved the policy away from the reference
     assert second["loss/kl_ref"] == pytest.approx(by_hand, rel=1e-4)
+
+
+def test_at_temperature_0_7_the_first_optimizer_step_scores_what_the_rollout_sampled(model_dir, tmp_path):
+    # The rollout samples from softmax(logits / 0.7) and records those log-probabilities; the update
+    # must score the same distribution (a scorer that forgot to divide by T gives a ratio far from 1).
+    config = free_text_config(
+        tmp_path / "run",
+        model_dir,
+        rollout={"group_size": 8, "groups_per_update": 2, "lap": {**FREE_TEXT, "temperature": 0.7}},
+        optim={"micro_batch_size": 16, "grad_accumulation": None},
+        run={"updates": 1},
+    )
+    assert config.rollout.lap.temperature == 0.7
+    [row] = [row for row in train(config).metrics if row["step"] == 1]
+    assert row["optim/steps"] == 1 and row["loss/tokens"] > 16  # one optimizer step, over several tokens per answer
+    assert abs(row["loss/ratio_mean"] - 1.0) < 1e-4 and row["loss/approx_kl"] < 1e-6
