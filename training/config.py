@@ -535,7 +535,10 @@ class DistillConfig(_Section):
     weight: float = Field(default=1.0, gt=0.0, description="lambda: A = A_RL + lambda A_OPD.")
     turn_balanced: bool = Field(
         default=False,
-        description="Scale each turn's OPD term by (mean tokens per turn) / (its tokens), so every turn counts alike.",
+        description=(
+            "Scale each turn's OPD term so that every turn carries the same total weight in the loss under "
+            "loss.aggregation, whatever its length (token-mean: by mean tokens per turn / its tokens)."
+        ),
     )
 
     @field_validator("teacher")

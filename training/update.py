@@ -378,7 +378,15 @@ class PolicyUpdate:
         """The teacher's log-probabilities of every sample, turned into per-token advantages (OPD)."""
         assert self.teacher is not None
         teacher = self._logprobs_without_grad(self.teacher.model, data.samples, data.temperature)
-        extra = opd_advantages(teacher, data.old, self.distill.weight, turn_balanced=self.distill.turn_balanced)
+        settings = self.settings
+        extra = opd_advantages(
+            teacher,
+            data.old,
+            self.distill.weight,
+            turn_balanced=self.distill.turn_balanced,
+            aggregation=settings.aggregation,
+            sequences=[sample.sequence for sample in data.samples] if settings.ratio_level == "sequence" else None,
+        )
         data.token_advantages = [
             [sample.advantage + value for value in values] for sample, values in zip(data.samples, extra, strict=True)
         ]
