@@ -25,9 +25,10 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   (:func:`training.losses.off_policy_mask`; masked, not clipped: they add no gradient and do not
   count in the token mean), and the kept ones are weighted by that ratio, w = pi_prox / pi_engine
   (:func:`training.losses.importance_weights`, no gradient): decoupled PPO's
-  ``-w min(r A, clip(r) A)`` with ``r = pi_theta / pi_prox``. vLLM's recorded numbers are not the trainer's (for a constrained
-  answer it normalises over more tokens), so there the trainer recomputes pi_engine under the
-  weights of the version that played the sample, which it keeps until they are trained. Fresh
+  ``-w min(r A, clip(r) A)`` with ``r = pi_theta / pi_prox``. vLLM's recorded numbers are not the
+  trainer's (for a constrained answer it normalises over more tokens), so there the trainer
+  recomputes pi_engine under the weights of the version that played the sample, which it keeps
+  until they are trained. Fresh
   samples keep their recorded log-probabilities, as in the synchronous loop. Annotators run in
   the trainer on each rollout it receives.
 * **Checkpoints** after update s hold the rollouts s + 1 .. s + eta the worker played already
@@ -262,7 +263,11 @@ class AsyncRollouts(GroupRollouts):
     def training_samples(
         self, steps: Sequence[StepCredit], episodes: Mapping[str, Episode], batch: RolloutBatch, step: int
     ) -> tuple[list[TrainSample], dict[str, float]]:
-        """Samples, stale ones corrected: pi_old recomputed under the trainer's weights, off-policy tokens masked, kept ones weighted."""
+        """Samples, stale ones corrected: pi_old recomputed, off-policy tokens masked, kept ones weighted.
+
+        pi_old of a stale sample is recomputed under the trainer's weights (pi_prox); its tokens whose
+        pi_prox / pi_behaviour leaves the trust range are masked, the others weighted by that ratio.
+        """
         samples = training_samples(steps, episodes, exact_logprobs=True)
         current = step - 1
         versions = [current if sample.policy_version is None else sample.policy_version for sample in samples]

@@ -286,6 +286,18 @@ class SamplerConfig(_Section):
         ),
     )
 
+    refill_zero_variance: bool = Field(
+        default=False,
+        description=(
+            "DAPO's dynamic sampling: drop the groups whose credit is 0 on every step (equal returns) and play new "
+            "groups until the update has rollout.groups_per_update groups with signal, or max_refill_rounds extra "
+            "rounds were played (training/dynamic_sampling.py)."
+        ),
+    )
+    max_refill_rounds: int = Field(
+        default=4, ge=1, description="The most extra rounds of groups_per_update groups one update may play."
+    )
+
     @field_validator("name")
     @classmethod
     def _registered(cls, name: str) -> str:
@@ -744,6 +756,30 @@ class TrainConfig(_Section):
             raise ValueError(
                 "rtpo updates each turn against a continuation played by the already-updated policy, which an "
                 "asynchronous worker playing with older weights cannot give; use loop.mode 'sync'"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _refill_fits(self) -> TrainConfig:
+        sampling = self.sampler
+        if sampling.max_refill_rounds != type(sampling).model_fields["max_refill_rounds"].default and not (
+            sampling.refill_zero_variance
+        ):
+            raise ValueError("sampler.max_refill_rounds only applies with sampler.refill_zero_variance: true")
+        if not sampling.refill_zero_variance:
+            return self
+        credit, rollout = self.credit.name, self.rollout
+        if "groups" not in self.credit.needs or credit == "rtpo":
+            raise ValueError(
+                f"sampler.refill_zero_variance replaces groups whose episodes carry no signal, and credit assigner "
+                f"{credit!r} {'plays its own reverse-turn groups' if credit == 'rtpo' else 'compares no groups'}: use "
+                "a group assigner (ms-grpo, rloo, dr-grpo, gigpo, ...) or leave refill_zero_variance off"
+            )
+        if rollout.shape != "groups" or rollout.seats_each_group or self.loop.mode != "sync":
+            raise ValueError(
+                "sampler.refill_zero_variance plays new independent groups with the current weights, which needs "
+                "rollout.shape 'groups', the synchronous loop and no seat chosen group by group (a rotating seat, "
+                "an opponent pool)"
             )
         return self
 

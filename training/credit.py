@@ -701,7 +701,7 @@ def carries_signal(advantages: Iterable[FloatArray]) -> bool:
 
 
 def comparison_sets(trajectories: Sequence[TrajectoryCredit]) -> tuple[int, int, int]:
-    """(comparison sets, those without signal, singletons) of credited trajectories, a set being one agent's in one group.
+    """(comparison sets, those without signal, singletons) of credited trajectories (a set: one agent's in one group).
 
     Example:
         >>> one = TrajectoryCredit("e1", "g1", "p", 1.0, (0,), np.array([0.7]))
@@ -733,9 +733,7 @@ def credit_state_metrics(state: Mapping[str, Any], prefix: str = "credit/") -> d
     }
 
 
-def _stats(
-    credits: Sequence[TrajectoryCredit], groups: int, zero_signal: int | None, singletons: int
-) -> CreditStats:
+def _stats(credits: Sequence[TrajectoryCredit], groups: int, zero_signal: int | None, singletons: int) -> CreditStats:
     values = np.concatenate([credit.advantages for credit in credits]) if credits else np.zeros(0)
     return CreditStats(
         groups=groups,

@@ -69,7 +69,8 @@ def opd_advantages(
         [[1.0, 0.0], [2.0]]
         >>> opd_advantages([[-1.0, -2.0], [-1.0]], [[-2.0, -2.0], [-3.0]], 0.5, turn_balanced=True)
         [[0.375, 0.0], [1.5]]
-        >>> opd_advantages([[-1.0, -2.0], [-1.0]], [[-2.0, -2.0], [-3.0]], turn_balanced=True, aggregation="sequence-mean")
+        >>> teacher, student = [[-1.0, -2.0], [-1.0]], [[-2.0, -2.0], [-3.0]]
+        >>> opd_advantages(teacher, student, turn_balanced=True, aggregation="sequence-mean")
         [[1.0, 0.0], [2.0]]
     """
     if len(teacher) != len(student):

@@ -409,7 +409,8 @@ def policy_loss(
     per_token, was_clipped = clipped_surrogate(ratio, advantages, settings.clip_eps_low, settings.clip_eps_high)
     if token_weights is not None:
         if token_weights.shape != mask.shape:
-            raise ValueError(f"token_weights {tuple(token_weights.shape)} must have the mask's shape {tuple(mask.shape)}")
+            shapes = f"{tuple(token_weights.shape)} and {tuple(mask.shape)}"
+            raise ValueError(f"token_weights and mask must have the same (batch, tokens) shape, got {shapes}")
         per_token = per_token * _masked(token_weights.detach().to(per_token.dtype), mask)
     per_sequence = share is not None and settings.aggregation == "sequence-mean"
 

@@ -100,7 +100,6 @@ def test_opd_advantages_turn_balanced_weights_every_turn_alike():
     assert [sum(row) for row in opd_advantages(teacher, student)] == pytest.approx([2.0, 6.0])
 
 
-
 @pytest.mark.parametrize(
     ("loss", "aggregation", "sequences", "per_turn"),
     [
