@@ -28,9 +28,8 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   ``-w min(r A, clip(r) A)`` with ``r = pi_theta / pi_prox``. vLLM's recorded numbers are not the
   trainer's (for a constrained answer it normalises over more tokens), so there the trainer
   recomputes pi_engine under the weights of the version that played the sample, which it keeps
-  until they are trained. Fresh
-  samples keep their recorded log-probabilities, as in the synchronous loop. Annotators run in
-  the trainer on each rollout it receives.
+  until they are trained. Fresh samples keep their recorded log-probabilities, as in the
+  synchronous loop. Annotators run in the trainer on each rollout it receives.
 * **Checkpoints** after update s hold the rollouts s + 1 .. s + eta the worker played already
   (the trainer waits for them: they need versions up to s - 1), so a resumed run plays exactly
   what the uninterrupted one would: no credited sample is lost and none is trained on twice.

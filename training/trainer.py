@@ -23,7 +23,9 @@ What :func:`train` implements, exactly (each stage names the module that does it
   group-normalised episode return ``(R - mean) / (std + eps)`` copied to every step. A stateful
   assigner (``rae``: a baseline per game and seat) keeps its state in the checkpoints.
 * **Sampling** (:func:`training.sampling.draw_steps`): ``aaw`` by default, episodes drawn with
-  p proportional to |A|^alpha (every step of a drawn episode trains), or single steps.
+  p proportional to |A|^alpha (every step of a drawn episode trains), or single steps. With
+  ``sampler.refill_zero_variance`` the groups without signal are first replaced by new groups
+  (DAPO's dynamic sampling, :mod:`training.dynamic_sampling`).
 * **Update** (:class:`training.update.PolicyUpdate`): each sampled step is one sequence, the
   prompt ids and tokens recorded in the episode; the PPO-clipped loss per token (``ppo-clip``,
   eps 0.2, or any registered loss), pi_old the behaviour log-probabilities the rollout recorded
