@@ -279,7 +279,7 @@ class AsyncRollouts(GroupRollouts):
             "async/worker_play_s": self.play_seconds.pop(step, 0.0),
         }
         if not corrected:
-            return samples, {**metrics, "async/masked_token_fraction": 0.0}
+            return samples, {**metrics, "async/masked_token_fraction": 0.0, "async/importance_weight_mean": 1.0}
         temperature = batch.temperature
         unrecorded = [replace(samples[index], behaviour_logprobs=None) for index in corrected]
         proximal = self.update.old_logprobs(unrecorded, temperature)
