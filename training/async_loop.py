@@ -23,11 +23,13 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   tokens whose ratio pi_trainer / pi_engine, against the log-probabilities the engine recorded,
   leaves ``[1 - loop.trust_eps_low, 1 + loop.trust_eps_high]`` are masked out of the loss
   (:func:`training.losses.off_policy_mask`; masked, not clipped: they add no gradient and do not
-  count in the token mean). vLLM's recorded numbers are not the trainer's (for a constrained
-  answer it normalises over more tokens), so there the trainer recomputes pi_engine under the
-  weights of the version that played the sample, which it keeps until they are trained. Fresh
-  samples keep their recorded log-probabilities, as in the synchronous loop. Annotators run in
-  the trainer on each rollout it receives.
+  count in the token mean), and the kept ones are weighted by that ratio, w = pi_prox / pi_engine
+  (:func:`training.losses.importance_weights`, no gradient): decoupled PPO's
+  ``-w min(r A, clip(r) A)`` with ``r = pi_theta / pi_prox``. vLLM's recorded numbers are not the
+  trainer's (for a constrained answer it normalises over more tokens), so there the trainer
+  recomputes pi_engine under the weights of the version that played the sample, which it keeps
+  until they are trained. Fresh samples keep their recorded log-probabilities, as in the
+  synchronous loop. Annotators run in the trainer on each rollout it receives.
 * **Checkpoints** after update s hold the rollouts s + 1 .. s + eta the worker played already
   (the trainer waits for them: they need versions up to s - 1), so a resumed run plays exactly
   what the uninterrupted one would: no credited sample is lost and none is trained on twice.
@@ -58,7 +60,7 @@ from training.config import TrainConfig
 from training.credit import StepCredit
 from training.distributed import World
 from training.engines import RolloutBatch, RolloutEngine
-from training.losses import off_policy_mask
+from training.losses import importance_weights, off_policy_mask
 from training.sources import GroupRollouts
 from training.update import PolicyUpdate, TrainSample, training_samples
 from tsmg.episode import Episode
@@ -260,7 +262,11 @@ class AsyncRollouts(GroupRollouts):
     def training_samples(
         self, steps: Sequence[StepCredit], episodes: Mapping[str, Episode], batch: RolloutBatch, step: int
     ) -> tuple[list[TrainSample], dict[str, float]]:
-        """Samples, stale ones corrected: pi_old recomputed under the trainer's weights, off-policy tokens masked."""
+        """Samples, stale ones corrected: pi_old recomputed, off-policy tokens masked, kept ones weighted.
+
+        pi_old of a stale sample is recomputed under the trainer's weights (pi_prox); its tokens whose
+        pi_prox / pi_behaviour leaves the trust range are masked, the others weighted by that ratio.
+        """
         samples = training_samples(steps, episodes, exact_logprobs=True)
         current = step - 1
         versions = [current if sample.policy_version is None else sample.policy_version for sample in samples]
@@ -273,22 +279,31 @@ class AsyncRollouts(GroupRollouts):
             "async/worker_play_s": self.play_seconds.pop(step, 0.0),
         }
         if not corrected:
-            return samples, {**metrics, "async/masked_token_fraction": 0.0}
+            return samples, {**metrics, "async/masked_token_fraction": 0.0, "async/importance_weight_mean": 1.0}
         temperature = batch.temperature
         unrecorded = [replace(samples[index], behaviour_logprobs=None) for index in corrected]
         proximal = self.update.old_logprobs(unrecorded, temperature)
         behaviour = self._behaviour(samples, stale, versions, batch)
         loop = self.config.loop
         masked = counted = 0
+        kept_weights: list[float] = []
         for position, index in enumerate(corrected):
-            keep = None
+            keep = weights = None
             if behaviour.get(index) is not None:
                 trainer, engine = torch.tensor(proximal[position]), torch.tensor(behaviour[index])
                 keep = off_policy_mask(trainer, engine, loop.trust_eps_low, loop.trust_eps_high).tolist()
+                # Decoupled PPO: the kept tokens count w = pi_prox / pi_behaviour times, which makes the
+                # update an importance-sampled estimate of the on-policy one (masking alone would leave a
+                # bias of up to the trust range's bounds).
+                weights = importance_weights(trainer, engine, torch.tensor(keep)).tolist()
                 masked += keep.count(False)
                 counted += len(keep)
-            samples[index] = replace(samples[index], behaviour_logprobs=proximal[position], token_mask=keep)
+                kept_weights += [weight for weight, kept in zip(weights, keep, strict=True) if kept]
+            samples[index] = replace(
+                samples[index], behaviour_logprobs=proximal[position], token_mask=keep, token_weights=weights
+            )
         metrics["async/masked_token_fraction"] = masked / counted if counted else 0.0
+        metrics["async/importance_weight_mean"] = sum(kept_weights) / len(kept_weights) if kept_weights else 1.0
         metrics["async/unmasked_stale_samples"] = float(sum(behaviour.get(index) is None for index in stale))
         return samples, metrics
 

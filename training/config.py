@@ -170,6 +170,24 @@ class RolloutConfig(_Section):
         return checked_regex(pattern, "observation_lines")
 
     @model_validator(mode="after")
+    def _samples_what_training_scores(self) -> RolloutConfig:
+        # The update scores every token under log_softmax(logits / T) over the whole vocabulary
+        # (backends.scoring): pi_old is the sampling distribution only if the rollout sampled it.
+        if self.lap.top_p < 1.0:
+            raise ValueError(
+                f"rollout.lap.top_p is {self.lap.top_p}, but training scores each token under the whole "
+                "distribution, not the nucleus it was drawn from, so the ratio pi_new / pi_old would be wrong: set "
+                "rollout.lap.top_p to 1 (and sharpen sampling with rollout.lap.temperature instead)"
+            )
+        if self.lap.temperature == 0.0:
+            raise ValueError(
+                "rollout.lap.temperature is 0 (greedy decoding): every episode of a group would play the same and "
+                "the sampling distribution log_softmax(logits / T) is undefined at T = 0; set a temperature above 0 "
+                "(1.0 samples the model as it is; evaluations stay greedy by run.eval_temperature)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _tree_fits(self) -> RolloutConfig:
         if self.shape != "tree" and self.tree != TreeConfig():
             raise ValueError(f"rollout.tree only applies to rollout.shape 'tree' (shape is {self.shape!r})")
@@ -266,6 +284,18 @@ class SamplerConfig(_Section):
             "update an unbiased estimate of the uniform one (plain AAW reweights it: expected weight "
             "sign(A)|A|^(1+alpha)); needs replacement."
         ),
+    )
+
+    refill_zero_variance: bool = Field(
+        default=False,
+        description=(
+            "DAPO's dynamic sampling: drop the groups whose credit is 0 on every step (equal returns) and play new "
+            "groups until the update has rollout.groups_per_update groups with signal, or max_refill_rounds extra "
+            "rounds were played (training/dynamic_sampling.py)."
+        ),
+    )
+    max_refill_rounds: int = Field(
+        default=4, ge=1, description="The most extra rounds of groups_per_update groups one update may play."
     )
 
     @field_validator("name")
@@ -517,7 +547,10 @@ class DistillConfig(_Section):
     weight: float = Field(default=1.0, gt=0.0, description="lambda: A = A_RL + lambda A_OPD.")
     turn_balanced: bool = Field(
         default=False,
-        description="Scale each turn's OPD term by (mean tokens per turn) / (its tokens), so every turn counts alike.",
+        description=(
+            "Scale each turn's OPD term so that every turn carries the same total weight in the loss under "
+            "loss.aggregation, whatever its length (token-mean: by mean tokens per turn / its tokens)."
+        ),
     )
 
     @field_validator("teacher")
@@ -723,6 +756,30 @@ class TrainConfig(_Section):
             raise ValueError(
                 "rtpo updates each turn against a continuation played by the already-updated policy, which an "
                 "asynchronous worker playing with older weights cannot give; use loop.mode 'sync'"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _refill_fits(self) -> TrainConfig:
+        sampling = self.sampler
+        if sampling.max_refill_rounds != type(sampling).model_fields["max_refill_rounds"].default and not (
+            sampling.refill_zero_variance
+        ):
+            raise ValueError("sampler.max_refill_rounds only applies with sampler.refill_zero_variance: true")
+        if not sampling.refill_zero_variance:
+            return self
+        credit, rollout = self.credit.name, self.rollout
+        if "groups" not in self.credit.needs or credit == "rtpo":
+            raise ValueError(
+                f"sampler.refill_zero_variance replaces groups whose episodes carry no signal, and credit assigner "
+                f"{credit!r} {'plays its own reverse-turn groups' if credit == 'rtpo' else 'compares no groups'}: use "
+                "a group assigner (ms-grpo, rloo, dr-grpo, gigpo, ...) or leave refill_zero_variance off"
+            )
+        if rollout.shape != "groups" or rollout.seats_each_group or self.loop.mode != "sync":
+            raise ValueError(
+                "sampler.refill_zero_variance plays new independent groups with the current weights, which needs "
+                "rollout.shape 'groups', the synchronous loop and no seat chosen group by group (a rotating seat, "
+                "an opponent pool)"
             )
         return self
 

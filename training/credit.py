@@ -47,7 +47,6 @@ from training.advantages import (
     mt_grpo,
     per_agent_normalized,
     pgpo,
-    returns_are_equal,
     rloo,
     role_baseline_advantages,
     tree_grpo,
@@ -471,7 +470,10 @@ class CreditStats:
 
     Attributes:
         groups: Comparison sets (one per group and agent).
-        zero_signal_groups: Comparison sets whose returns were all equal (incl. singletons).
+        zero_signal_groups: Comparison sets that give the update nothing: every step's advantage is
+            0 (for the group-normalised assigners, a group whose returns are all equal, singletons
+            included). None where the count means nothing and is not reported: an assigner that
+            compares no groups (``opd``, whose signal is the teacher's; ``rae``, ``marshal``).
         singleton_groups: Comparison sets of one trajectory.
         trajectories: Trajectories credited.
         steps: Steps credited.
@@ -480,7 +482,7 @@ class CreditStats:
     """
 
     groups: int = 0
-    zero_signal_groups: int = 0
+    zero_signal_groups: int | None = 0
     singleton_groups: int = 0
     trajectories: int = 0
     steps: int = 0
@@ -488,9 +490,10 @@ class CreditStats:
     mean_abs_advantage: float = 0.0
 
     def as_metrics(self, prefix: str = "credit/") -> dict[str, float]:
-        """The stats as namespaced metrics, plus the zero-signal fraction."""
-        metrics = {f"{prefix}{name}": float(value) for name, value in vars(self).items()}
-        metrics[f"{prefix}zero_signal_fraction"] = self.zero_signal_groups / self.groups if self.groups else 0.0
+        """The stats as namespaced metrics, plus the zero-signal fraction (both left out where they mean nothing)."""
+        metrics = {f"{prefix}{name}": float(value) for name, value in vars(self).items() if value is not None}
+        if self.zero_signal_groups is not None:
+            metrics[f"{prefix}zero_signal_fraction"] = self.zero_signal_groups / self.groups if self.groups else 0.0
         return metrics
 
 
@@ -674,7 +677,7 @@ def assign_credit(
             advantages = spec.compute(group, resolved)
             groups += 1
             singletons += len(playing) == 1
-            zero_signal += returns_are_equal(group.returns)
+            zero_signal += not carries_signal(advantages)
             for position, episode_return, values in zip(playing, group.returns, advantages, strict=True):
                 episode = episodes[position]
                 indices = tuple(index for index, step in enumerate(episode.steps) if step.agent == seat)
@@ -683,7 +686,35 @@ def assign_credit(
                     episode.episode_id, group_id, seat, float(episode_return), indices, values
                 )
     ordered = [credits[key] for key in sorted(credits, key=lambda key: (key[0], agents.index(key[1])))]
-    return CreditAssignment(ordered, _stats(ordered, groups, zero_signal, singletons))
+    compares_groups = "groups" in spec.needs  # else a "group" is no comparison set and its signal no measure
+    return CreditAssignment(ordered, _stats(ordered, groups, zero_signal if compares_groups else None, singletons))
+
+
+def carries_signal(advantages: Iterable[FloatArray]) -> bool:
+    """Whether a comparison set's trajectories give the update anything: some step's advantage is not 0.
+
+    Example:
+        >>> carries_signal([np.zeros(2), np.zeros(1)]), carries_signal([np.zeros(2), np.array([0.5])])
+        (False, True)
+    """
+    return any(bool(np.any(values != 0.0)) for values in advantages)
+
+
+def comparison_sets(trajectories: Sequence[TrajectoryCredit]) -> tuple[int, int, int]:
+    """(comparison sets, those without signal, singletons) of credited trajectories (a set: one agent's in one group).
+
+    Example:
+        >>> one = TrajectoryCredit("e1", "g1", "p", 1.0, (0,), np.array([0.7]))
+        >>> two = TrajectoryCredit("e2", "g1", "p", 0.0, (0,), np.array([-0.7]))
+        >>> alone = TrajectoryCredit("e3", "g2", "p", 0.0, (0,), np.array([0.0]))
+        >>> comparison_sets([one, two, alone])
+        (2, 1, 1)
+    """
+    sets: dict[tuple[str, str], list[FloatArray]] = {}
+    for trajectory in trajectories:
+        sets.setdefault((trajectory.group_id, trajectory.agent), []).append(trajectory.advantages)
+    zero_signal = sum(not carries_signal(members) for members in sets.values())
+    return len(sets), zero_signal, sum(len(members) == 1 for members in sets.values())
 
 
 def credit_state_metrics(state: Mapping[str, Any], prefix: str = "credit/") -> dict[str, float]:
@@ -702,7 +733,7 @@ def credit_state_metrics(state: Mapping[str, Any], prefix: str = "credit/") -> d
     }
 
 
-def _stats(credits: Sequence[TrajectoryCredit], groups: int, zero_signal: int, singletons: int) -> CreditStats:
+def _stats(credits: Sequence[TrajectoryCredit], groups: int, zero_signal: int | None, singletons: int) -> CreditStats:
     values = np.concatenate([credit.advantages for credit in credits]) if credits else np.zeros(0)
     return CreditStats(
         groups=groups,

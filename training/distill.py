@@ -4,8 +4,12 @@ The student plays as usual; every token y_t it wrote gets the per-token advantag
 ``lambda (log pi_teacher(y_t) - log pi_student(y_t))`` (the reverse KL, per token, with
 pi_student the policy that sampled: pi_old), added to the RL advantage of its step
 (``A = A_RL + lambda A_OPD``); the credit assigner ``opd`` sets A_RL to 0 (distillation alone).
-``distill.turn_balanced`` scales each turn's term by (mean tokens per turn) / (its tokens), so
-that under a token-mean loss every turn weighs the same, not in proportion to its length.
+``distill.turn_balanced`` scales each turn's term so that every turn weighs the same in the loss,
+whatever its length, under the run's aggregation: by (mean tokens per turn) / (its tokens) under
+``token-mean`` and ``constant`` (where a turn otherwise weighs in proportion to its length), by 1
+under ``sequence-mean`` of one turn per sequence (each turn already weighs the same), and under
+GSPO's sequences of several turns by the inverse of the turn's share of its sequence, normalised
+(:func:`opd_advantages`).
 
 The teacher is any local model (``hf:PATH``, ``smollm2``, ``vllm:PATH``: its HF weights) or a
 trained run's folder (``hf:runs/NAME`` reads ``runs/NAME/final``). It reads the student's prompt
@@ -16,13 +20,14 @@ share a tokenizer: :func:`check_teacher` compares the two vocabularies before an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from training.loss_specs import Aggregation, row_token_weights
 from tsmg.model_spec import parse_model_spec
 
 if TYPE_CHECKING:
@@ -41,28 +46,49 @@ def opd_advantages(
     weight: float = 1.0,
     *,
     turn_balanced: bool = False,
+    aggregation: Aggregation = "token-mean",
+    sequences: Sequence[Hashable] | None = None,
 ) -> list[list[float]]:
     """Per-token OPD advantages lambda (log pi_teacher - log pi_student) of each turn (one row per turn).
 
-    With ``turn_balanced`` each turn's terms are scaled by (mean turn length) / (its length): the
-    sum of a turn's weights is then the same for every turn.
+    With ``turn_balanced`` each turn's terms are scaled so that every turn's total weight in the
+    loss is the same under ``aggregation``: a turn of n_k tokens, each weighed w_k by the
+    aggregation (:func:`training.loss_specs.row_token_weights`), weighs n_k w_k; its scale is
+    s_k = mean_j(n_j w_j) / (n_k w_k), which keeps the turns' total weight as it was.
+
+    Args:
+        teacher: The teacher's log-probability of each token, one row per turn.
+        student: The student's (pi_old), the same shape.
+        weight: lambda.
+        turn_balanced: Weigh every turn alike (else every token alike under token-mean).
+        aggregation: The loss's aggregation (how the loss weighs each token).
+        sequences: Which rows form one sequence, for a sequence-level ratio (GSPO); None: one row each.
 
     Example:
         >>> opd_advantages([[-1.0, -2.0], [-1.0]], [[-2.0, -2.0], [-3.0]])
         [[1.0, 0.0], [2.0]]
         >>> opd_advantages([[-1.0, -2.0], [-1.0]], [[-2.0, -2.0], [-3.0]], 0.5, turn_balanced=True)
         [[0.375, 0.0], [1.5]]
+        >>> teacher, student = [[-1.0, -2.0], [-1.0]], [[-2.0, -2.0], [-3.0]]
+        >>> opd_advantages(teacher, student, turn_balanced=True, aggregation="sequence-mean")
+        [[1.0, 0.0], [2.0]]
     """
     if len(teacher) != len(student):
         raise ValueError(f"got {len(teacher)} teacher rows for {len(student)} student rows")
     lengths = [len(row) for row in student]
-    mean_length = float(np.mean(lengths)) if lengths else 0.0
+    scales = [1.0] * len(lengths)
+    if turn_balanced:
+        turn_weights = [
+            length * token_weight
+            for length, token_weight in zip(lengths, row_token_weights(lengths, aggregation, sequences), strict=True)
+        ]
+        mean = float(np.mean([value for value in turn_weights if value > 0])) if any(turn_weights) else 0.0
+        scales = [mean / value if value > 0 else 1.0 for value in turn_weights]
     rows = []
-    for given, sampled in zip(teacher, student, strict=True):
+    for given, sampled, scale in zip(teacher, student, scales, strict=True):
         if len(given) != len(sampled):
             raise ValueError("the teacher scored a different number of tokens than the student wrote")
-        scale = weight * (mean_length / len(sampled) if turn_balanced and sampled else 1.0)
-        rows.append([scale * (t - s) for t, s in zip(given, sampled, strict=True)])
+        rows.append([weight * scale * (t - s) for t, s in zip(given, sampled, strict=True)])
     return rows
 
 

@@ -204,7 +204,7 @@ class _LAPRolloutEngine:
 
 
 def independent_groups(
-    config: RolloutConfig, update: int, rng: np.random.Generator, seed_limit: int
+    config: RolloutConfig, update: int, rng: np.random.Generator, seed_limit: int, *, refill: int = 0
 ) -> list[EpisodePlan]:
     """The rollout plan of one update: ``groups_per_update`` groups of ``group_size`` episodes, each from one game seed.
 
@@ -213,9 +213,11 @@ def independent_groups(
         update: The update (episode ids are ``u{update}/s{seed}/g{k}``).
         rng: Draws the game seeds (distinct, below ``seed_limit``).
         seed_limit: Held-out seeds start here.
+        refill: Dynamic sampling's refill round (ids ``u{update}r{refill}/s{seed}/g{k}``); 0: the rollout itself.
     """
     seeds = rng.choice(seed_limit, size=config.groups_per_update, replace=False)
-    return plan_episodes(config.game_id, [int(seed) for seed in seeds], config.group_size, id_prefix=f"u{update}")
+    prefix = f"u{update}r{refill}" if refill else f"u{update}"
+    return plan_episodes(config.game_id, [int(seed) for seed in seeds], config.group_size, id_prefix=prefix)
 
 
 def play_sharded(

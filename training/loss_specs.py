@@ -6,6 +6,7 @@ default clip range.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -90,3 +91,30 @@ def loss_spec(name: str) -> LossSpec:
         return LOSSES[name]
     except KeyError:
         raise ValueError(f"unknown policy loss {name!r}; choose one of {sorted(LOSSES)}") from None
+
+
+def row_token_weights(
+    lengths: Sequence[int], aggregation: Aggregation, sequences: Sequence[Hashable] | None = None
+) -> list[float]:
+    """The weight ``aggregation`` gives each token of each row, up to one factor common to every row.
+
+    ``token-mean`` and ``constant`` weigh every token alike (1 / the batch's tokens, or 1 /
+    (sequences x a constant)); ``sequence-mean`` weighs a token 1 / its sequence's tokens: a row's
+    own length, or, when ``sequences`` says which rows form one sequence (a sequence-level ratio:
+    GSPO's drawn trajectory), the length of all its rows together
+    (:func:`training.losses.policy_loss`). A row's total weight in the loss is its length times this.
+
+    Example:
+        >>> row_token_weights([2, 4], "token-mean"), row_token_weights([2, 4], "sequence-mean")
+        ([1.0, 1.0], [0.5, 0.25])
+        >>> row_token_weights([2, 4, 2], "sequence-mean", sequences=[0, 0, 1])
+        [0.16666666666666666, 0.16666666666666666, 0.5]
+    """
+    if aggregation != "sequence-mean":
+        return [1.0] * len(lengths)
+    if sequences is None:
+        return [1.0 / max(length, 1) for length in lengths]
+    totals: dict[Hashable, int] = {}
+    for length, sequence in zip(lengths, sequences, strict=True):
+        totals[sequence] = totals.get(sequence, 0) + length
+    return [1.0 / max(totals[sequence], 1) for sequence in sequences]

@@ -20,6 +20,9 @@ The loss is the PPO clipped surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_h
   ``1 - c``, ``c`` the fraction of turns whose clipped branch was taken (the paper does not
   publish its exact form; this one shrinks the step as more turns leave the trust region and
   leaves an unclipped step as it is);
+* an optional per-token importance weight ``w`` multiplying the policy term, without gradient
+  (asynchronous training's decoupled PPO: ``w = pi_prox / pi_behaviour`` of a stale token, so that
+  the loss is ``-w min(r A, clip(r) A)`` with ``r = pi_new / pi_prox``);
 * an optional KL penalty to a reference policy, ``beta * k3`` with
   ``k3 = exp(ref - new) - (ref - new) - 1`` (unbiased, always >= 0);
 * an optional entropy bonus, ``- entropy_coef * entropy`` (the caller computes per-token entropy
@@ -53,6 +56,7 @@ __all__ = [
     "aggregation_denominator",
     "clipped_surrogate",
     "importance_ratio",
+    "importance_weights",
     "k3_kl",
     "clipped_turns",
     "off_policy_mask",
@@ -345,6 +349,7 @@ def policy_loss(
     sequence_log_ratio: Tensor | None = None,
     sequence_tokens: Tensor | None = None,
     clipped_fraction: float | None = None,
+    token_weights: Tensor | None = None,
 ) -> LossOutput:
     """Clipped policy loss (+ beta KL to a reference, - entropy bonus), aggregated, with metrics.
 
@@ -364,6 +369,9 @@ def policy_loss(
         sequence_tokens: ``(batch,)`` the whole sequence's token count, with ``sequence_log_ratio``.
         clipped_fraction: SORL's fraction of clipped turns over the whole optimizer step (None:
             this batch's own, see :func:`clipped_turns`).
+        token_weights: ``(batch, tokens)`` importance weight of each token's policy term, taken
+            without gradient (decoupled PPO's pi_prox / pi_behaviour; None: 1 everywhere). The
+            KL and entropy terms are not weighted: they regularise the current policy, whoever sampled.
 
     Returns:
         The scalar loss and metrics ``loss/policy``, ``loss/total``, ``loss/clip_fraction``,
@@ -399,6 +407,11 @@ def policy_loss(
     else:
         ratio = importance_ratio(logprobs_new, logprobs_old, mask, settings.ratio_level, turn_ids)
     per_token, was_clipped = clipped_surrogate(ratio, advantages, settings.clip_eps_low, settings.clip_eps_high)
+    if token_weights is not None:
+        if token_weights.shape != mask.shape:
+            shapes = f"{tuple(token_weights.shape)} and {tuple(mask.shape)}"
+            raise ValueError(f"token_weights and mask must have the same (batch, tokens) shape, got {shapes}")
+        per_token = per_token * _masked(token_weights.detach().to(per_token.dtype), mask)
     per_sequence = share is not None and settings.aggregation == "sequence-mean"
 
     def reduce(values: Tensor) -> Tensor:
@@ -465,3 +478,19 @@ def off_policy_mask(logprobs_trainer: Tensor, logprobs_engine: Tensor, eps_low: 
     """
     ratio = torch.exp(logprobs_trainer - logprobs_engine)
     return (ratio >= 1.0 - eps_low) & (ratio <= 1.0 + eps_high)
+
+
+def importance_weights(logprobs_trainer: Tensor, logprobs_engine: Tensor, keep: Tensor) -> Tensor:
+    """Decoupled PPO's per-token importance weight w = pi_trainer / pi_engine on kept tokens, 0 on masked ones.
+
+    pi_trainer is the proximal policy (the trainer's weights when the update starts), pi_engine
+    the behaviour policy that sampled the token. Masked tokens (``keep`` false,
+    :func:`off_policy_mask`) get 0: they are out of the loss anyway.
+
+    Example:
+        >>> trainer, engine = torch.tensor([0.5, 0.5, 0.5]).log(), torch.tensor([0.5, 0.25, 0.4]).log()
+        >>> importance_weights(trainer, engine, off_policy_mask(trainer, engine, 0.5, 1.0))
+        tensor([1.0000, 2.0000, 1.2500])
+    """
+    ratio = torch.exp(logprobs_trainer - logprobs_engine)
+    return torch.where(keep, ratio, torch.zeros_like(ratio))

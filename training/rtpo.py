@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from training.config import TrainConfig
-from training.credit import CreditAssignment
+from training.credit import CreditAssignment, comparison_sets
 from training.distributed import World
 from training.engines import RolloutBatch, RolloutEngine, play_sharded
 from training.sources import BRANCH_SAMPLING, RolloutSource
@@ -107,7 +107,11 @@ class ReverseTurnRollouts(RolloutSource):
                     advantages=np.array([value for _, value in kept], dtype=np.float64),
                 )
             )
-        return with_trajectories(credit, trajectories)
+        trained = with_trajectories(credit, trajectories)
+        # The groups are the branch groups alone: a spine compared with nothing is no zero-signal group.
+        groups, zero_signal, singletons = comparison_sets(trajectories)
+        stats = replace(trained.stats, groups=groups, zero_signal_groups=zero_signal, singleton_groups=singletons)
+        return replace(trained, stats=stats)
 
     def save(self, folder: Path) -> None:
         """The cycle's spines and the next turn."""

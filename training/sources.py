@@ -28,7 +28,7 @@ from training.annotators import annotate
 from training.config import TrainConfig
 from training.credit import CreditAssignment, StepCredit
 from training.distributed import World
-from training.engines import RolloutBatch, RolloutEngine, independent_groups, play_sharded
+from training.engines import RolloutBatch, RolloutEngine, check_rollout, independent_groups, play_sharded
 from training.selfplay import Opponents
 from training.tree import TreeBrancher, share_prefix_steps, tree_plans
 from training.update import TrainSample, training_samples
@@ -36,7 +36,7 @@ from tsmg.episode import Episode
 from tsmg.seeding import derive_seed, seed_generator
 
 # What each generator of update u is for: seed_generator(run.seed, u, PURPOSE) / derive_seed(...).
-GAME_SEEDS, SAMPLING, SAMPLER, BRANCH_SAMPLING = 0, 1, 2, 3
+GAME_SEEDS, SAMPLING, SAMPLER, BRANCH_SAMPLING, REFILL = 0, 1, 2, 3, 4
 
 
 def stamp_policy_version(episodes: Sequence[Episode], version: int) -> None:
@@ -79,6 +79,10 @@ class RolloutSource:
     def play(self, step: int, version: int | None = None) -> RolloutBatch:
         """The rollout of update ``step``, played by policy ``version`` (default ``step - 1``, the current one)."""
         raise NotImplementedError
+
+    def play_refill(self, step: int, refill: int) -> RolloutBatch:
+        """New groups for update ``step``, refill round ``refill`` (dynamic sampling; independent groups only)."""
+        raise NotImplementedError(f"{type(self).__name__} plays no refill rounds (sampler.refill_zero_variance)")
 
     def trained_credit(self, credit: CreditAssignment, episodes: Sequence[Episode]) -> CreditAssignment:
         """The credited steps the update trains (all of them here)."""
@@ -134,6 +138,20 @@ class GroupRollouts(RolloutSource):
             batch = play_sharded(engine, plans, rollout.group_size, self.world, seed=seed)
             batch.seating = seating
         return self._handed_over(batch, step - 1 if version is None else version)
+
+    def play_refill(self, step: int, refill: int) -> RolloutBatch:
+        """Dynamic sampling's refill round ``refill`` (from 1) of update ``step``: new groups, new seeds, new ids.
+
+        Independent groups only (the configuration refuses refills with trees, seats chosen group by
+        group, RTPO or asynchronous rollouts); see :mod:`training.dynamic_sampling`.
+        """
+        rollout, run = self.config.rollout, self.config.run
+        rng = seed_generator(run.seed, step, REFILL, refill)
+        plans = independent_groups(rollout, step, rng, run.eval_seed_start, refill=refill)
+        seed = derive_seed(run.seed, step, REFILL, refill)
+        batch = play_sharded(self.engine, plans, rollout.group_size, self.world, seed=seed)
+        check_rollout(batch, self.config)
+        return self._handed_over(batch, step - 1)
 
     def trained_credit(self, credit: CreditAssignment, episodes: Sequence[Episode]) -> CreditAssignment:
         """Trees: each shared prefix step once, as ``rollout.tree.shared_steps`` weighs it."""

@@ -23,7 +23,9 @@ What :func:`train` implements, exactly (each stage names the module that does it
   group-normalised episode return ``(R - mean) / (std + eps)`` copied to every step. A stateful
   assigner (``rae``: a baseline per game and seat) keeps its state in the checkpoints.
 * **Sampling** (:func:`training.sampling.draw_steps`): ``aaw`` by default, episodes drawn with
-  p proportional to |A|^alpha (every step of a drawn episode trains), or single steps.
+  p proportional to |A|^alpha (every step of a drawn episode trains), or single steps. With
+  ``sampler.refill_zero_variance`` the groups without signal are first replaced by new groups
+  (DAPO's dynamic sampling, :mod:`training.dynamic_sampling`).
 * **Update** (:class:`training.update.PolicyUpdate`): each sampled step is one sequence, the
   prompt ids and tokens recorded in the episode; the PPO-clipped loss per token (``ppo-clip``,
   eps 0.2, or any registered loss), pi_old the behaviour log-probabilities the rollout recorded
@@ -52,9 +54,10 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,9 +65,10 @@ import torch
 
 from training.checkpoint import restore_rng_state, weights_saver
 from training.config import TrainConfig, validate_against_game
-from training.credit import assign_credit, credit_state_metrics
+from training.credit import CreditAssignment, assign_credit, credit_state_metrics
 from training.distill import check_teacher
 from training.distributed import check_world_divides_groups, current_world
+from training.dynamic_sampling import refill_zero_signal
 from training.engines import build_engine, check_rollout, play_sharded
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
@@ -73,6 +77,7 @@ from training.setup import base_model_source, set_up, unsharded_backend
 from training.sources import SAMPLER, build_rollouts
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.core import GameCodeError
+from tsmg.episode import Episode
 from tsmg.policies import policy_from_spec
 from tsmg.rollout import plan_episodes, record_game_error
 from tsmg.seeding import seed_generator
@@ -230,6 +235,17 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         metrics = opponents.summary(batch.episodes, seating).as_metrics("eval/")
         return {**metrics, "time/eval_s": time.perf_counter() - began}
 
+    def credit_of(played: Sequence[Episode], seating: Mapping[str, Any]) -> CreditAssignment:
+        """Per-step advantages of the trained seats the model played in ``played``."""
+        return assign_credit(
+            config.credit.name,
+            played,
+            agent=train_seats,
+            params=config.credit.params,
+            credit_if=opponents.credit_if(seating),
+            state=credit_state,
+        )
+
     def save_checkpoint(step: int) -> Path:
         state["elapsed_s"] = elapsed()
         return folder.save_checkpoint(
@@ -269,14 +285,22 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                 folder.write_episodes(batch.episodes)
 
             # Credit: per-step advantages of the trained seats.
-            credit = assign_credit(
-                config.credit.name,
-                episodes,
-                agent=train_seats,
-                params=config.credit.params,
-                credit_if=opponents.credit_if(seating),
-                state=credit_state,
-            )
+            credit = credit_of(episodes, seating)
+            if sampler.refill_zero_variance:  # DAPO's dynamic sampling: groups without signal replaced by new ones
+                refilled = refill_zero_signal(
+                    episodes,
+                    credit,
+                    target_groups=rollout_config.groups_per_update,
+                    max_rounds=sampler.max_refill_rounds,
+                    play_round=partial(rollouts.play_refill, step),
+                    credit_of=partial(credit_of, seating=seating),
+                )
+                episodes, credit = refilled.episodes, refilled.credit
+                state["episodes_total"] = int(state["episodes_total"]) + len(refilled.played)
+                metrics.update(refilled.metrics)
+                metrics["rollout/episodes_total"] = float(state["episodes_total"])
+                if run.episodes_every and step % run.episodes_every == 0:
+                    folder.write_episodes(refilled.played)
             credit = rollouts.trained_credit(credit, episodes)  # a tree's shared steps once; RTPO's turn
             metrics.update(credit.stats.as_metrics())
             metrics.update(credit_state_metrics(credit_state))

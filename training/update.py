@@ -81,6 +81,8 @@ class TrainSample:
         policy_version: The policy version that sampled it (asynchronous training tells stale samples by it).
         token_mask: Which tokens the loss counts (None: all); asynchronous training masks the
             off-policy ones (:mod:`training.async_loop`).
+        token_weights: Each token's importance weight in the policy term (None: 1); asynchronous
+            training weights a stale sample's kept tokens by pi_prox / pi_behaviour (decoupled PPO).
     """
 
     prompt_ids: list[int]
@@ -91,6 +93,7 @@ class TrainSample:
     sequence: int = 0
     policy_version: int | None = None
     token_mask: list[bool] | None = None
+    token_weights: list[float] | None = None
 
 
 def training_samples(
@@ -375,7 +378,15 @@ class PolicyUpdate:
         """The teacher's log-probabilities of every sample, turned into per-token advantages (OPD)."""
         assert self.teacher is not None
         teacher = self._logprobs_without_grad(self.teacher.model, data.samples, data.temperature)
-        extra = opd_advantages(teacher, data.old, self.distill.weight, turn_balanced=self.distill.turn_balanced)
+        settings = self.settings
+        extra = opd_advantages(
+            teacher,
+            data.old,
+            self.distill.weight,
+            turn_balanced=self.distill.turn_balanced,
+            aggregation=settings.aggregation,
+            sequences=[sample.sequence for sample in data.samples] if settings.ratio_level == "sequence" else None,
+        )
         data.token_advantages = [
             [sample.advantage + value for value in values] for sample, values in zip(data.samples, extra, strict=True)
         ]
@@ -596,6 +607,7 @@ class PolicyUpdate:
             entropy=scores.entropy,
             denominator=denominator,
             clipped_fraction=None if context is None else context.clipped_fraction,
+            token_weights=token_weights(chunk, tail, device),
             **sequence_figures,
         )
         return result.loss, result.metrics, float(scores.mask.sum())
@@ -681,6 +693,17 @@ def sample_mask(samples: Sequence[TrainSample], tail: int | None = None) -> torc
         if sample.token_mask is not None:
             mask[row, width - len(sample.token_mask) :] &= torch.tensor(sample.token_mask, dtype=torch.bool)
     return mask
+
+
+def token_weights(samples: Sequence[TrainSample], tail: int, device: torch.device) -> torch.Tensor | None:
+    """The right-aligned ``(rows, tail)`` importance weights of the samples' tokens (None: no sample has any)."""
+    if all(sample.token_weights is None for sample in samples):
+        return None
+    rows = [
+        sample.token_weights if sample.token_weights is not None else [1.0] * len(sample.completion_ids)
+        for sample in samples
+    ]
+    return padded(rows, tail, device)
 
 
 def padded(values: Sequence[Sequence[float]], tail: int, device: torch.device) -> torch.Tensor:

@@ -91,3 +91,12 @@ def test_bad_settings_are_refused_in_one_sentence():
         GameTextEnv({"game_id": "FrozenLake-v0", "action_format": "choice"})
     with pytest.raises(ValueError, match="has no seat 'nobody'"):
         GameTextEnv({"game_id": "TicTacToe-v0", "agent": "nobody"})
+
+
+def test_max_turns_is_the_games_step_limit():
+    import tsmg
+
+    assert GameTextEnv({"game_id": "FrozenLake-v0", "game_options": {"max_steps": 7}}).max_turns == 7
+    registered = tsmg.make("Sokoban-v0").config.max_steps  # the registry's default options
+    assert registered not in (None, 1_000)
+    assert GameTextEnv({"game_id": "Sokoban-v0"}).max_turns == registered

@@ -200,6 +200,28 @@ def test_groups_are_normalised_separately_and_zero_signal_groups_are_counted():
     assert metrics["credit/zero_signal_fraction"] == pytest.approx(2 / 3)
 
 
+def test_a_group_with_equal_returns_but_step_signal_is_not_zero_signal():
+    # GiGPO: both reach the goal, one wastes a step; the shared state "s" separates them.
+    episodes = [
+        make_episode("e0", "g", [0.0, 0.0, 1.0], keys=["s", "a", "b"]),
+        make_episode("e1", "g", [0.0, 1.0], keys=["s", "b"]),
+    ]
+    credit = assign_credit("gigpo", episodes, params={"normalizer": "none"})
+    assert any(np.any(trajectory.advantages != 0) for trajectory in credit.trajectories)
+    assert credit.stats.zero_signal_groups == 0 and credit.stats.as_metrics()["credit/zero_signal_fraction"] == 0.0
+    assert assign_credit("ms-grpo", episodes).stats.zero_signal_groups == 1  # the same group, the returns alone
+
+
+def test_zero_signal_is_not_reported_for_assigners_that_compare_no_groups():
+    # opd: every RL advantage is 0 by design (the teacher's term is the signal); marshal compares a seat
+    # across the whole update: neither has groups whose signal the metric could count.
+    episodes = group_of([[1.0], [0.0]], "a") + group_of([[1.0], [1.0]], "b")
+    for name in ("opd", "marshal"):
+        metrics = assign_credit(name, episodes).stats.as_metrics()
+        assert "credit/zero_signal_fraction" not in metrics and "credit/zero_signal_groups" not in metrics, name
+        assert metrics["credit/groups"] >= 1
+
+
 def test_multi_agent_credit_is_per_agent():
     def duel(episode_id, winner):
         loser = "o" if winner == "x" else "x"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -26,7 +28,7 @@ from training.engines import HFRolloutEngine
 from training.setup import set_up
 from training.sources import GroupRollouts
 from training.trainer import TrainHooks, train
-from training.update import PolicyUpdate
+from training.update import PolicyUpdate, UpdateData, plan_optimizer_steps
 from tsmg.episode import read_episodes
 
 ASYNC = {"loop": {"mode": "async", "max_staleness": 1}}
@@ -121,6 +123,54 @@ def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model,
     record.logprobs = list(recomputed)
     samples, _ = source.training_samples(steps[:1], episodes, batch, step=3)
     assert samples[0].token_mask == [True]
+
+
+def test_a_stale_samples_kept_tokens_are_weighted_by_pi_prox_over_pi_behaviour(tiny_model, tmp_path):  # noqa: F811
+    # Decoupled PPO: loss = -w min(r A, clip(r) A), r = pi_theta / pi_prox, w = pi_prox / pi_behaviour
+    # (no gradient). At the update's first optimizer step pi_theta = pi_prox, so the gradient of a
+    # token-mean loss is -(1/N) sum_t w_t A_t grad log pi_theta(y_t): compare with that, by hand.
+    from training.credit import StepCredit
+
+    config = make_config(tmp_path / "run", tiny_model, **ASYNC)
+    setup = set_up(config, tmp_path, None, World())
+    update = PolicyUpdate(setup, config, World())
+    engine = HFRolloutEngine(setup.backend, config.rollout, ["player"])
+    source = AsyncRollouts(
+        config, engine, World(), setup=setup, update=update, run_dir=tmp_path, model_seats=["player"], start_step=2
+    )
+    batch = GroupRollouts(config, engine, World()).play(3, version=1)  # played by version 1; the trainer is at 2
+    episodes = {episode.episode_id: episode for episode in batch.episodes}
+    shifts = [0.4, -0.6, 0.0]  # engine log-prob offsets: w = e^-0.4 and e^0.6 (both inside [0.5, 2]), and a fresh one
+    for episode, shift in zip(batch.episodes, shifts, strict=False):
+        episode.steps[0].logprobs = [value + shift for value in episode.steps[0].logprobs]
+    batch.episodes[2].steps[0].policy_version = 2  # on-policy: recorded log-probabilities, weight 1
+    advantages = [1.0, -1.0, 0.5]
+    steps = [
+        StepCredit(k, batch.episodes[k].episode_id, "player", 0, advantage) for k, advantage in enumerate(advantages)
+    ]
+    samples, metrics = source.training_samples(steps, episodes, batch, step=3)
+    assert metrics["async/masked_token_fraction"] == 0.0 and metrics["async/stale_samples"] == 2
+
+    data = UpdateData(samples, (), update.old_logprobs(samples, batch.temperature), None, batch.temperature)
+    [planned] = plan_optimizer_steps(len(samples), 0, config.optim, np.random.default_rng(0))
+    model = setup.backend.model
+    model.zero_grad(set_to_none=True)
+    _, finite = update.backward_step(3, planned, data)
+    assert finite
+    trained = {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+
+    model.zero_grad(set_to_none=True)
+    scores = update.score(model, samples, batch.temperature, entropy=False)
+    rows = scores.rows()
+    tokens = sum(len(row) for row in rows)
+    assert torch.allclose(rows[0], torch.tensor(samples[0].behaviour_logprobs))  # pi_theta = pi_prox: r = 1
+    by_hand = 0.0
+    for row, shift, advantage in zip(rows, shifts, advantages, strict=True):
+        by_hand = by_hand - math.exp(-shift) * advantage * row.sum() / tokens  # w = pi_prox / (pi_prox e^shift)
+    by_hand.backward()
+    assert any(grad.abs().sum() > 0 for grad in trained.values())
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(trained[name], parameter.grad, rtol=1e-4, atol=1e-7, msg=name)
 
 
 def test_killing_an_async_run_and_resuming_it_loses_and_repeats_nothing(tiny_model, tmp_path):  # noqa: F811

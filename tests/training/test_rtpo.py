@@ -47,6 +47,14 @@ def test_stages_go_from_the_last_turn_back_and_train_only_the_forked_turn(tiny_m
             assert all(record.policy_version == version for record, version in _versions(branch, spine, step))
         trained = sum(1 for branch in branches for s in branch.steps if s.round == turn)
         assert row["credit/steps"] == trained  # only the re-decided turn trains
+        # The groups are the branch groups alone (a spine is compared with nothing): zero-signal ones
+        # are those whose branches all returned the same.
+        groups: dict[str, list[float]] = {}
+        for branch in branches:
+            groups.setdefault(branch.group_id, []).append(branch.returns["player"])
+        flat = sum(len(set(returns)) == 1 for returns in groups.values())
+        assert (row["credit/groups"], row["credit/singleton_groups"]) == (len(groups), 0)
+        assert row["credit/zero_signal_fraction"] == pytest.approx(flat / len(groups))
     assert cycles == 2, turns  # the first cycle ran its turns down to 0, then new spines came
     first = turns[: turns.index(0) + 1]
     assert first == list(range(first[0], -1, -1))

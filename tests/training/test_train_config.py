@@ -100,6 +100,26 @@ def test_group_assigner_with_groups_of_one_is_refused_with_the_reason():
         build(rollout={"group_size": 1})
 
 
+@pytest.mark.parametrize(
+    ("lap", "fix"),
+    [({"top_p": 0.9}, "set rollout.lap.top_p to 1"), ({"temperature": 0.0}, "set a temperature above 0")],
+)
+def test_sampling_that_training_cannot_score_is_refused_with_the_fix(lap, fix):
+    # Training scores tokens under log_softmax(logits / T) over the whole vocabulary: a nucleus or
+    # greedy rollout did not sample from that.
+    with pytest.raises(ValidationError, match=fix):
+        build(rollout={"lap": lap})
+    assert build(rollout={"lap": {"temperature": 0.7, "top_p": 1.0}}).rollout.lap.temperature == 0.7
+
+
+def test_the_cli_refuses_top_p_below_1_in_one_sentence(tmp_path):
+    command = [sys.executable, "-m", "tsmg.cli", "train", "--game", "FrozenLake-v0", "--model", "tiny"]
+    command += ["--set", "rollout.lap.top_p=0.9", "--out", str(tmp_path / "run")]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+    assert "set rollout.lap.top_p to 1" in run.stderr and not (tmp_path / "run").exists()
+
+
 def test_alpha_only_for_aaw():
     with pytest.raises(ValidationError, match="only 'aaw'"):
         build(sampler={"name": "uniform", "alpha": 2.0})

@@ -173,3 +173,50 @@ def test_a_free_text_run_trains_on_the_log_probabilities_the_rollout_recorded(mo
     assert all(
         step.prompt_token_ids and step.choices is None and len(step.logprobs) == len(step.token_ids) for step in steps
     )
+
+
+@pytest.mark.parametrize("finetune", ["lora", "full"])
+def test_the_kl_reference_is_the_policy_before_training(model_dir, samples, tmp_path, finetune):
+    # The reference is the untrained policy (LoRA: the adapter switched off; full: a frozen copy).
+    # Scored with the adapter left on (the policy itself), kl_ref would stay 0 after the weights moved.
+    model = {"finetune": "lora", "lora_r": 4} if finetune == "lora" else {"finetune": "full"}
+    config = free_text_config(
+        tmp_path / "run",
+        model_dir,
+        model=model,
+        loss={"kl_beta": 0.1},
+        optim={"lr": 0.05, "micro_batch_size": 12, "grad_accumulation": None},
+    )
+    setup = set_up(config, tmp_path, None, World())
+    update = PolicyUpdate(setup, config, World())
+    rng = np.random.default_rng(0)
+    first = update(1, samples, temperature=1.0, rng=rng)
+    assert first["optim/steps"] == 1 and first["loss/kl_ref"] == pytest.approx(0.0, abs=1e-7)  # not moved yet
+
+    # By hand, before the second update's only optimizer step: k3 of the current policy against the
+    # untrained weights loaded afresh, token mean over every sample.
+    with torch.no_grad():
+        current = torch.cat(update.score(setup.backend.model, samples, 1.0, entropy=False).rows())
+        untrained = HFBackend(model_dir, threads=1).model
+        reference = torch.cat(update.score(untrained, samples, 1.0, entropy=False).rows())
+    delta = reference - current
+    by_hand = float((torch.exp(delta) - delta - 1.0).mean())
+    second = update(2, samples, temperature=1.0, rng=rng)
+    assert by_hand > 1e-4  # the update moved the policy away from the reference
+    assert second["loss/kl_ref"] == pytest.approx(by_hand, rel=1e-4)
+
+
+def test_at_temperature_0_7_the_first_optimizer_step_scores_what_the_rollout_sampled(model_dir, tmp_path):
+    # The rollout samples from softmax(logits / 0.7) and records those log-probabilities; the update
+    # must score the same distribution (a scorer that forgot to divide by T gives a ratio far from 1).
+    config = free_text_config(
+        tmp_path / "run",
+        model_dir,
+        rollout={"group_size": 8, "groups_per_update": 2, "lap": {**FREE_TEXT, "temperature": 0.7}},
+        optim={"micro_batch_size": 16, "grad_accumulation": None},
+        run={"updates": 1},
+    )
+    assert config.rollout.lap.temperature == 0.7
+    [row] = [row for row in train(config).metrics if row["step"] == 1]
+    assert row["optim/steps"] == 1 and row["loss/tokens"] > 16  # one optimizer step, over several tokens per answer
+    assert abs(row["loss/ratio_mean"] - 1.0) < 1e-4 and row["loss/approx_kl"] < 1e-6

@@ -100,6 +100,36 @@ def test_opd_advantages_turn_balanced_weights_every_turn_alike():
     assert [sum(row) for row in opd_advantages(teacher, student)] == pytest.approx([2.0, 6.0])
 
 
+@pytest.mark.parametrize(
+    ("loss", "aggregation", "sequences", "per_turn"),
+    [
+        # lengths 1, 2, 4 (7 tokens); every token's gap log pi_teacher - log pi_student is 1.
+        ("ppo-clip", "token-mean", None, 1 / 3),  # each token 1/7: balanced turns 7/3 tokens' worth each
+        ("ppo-clip", "sequence-mean", None, 1 / 3),  # each turn already 1/3: left as it is
+        ("ppo-clip", "constant", None, 7 / 72),  # each token 1/(3 x 8): balanced 7/3 / 24 each
+        ("gspo", "sequence-mean", [0, 0, 1], 1 / 3),  # sequences of 3 and 4 tokens, 2 sequences: 1/6, 1/3, 1/2
+    ],
+)
+def test_turn_balanced_opd_gives_every_turn_the_same_weight_under_each_aggregation(
+    loss, aggregation, sequences, per_turn
+):
+    # A turn's effective weight: the sum over its tokens of d(-loss)/d log pi_new at ratio 1 (each
+    # token's advantage times the weight the aggregation gives it).
+    lengths = [1, 2, 4]
+    student = [[-2.0] * length for length in lengths]
+    teacher = [[-1.0] * length for length in lengths]
+    rows = opd_advantages(teacher, student, 1.0, turn_balanced=True, aggregation=aggregation, sequences=sequences)
+    mask = torch.tensor([[column < length for column in range(4)] for length in lengths])
+    advantages = torch.tensor([row + [0.0] * (4 - len(row)) for row in rows])
+    old = torch.where(mask, torch.tensor(-2.0), torch.tensor(0.0))
+    new = old.clone().requires_grad_(True)
+    settings = LossSettings.for_loss(loss, aggregation=aggregation, constant_normalizer=8.0)
+    ids = None if sequences is None else torch.tensor(sequences)
+    policy_loss(new, old, advantages, mask, settings, sequence_ids=ids).loss.backward()
+    weights = (-new.grad * mask).sum(dim=-1)
+    assert weights.tolist() == pytest.approx([per_turn] * 3, rel=1e-5)
+
+
 @pytest.fixture(scope="module")
 def teacher_dir(model_dir, tmp_path_factory):  # noqa: F811
     """The student made sharper (its output layer scaled by 3): same tokenizer, a clear direction to move in."""

@@ -64,6 +64,22 @@ def _settings(env_config: Any, extras: Mapping[str, Any] | None) -> dict[str, An
     return settings
 
 
+#: SkyRL's turn cap for a game without a step limit (its episodes end by a forfeit or the game's own end).
+NO_LIMIT_TURNS = 1_000
+
+
+def step_limit(game: Game) -> int | None:
+    """The game's step limit (``max_steps``, in rounds, from its options); None: it has none, or does not say.
+
+    Example:
+        >>> import games, tsmg
+        >>> step_limit(tsmg.make("FrozenLake-v0", max_steps=7))
+        7
+    """
+    limit = getattr(getattr(game, "config", None), "max_steps", None)
+    return int(limit) if limit is not None else None
+
+
 class GameTextEnv(BaseTextEnv):
     """One episode of a tsmg game, one seat played by the model (see the module docstring).
 
@@ -97,7 +113,8 @@ class GameTextEnv(BaseTextEnv):
         self.opponent: Policy = policy_from_spec(
             str(settings.get("opponent", "random")), seed=self.seed or 0, scripted_only=True
         )
-        self.max_turns = int(getattr(self.game, "max_steps", None) or 1_000)
+        # SkyRL stops generating after max_turns: the game's own step limit (its rounds bound the model's turns).
+        self.max_turns = step_limit(self.game) or NO_LIMIT_TURNS
         self.episode_return = 0.0
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
