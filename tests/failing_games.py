@@ -3,10 +3,13 @@
 * :class:`OldSignatureLake`: Frozen Lake whose ``parse_action`` still has the two-argument
   signature the README once showed, so every call of it raises a TypeError.
 * :class:`NoOracleLake`: Frozen Lake without an oracle.
+* :class:`WorkerOnlyFailingLake`: Frozen Lake whose ``parse_action`` raises only in a child
+  process (an asynchronous training run's rollout worker), so it passes the trainer's checks.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any
 
 from games.frozen_lake import _MOVES, FrozenLake
@@ -24,3 +27,12 @@ class NoOracleLake(FrozenLake):
     """Frozen Lake with RulesGame's default oracle: none."""
 
     oracle = RulesGame.oracle
+
+
+class WorkerOnlyFailingLake(FrozenLake):
+    """Frozen Lake whose ``parse_action`` raises a ValueError in a child process, and only there."""
+
+    def parse_action(self, agent: str, text: str, state: Any) -> Any:
+        if multiprocessing.parent_process() is not None:
+            raise ValueError("this lake breaks in the rollout worker")
+        return super().parse_action(agent, text, state)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import queue
 import time
 import traceback
@@ -63,6 +64,7 @@ from training.engines import RolloutBatch, RolloutEngine
 from training.losses import importance_weights, off_policy_mask
 from training.sources import GroupRollouts
 from training.update import PolicyUpdate, TrainSample, training_samples
+from tsmg.core import GameCodeError
 from tsmg.episode import Episode
 
 logger = logging.getLogger(__name__)
@@ -98,8 +100,9 @@ def worker_main(
     """The rollout worker process: build the engine, then play each requested update's rollout.
 
     Requests are ``(step, version, weights or None)`` (None weights: the version already loaded),
-    or None to stop; results are ``("batch", step, batch, seconds, finished_at)`` (``time.time()``)
-    or ``("error", step, text)``.
+    or None to stop; results are ``("batch", step, batch, seconds, finished_at)`` (``time.time()``),
+    ``("game_error", step, GameCodeError)`` (the game's own code raised: the trainer records it and
+    checkpoints, as in a synchronous run) or ``("error", step, text)``.
     The worker also stops when the trainer's process is gone (killed).
     """
     from training.engines import build_engine
@@ -141,8 +144,28 @@ def worker_main(
         close = getattr(engine, "close", None)
         if close is not None:
             close()
+    except GameCodeError as error:  # a bug of the game: the trainer records it and checkpoints, as in a sync run
+        results.put(("game_error", step, _portable_game_error(error)))
     except BaseException:
         results.put(("error", step, traceback.format_exc()))
+
+
+def _portable_game_error(error: GameCodeError) -> GameCodeError:
+    """``error`` as it can cross to the trainer's process: its traceback as text, its cause picklable.
+
+    A traceback object does not pickle, and a game's own exception class may not either (one whose
+    ``__init__`` takes other arguments than its message); such a cause crosses as a RuntimeError
+    with the same text.
+    """
+    cause = error.error
+    try:
+        pickle.loads(pickle.dumps(cause))
+    except Exception:  # any failure to round-trip means: send its text instead
+        cause = RuntimeError(f"{type(cause).__name__}: {cause}")
+    portable = GameCodeError(error.game_id, error.call, cause, error.seed)
+    portable.episode_id = error.episode_id
+    portable.traceback_text = "".join(traceback.format_exception(error.error))
+    return portable
 
 
 class AsyncRollouts(GroupRollouts):
@@ -188,6 +211,8 @@ class AsyncRollouts(GroupRollouts):
         self.published = start_step
         self.versions: dict[int, dict[str, torch.Tensor]] = {start_step: trained_parameters(setup.backend.model)}
         self.ready: dict[int, RolloutBatch] = {}
+        #: The worker stopped at a game's own failure: a checkpoint keeps what it played before, no more.
+        self.worker_failed = False
         self.play_seconds: dict[int, float] = {}
         self.finished_at: dict[int, float] = {}  # when the worker finished each rollout (time.time())
         self.requested = start_step  # the last update whose rollout was requested (or restored)
@@ -244,6 +269,9 @@ class AsyncRollouts(GroupRollouts):
                         f"update {step}'s rollout"
                     ) from None
                 continue
+            if message[0] == "game_error":  # the game's own bug: train() records it and saves a checkpoint
+                self.worker_failed = True
+                raise message[2]
             if message[0] == "error":
                 raise RuntimeError(f"the rollout worker failed at update {message[1]}:\n{message[2]}")
             _, played, batch, seconds, finished_at = message
@@ -348,10 +376,16 @@ class AsyncRollouts(GroupRollouts):
             self._request_ready()
 
     def save(self, folder: Path) -> None:
-        """The rollouts the worker played ahead of the checkpoint's update (it finishes them first)."""
+        """The rollouts the worker played ahead of the checkpoint's update (it finishes them first).
+
+        After the worker stopped at a game's failure, only those it finished before (in order): a
+        resumed run plays the others.
+        """
         self._start()
         with open(folder / PENDING_FILE, "w", encoding="utf-8") as handle:
             for step in range(self.published + 1, min(self.published + self.eta, self.config.run.updates) + 1):
+                if self.worker_failed and step not in self.ready:
+                    break
                 batch = self._receive(step)
                 record: dict[str, Any] = {"step": step, "temperature": batch.temperature}
                 record["exact_logprobs"] = batch.exact_logprobs

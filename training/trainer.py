@@ -157,8 +157,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         FileExistsError: A fresh run in a folder that already holds one.
         GameCodeError: The game's own code raised (a bug of the game): the run stopped after writing
             the failure to ``game_errors.jsonl`` and a checkpoint of the last finished update, so that
-            it resumes once the game is fixed (synchronous rollouts; an asynchronous worker reports it
-            as a RuntimeError).
+            it resumes once the game is fixed (an asynchronous rollout worker's failure included).
     """
     hooks = hooks or TrainHooks()
     started = time.perf_counter()

@@ -67,6 +67,9 @@ class GameCodeError(RuntimeError):
             ``game_errors.jsonl``, :func:`tsmg.rollout.record_game_error`), or None.
         note: What the run did about it and what to do next (e.g. the checkpoint a training run
             saved before stopping), or None.
+        traceback_text: The game exception's traceback, formatted where it was raised, when that
+            was another process (an asynchronous rollout worker; the traceback object itself does
+            not cross processes), or None: then it is read from ``error``.
     """
 
     def __init__(self, game_id: str, call: str, error: BaseException, seed: int | None = None) -> None:
@@ -79,6 +82,7 @@ class GameCodeError(RuntimeError):
         self.episode_id: str | None = None
         self.written_to: str | None = None
         self.note: str | None = None
+        self.traceback_text: str | None = None
 
     def __str__(self) -> str:
         """One sentence: the game, the call, the exception, and whose bug it is."""

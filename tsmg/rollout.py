@@ -556,7 +556,7 @@ def record_game_error(folder: str | Path, error: GameCodeError) -> Path:
         "seed": error.seed,
         "call": error.call,
         "exception": f"{type(cause).__name__}: {cause}",
-        "traceback": "".join(traceback.format_exception(cause)),
+        "traceback": error.traceback_text or "".join(traceback.format_exception(cause)),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     with open(path, "a", encoding="utf-8") as handle:

@@ -6,7 +6,7 @@ import pytest
 
 import tsmg
 from games.frozen_lake import FrozenLake
-from tests.failing_games import OldSignatureLake
+from tests.failing_games import OldSignatureLake, WorkerOnlyFailingLake
 from tests.training.test_trainer import SMALL_LAKE, make_config, tiny_model  # noqa: F401  (the session's tiny model)
 from training.run_log import METRICS_FILE, read_metrics
 from training.trainer import TrainHooks, train
@@ -65,5 +65,31 @@ def test_a_game_that_raises_from_the_start_is_refused_before_the_model_loads(tmp
         with pytest.raises(GameCodeError, match="raised in parse_action"):
             train(config)
         assert not (tmp_path / "run").exists()
+    finally:
+        tsmg.registry.unregister(GAME_ID)
+
+
+def test_an_async_workers_game_failure_is_recorded_and_checkpointed_like_a_synchronous_one(
+    tiny_model,  # noqa: F811  (the session's fixture)
+    tmp_path,
+):
+    out = tmp_path / "run"
+    tsmg.register(GAME_ID, WorkerOnlyFailingLake, max_steps=4)
+    config = make_config(
+        out,
+        tiny_model,
+        rollout={"game_id": GAME_ID, "game_options": SMALL_LAKE},
+        run={"updates": 2},
+        loop={"mode": "async", "max_staleness": 1},
+    )
+    try:
+        with pytest.raises(GameCodeError) as raised:  # not the worker's RuntimeError with a traceback's text
+            train(config)
+        error = raised.value
+        assert (error.game_id, error.call, type(error.error)) == (GAME_ID, "parse_action", ValueError)
+        (record,) = [json.loads(line) for line in (out / GAME_ERRORS_FILE).read_text().splitlines()]
+        assert record["exception"] == "ValueError: this lake breaks in the rollout worker"
+        assert "failing_games.py" in record["traceback"]  # the worker's own traceback, the game's line included
+        assert (out / "checkpoints" / "step-0").is_dir() and "--resume" in error.note
     finally:
         tsmg.registry.unregister(GAME_ID)
