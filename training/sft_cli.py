@@ -6,7 +6,7 @@ any model loads.
 
 Examples::
 
-    tsmg rollout FrozenLake-NoSlip-v0 --policy oracle --episodes 200 --seed 5000000 --out runs/oracle
+    tsmg rollout --game FrozenLake-NoSlip-v0 --model oracle --episodes 200 --seed 5000000 --out runs/oracle
     tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --out runs/sft
     tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft --set optim.max_steps=40
 """
