@@ -151,7 +151,7 @@ def add_commands(commands: Any) -> None:
 def config_default(config_class: Any, path: str) -> object:
     """The default of the field at dotted ``path`` of a pydantic config class, as ``--help`` states it.
 
-    A field without one (a required section's required field) reads as "none: give it or --config".
+    A field without one (a required section's required field) reads as "none, give it or --config".
     """
     from pydantic import BaseModel
 
@@ -166,7 +166,7 @@ def config_default(config_class: Any, path: str) -> object:
         elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
             node = field.annotation  # a required section: its own fields have defaults
         else:
-            return "none: give it or --config"
+            return "none, give it or --config"
     return node
 
 
