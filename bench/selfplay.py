@@ -233,7 +233,7 @@ ORACLE_SEED_START = 5_000_000  # apart from the training (below 1,000,000) and t
 
 
 def oracle_transcripts(folder: Path) -> Path:
-    """Games of the catalog's minimax (``tsmg rollout TicTacToe-vsMinimax-v0 --policy oracle``), written once."""
+    """Games of the catalog's minimax (``tsmg rollout --game TicTacToe-vsMinimax-v0 --model oracle``), written once."""
     import games  # noqa: F401  (registers the catalog)
     from tsmg.episode import write_episodes
     from tsmg.policies import OraclePolicy

@@ -3,7 +3,7 @@
 Three arms play the same game with the same cyclic moves (resetting when an episode ends):
 
 * **in-process**: ``game.step`` on a ``tsmg.make`` game, no server.
-* **tsmg**: ``tsmg serve GAME`` (OpenEnv's server plus tsmg's layer: typed observation with legal
+* **tsmg**: ``tsmg serve --game GAME`` (OpenEnv's server plus tsmg's layer: typed observation with legal
   actions and info, HTTP sessions, error handling, log redaction), in its own process.
 * **stock**: OpenEnv's stock ``create_fastapi_app`` wrapping the same game with nothing of tsmg's
   layer (a text action in, the observation text, reward and done out; OpenEnv's default sync

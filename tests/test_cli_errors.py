@@ -24,6 +24,13 @@ CASES = [
     ("rollout FrozenLake-v0 --policy gpt5", "bad model spec"),
     ("rollout FrozenLake-v0 --episodes many", "bad option"),
     ("rollout FrozenLake-v0 -o max_steps", "bad option"),
+    # the same with --game ID and --model SPEC (above: the deprecated positional game and --policy)
+    ("check --game Nope-v0", "unknown game"),
+    ("play --game Nope-v0", "unknown game"),
+    ("rollout --game Nope-v0", "unknown game"),
+    ("rollout --game FrozenLake-v0 --model gpt5", "bad model spec"),
+    ("rollout", "bad option"),
+    ("serve --game Nope-v0 --port 0", "unknown game"),
     ("demo --no-train --game Nope-v0", "unknown game"),
     ("demo --bogus", "bad option"),
     ("eval --game Nope-v0 --model random", "unknown game"),

@@ -21,41 +21,67 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tsmg.assignments import parse_assignment
+from tsmg.cli_parser import document_default, examples
 
 #: Flags that set one configuration field each: (flag, section, field, type, help).
 _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
     ("--game", "rollout", "game_id", str, "registered game id, e.g. FrozenLake-v0"),
     ("--group-size", "rollout", "group_size", int, "episodes per group (G), all from one seed"),
     ("--groups", "rollout", "groups_per_update", int, "groups (distinct seeds) per update"),
-    ("--opponent", "rollout", "opponent", str, "policy of the untrained seats: random, oracle, fixed:TEXT"),
-    ("--model", "model", "spec", str, "tiny, smollm2 or hf:PATH_OR_ID"),
+    (
+        "--opponent",
+        "rollout",
+        "opponent",
+        str,
+        "policy of the untrained seats: random, oracle, fixed:TEXT (default: none, self-play)",
+    ),
+    ("--model", "model", "spec", str, "model spec: tiny, smollm2 or hf:PATH_OR_ID"),
     ("--finetune", "model", "finetune", str, "lora or full"),
     ("--lora-r", "model", "lora_r", int, "LoRA rank"),
     ("--dtype", "model", "dtype", str, "auto, float32, bfloat16 or float16"),
     ("--algo", "credit", "name", str, "credit assigner (see tsmg algos)"),
     ("--sampler", "sampler", "name", str, "episode sampler: aaw, uniform, uniform-nonzero"),
-    ("--samples-per-update", "sampler", "samples_per_update", int, "draws per update"),
+    (
+        "--samples-per-update",
+        "sampler",
+        "samples_per_update",
+        int,
+        "draws per update (default: as many as there are items to draw from)",
+    ),
     ("--loss", "loss", "name", str, "policy loss: ppo-clip, clip-higher, turn-clip, sorl, gspo"),
     ("--kl-beta", "loss", "kl_beta", float, "weight of the KL to the reference"),
     ("--entropy-coef", "loss", "entropy_coef", float, "weight of the entropy bonus"),
     ("--lr", "optim", "lr", float, "peak learning rate"),
     ("--micro-batch-size", "optim", "micro_batch_size", int, "sequences per forward/backward pass"),
     ("--updates", "run", "updates", int, "policy updates"),
-    ("--max-seconds", "run", "max_seconds", float, "stop after this much wall time"),
-    ("--episodes", "run", "episodes", int, "stop after this many training episodes (the lr schedule follows them)"),
+    ("--max-seconds", "run", "max_seconds", float, "stop after this much wall time (default: no limit)"),
+    (
+        "--episodes",
+        "run",
+        "episodes",
+        int,
+        "stop after this many training episodes; the lr schedule follows them (default: no limit)",
+    ),
     ("--seed", "run", "seed", int, "seed of the whole run"),
     ("--eval-every", "run", "eval_every", int, "evaluate on held-out seeds every N updates (0: never)"),
     ("--eval-episodes", "run", "eval_episodes", int, "held-out episodes per evaluation"),
     ("--checkpoint-every", "run", "checkpoint_every", int, "checkpoint every N updates (0: at the end)"),
     ("--keep-last", "run", "keep_last", int, "checkpoints kept"),
-    ("--threads", "run", "threads", int, "torch CPU threads"),
-    ("--teacher", "distill", "teacher", str, "on-policy distillation teacher: hf:PATH, smollm2 or hf:RUN (its final/)"),
+    ("--threads", "run", "threads", int, "torch CPU threads (default: torch's own)"),
+    (
+        "--teacher",
+        "distill",
+        "teacher",
+        str,
+        "on-policy distillation teacher: hf:PATH, smollm2 or hf:RUN, its final/ (default: none, no distillation)",
+    ),
 )
 
 
@@ -64,19 +90,39 @@ def add_commands(commands: Any) -> None:
     train = commands.add_parser(
         "train",
         help="train a model on a game with MS-GRPO (or another registered algorithm)",
-        description="Train a local model on a game. Layers: --config file, then flags, then --set overrides.",
+        description=(
+            "Train a local model on a game. Layers: --config file, then flags, then --set overrides; a flag's "
+            "default is the config's (shown below) unless --config sets it."
+        ),
+        epilog=examples(
+            "tsmg train --game FrozenLake-v0 --model tiny --finetune full --algo ms-grpo --updates 50 --out runs/fl",
+            "tsmg train --config configs/frozen_lake_tiny.yaml --out runs/fl2 --set optim.lr=5e-4",
+            "tsmg train --resume --out runs/fl  # after a crash or kill: continues from the last checkpoint",
+            "tsmg train --game KuhnPoker-v0 --model tiny --self-play --algo rae --out runs/kuhn",
+        ),
     )
-    train.add_argument("--config", type=Path, help="YAML training config (see configs/)")
-    train.add_argument("--out", type=Path, help="run folder (metrics.jsonl, checkpoints, final model)")
+    train.add_argument("--config", type=Path, help="YAML training config, see configs/ (default: none)")
+    document_default(
+        train.add_argument("--out", type=Path, help="run folder (metrics.jsonl, checkpoints, final model)"),
+        lambda: _config_default("run.out_dir"),
+    )
     train.add_argument("--resume", action="store_true", help="continue from the run folder's last checkpoint")
-    for flag, _, _, kind, text in _FIELD_FLAGS:
-        train.add_argument(flag, type=kind, help=text)
+    for flag, section, name, kind, text in _FIELD_FLAGS:
+        metavar = {"--game": "ID", "--model": "SPEC"}.get(flag)
+        document_default(
+            train.add_argument(flag, type=kind, metavar=metavar, help=text),
+            partial(_config_default, f"{section}.{name}"),
+        )
     train.add_argument(
         "--self-play", action="store_true", help="one model plays and trains every seat of a multi-agent game"
     )
-    train.add_argument("--action-format", choices=["tag", "regex", "choice", "raw"], help="LAP action format")
-    train.add_argument("--temperature", type=float, help="sampling temperature of the rollouts")
-    train.add_argument("--max-tokens", type=int, help="most tokens per answer")
+    lap_flags = (
+        ("--action-format", "action_format.kind", {"choices": ["tag", "regex", "choice", "raw"]}, "LAP action format"),
+        ("--temperature", "temperature", {"type": float}, "sampling temperature of the rollouts"),
+        ("--max-tokens", "max_tokens", {"type": int}, "most tokens per answer"),
+    )
+    for flag, name, kinds, text in lap_flags:
+        document_default(train.add_argument(flag, help=text, **kinds), partial(_config_default, f"rollout.lap.{name}"))
     train.add_argument(
         "--set",
         action="append",
@@ -87,13 +133,47 @@ def add_commands(commands: Any) -> None:
     train.add_argument("--quiet", action="store_true", help="no per-update progress lines")
     train.set_defaults(handler=cmd_train)
 
-    algos = commands.add_parser("algos", help="list credit assigners, samplers and losses")
-    algos.add_argument("--json", action="store_true", help="print a JSON document")
+    algos = commands.add_parser(
+        "algos",
+        help="list credit assigners, samplers and losses",
+        description="List what tsmg train can select: credit assigners (--algo), samplers (--sampler), losses "
+        "(--loss) and aggregations, with what each needs.",
+        epilog=examples("tsmg algos", "tsmg algos --json"),
+    )
+    algos.add_argument("--json", action="store_true", help="print a JSON document instead of the listing")
     algos.set_defaults(handler=cmd_algos)
 
     from training.sft_cli import add_sft_command
 
     add_sft_command(commands)
+
+
+def config_default(config_class: Any, path: str) -> object:
+    """The default of the field at dotted ``path`` of a pydantic config class, as ``--help`` states it.
+
+    A field without one (a required section's required field) reads as "none, give it or --config".
+    """
+    from pydantic import BaseModel
+
+    node: Any = config_class
+    for key in path.split("."):
+        if not (isinstance(node, type) and issubclass(node, BaseModel)):
+            node = getattr(node, key)  # inside a section's default value
+            continue
+        field = node.model_fields[key]
+        if not field.is_required():
+            node = field.get_default(call_default_factory=True)
+        elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            node = field.annotation  # a required section: its own fields have defaults
+        else:
+            return "none, give it or --config"
+    return node
+
+
+def _config_default(path: str) -> object:
+    from training.config import TrainConfig
+
+    return config_default(TrainConfig, path)
 
 
 def config_from_args(args: argparse.Namespace) -> Any:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from training.config import TrainConfig
+from tsmg.cli_parser import examples
 
 STANDARD_GAME = "FrozenLake-v0"
 RANDOM_MAPS_GAME = "FrozenLake-NoSlip-v0"
@@ -329,11 +330,18 @@ def scripted_baselines(game_id: str, episodes: int, seed: int, echo: Callable[[s
 def add_demo_command(commands: Any) -> None:
     """Register ``tsmg demo`` on an argparse sub-parser set (``parser.add_subparsers()``)."""
     demo = commands.add_parser(
-        "demo", help="MS-GRPO trains a tiny model on Frozen Lake (--no-train: random vs oracle only)"
+        "demo",
+        help="MS-GRPO trains a tiny model on Frozen Lake (--no-train: random vs oracle only)",
+        description=(
+            "Train a tiny model from scratch on Frozen Lake with MS-GRPO on a CPU and compare it with the random "
+            "and right/down baselines, within a wall-time budget (--max-seconds: 180 s, --random-maps 600 s). "
+            "--no-train plays only the random and oracle policies."
+        ),
+        epilog=examples("tsmg demo --no-train", "tsmg demo", "tsmg demo --random-maps --out runs/demo-rm --seed 1"),
     )
     demo.add_argument("--no-train", action="store_true", help="only play the random and oracle policies")
-    demo.add_argument("--game", default=RANDOM_MAPS_GAME, help="with --no-train")
-    demo.add_argument("--episodes", type=int, default=500, help="with --no-train")
+    demo.add_argument("--game", default=RANDOM_MAPS_GAME, metavar="ID", help="the game of --no-train")
+    demo.add_argument("--episodes", type=int, default=500, help="episodes per policy with --no-train")
     demo.add_argument(
         "--random-maps", action="store_true", help="random 4x4 maps, the MS-GRPO training setting (up to 10 minutes)"
     )

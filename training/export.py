@@ -43,6 +43,7 @@ from typing import Any, Literal, get_args
 
 from training.credit import CreditAssignment, StepCredit, assign_credit, credit_assigner
 from training.sampling import draw_steps
+from tsmg.cli_parser import examples
 from tsmg.episode import Episode, StepRecord, read_episodes
 from tsmg.seeding import seed_generator
 
@@ -301,12 +302,21 @@ def add_export_command(commands: Any) -> None:
         "export",
         help="write a run's episodes as token-exact training data (trl, verl or jsonl rows)",
         description="One row per model step: prompt ids, completion ids, logprobs and the step's advantage.",
+        epilog=examples(
+            "tsmg export runs/eval-fl --format trl",
+            "tsmg export runs/fl/episodes.jsonl --format verl --credit ms-grpo --out rows.jsonl",
+            "tsmg export runs/eval-kuhn --agent player_0 --sampler aaw --samples 64 --seed 1 --json",
+        ),
     )
     export.add_argument("run", type=Path, help="run folder (holding episodes.jsonl) or an episodes file")
     export.add_argument("--format", choices=FORMATS, default="jsonl", help="row layout (default: jsonl)")
-    export.add_argument("--credit", default="ms-grpo", help="registered credit assigner (see tsmg algos)")
+    export.add_argument("--credit", default="ms-grpo", help="registered credit assigner, see tsmg algos")
     export.add_argument(
-        "--param", action="append", default=[], metavar="KEY=VALUE", help="an assigner parameter, e.g. std=population"
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an assigner parameter, e.g. std=population (repeatable)",
     )
     export.add_argument("--agent", help="export this seat only (default: every seat)")
     export.add_argument("--sampler", help="draw trajectories with this sampler, e.g. aaw (default: every step once)")

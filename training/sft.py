@@ -2,7 +2,7 @@
 
 A pretrained chat model that never writes the LAP's action format gives MS-GRPO no signal (every
 answer is invalid, every group's returns are equal). A short supervised fine-tune on transcripts
-that tsmg itself wrote (``tsmg rollout GAME --policy oracle --out DIR``) teaches the format, and
+that tsmg itself wrote (``tsmg rollout --game GAME --model oracle --out DIR``) teaches the format, and
 some of the game, before reinforcement learning starts. What this module does, exactly:
 
 * **Samples.** Each recorded decision becomes one prompt-completion pair. The prompt is what the
@@ -64,7 +64,8 @@ class SFTDataConfig(_Section):
     """Where the transcripts come from and how an answer is written."""
 
     episodes: list[str] = Field(
-        min_length=1, description="episodes.jsonl files (e.g. from `tsmg rollout GAME --policy oracle --out DIR`)."
+        min_length=1,
+        description="episodes.jsonl files (e.g. from `tsmg rollout --game GAME --model oracle --out DIR`).",
     )
     agents: list[str] | None = Field(default=None, description="Seats whose decisions become samples; None: all.")
     answer_template: str | None = Field(
@@ -314,7 +315,7 @@ def build_dataset(config: SFTConfig) -> list[ChatSample]:
         path = Path(name)
         if not path.is_file():
             raise SFTDatasetError(
-                f"{path} does not exist (write one with `tsmg rollout GAME --policy oracle --out DIR`)"
+                f"{path} does not exist (write one with `tsmg rollout --game GAME --model oracle --out DIR`)"
             )
         samples += chat_samples(
             read_episodes(path),

@@ -6,7 +6,7 @@ any model loads.
 
 Examples::
 
-    tsmg rollout FrozenLake-NoSlip-v0 --policy oracle --episodes 200 --seed 5000000 --out runs/oracle
+    tsmg rollout --game FrozenLake-NoSlip-v0 --model oracle --episodes 200 --seed 5000000 --out runs/oracle
     tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --out runs/sft
     tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft --set optim.max_steps=40
 """
@@ -15,22 +15,31 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tsmg.cli_parser import document_default, examples
+
 #: Flags that set one configuration field each: (flag, section, field, type, help).
 _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
-    ("--model", "model", "spec", str, "smollm2 or hf:PATH"),
+    ("--model", "model", "spec", str, "model spec: smollm2 or hf:PATH"),
     ("--finetune", "model", "finetune", str, "lora or full"),
     ("--dtype", "model", "dtype", str, "auto, float32, bfloat16 or float16"),
     ("--lr", "optim", "lr", float, "peak learning rate"),
     ("--epochs", "optim", "epochs", float, "passes over the dataset"),
-    ("--max-steps", "optim", "max_steps", int, "optimizer steps (overrides --epochs)"),
+    (
+        "--max-steps",
+        "optim",
+        "max_steps",
+        int,
+        "optimizer steps, overriding --epochs (default: none, --epochs decides)",
+    ),
     ("--batch-size", "optim", "batch_size", int, "samples per forward/backward pass"),
     ("--seed", "run", "seed", int, "seed of the data order and the adapter's initialisation"),
-    ("--threads", "run", "threads", int, "torch CPU threads"),
+    ("--threads", "run", "threads", int, "torch CPU threads (default: torch's own)"),
 )
 
 
@@ -39,19 +48,53 @@ def add_sft_command(commands: Any) -> None:
     sft = commands.add_parser(
         "sft",
         help="supervised warm start on episode transcripts (e.g. an oracle's), in a LAP's prompt and action format",
-        description="Fine-tune a local model on transcripts. Layers: --config file, then flags, then --set overrides.",
+        description=(
+            "Fine-tune a local model on transcripts. Layers: --config file, then flags, then --set overrides; a "
+            "flag's default is the config's (shown below) unless --config sets it."
+        ),
+        epilog=examples(
+            "tsmg rollout --game FrozenLake-NoSlip-v0 --model oracle --episodes 200 --seed 5000000 --out runs/oracle",
+            "tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --out runs/sft",
+            "tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft --set optim.max_steps=40",
+            "tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --dry-run",
+        ),
     )
-    sft.add_argument("--config", type=Path, help="YAML config (see configs/)")
-    sft.add_argument("--episodes", action="append", help="episodes.jsonl of the transcripts (repeatable)")
-    sft.add_argument("--out", type=Path, help="run folder (dataset.jsonl, metrics.jsonl, final model)")
-    for flag, _, _, kind, text in _FIELD_FLAGS:
-        sft.add_argument(flag, type=kind, help=text)
-    sft.add_argument("--action-format", choices=["tag", "regex", "choice", "raw"], help="the LAP's action format")
+    sft.add_argument("--config", type=Path, help="YAML config, see configs/ (default: none)")
     sft.add_argument(
-        "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any config field (YAML)"
+        "--episodes",
+        action="append",
+        metavar="FILE",
+        help="episodes.jsonl of the transcripts (repeatable; default: none, give it or --config)",
+    )
+    document_default(
+        sft.add_argument("--out", type=Path, help="run folder (dataset.jsonl, metrics.jsonl, final model)"),
+        lambda: _config_default("run.out_dir"),
+    )
+    for flag, section, name, kind, text in _FIELD_FLAGS:
+        document_default(
+            sft.add_argument(flag, type=kind, metavar="SPEC" if flag == "--model" else None, help=text),
+            partial(_config_default, f"{section}.{name}"),
+        )
+    document_default(
+        sft.add_argument("--action-format", choices=["tag", "regex", "choice", "raw"], help="the LAP's action format"),
+        lambda: _config_default("lap.action_format.kind"),
+    )
+    sft.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override any config field (VALUE is YAML; repeatable)",
     )
     sft.add_argument("--dry-run", action="store_true", help="build and check the dataset, train nothing")
     sft.set_defaults(handler=cmd_sft)
+
+
+def _config_default(path: str) -> object:
+    from training.cli import config_default
+    from training.sft import SFTConfig
+
+    return config_default(SFTConfig, path)
 
 
 def sft_config_from_args(args: argparse.Namespace) -> Any:

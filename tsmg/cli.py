@@ -17,13 +17,14 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from pydantic import ValidationError
 
 import tsmg
 from tsmg.assignments import parse_assignments
 from tsmg.checker import GameCheckError, check_game
+from tsmg.cli_parser import Parser, UsageError, add_game_option, examples
 from tsmg.core import Game, GameCodeError, GameError, Invalid
 from tsmg.episode import write_episodes
 from tsmg.model_spec import parse_model_spec
@@ -80,18 +81,6 @@ def report_error(error: BaseException) -> int:
     return 1
 
 
-class UsageError(Exception):
-    """A command line argparse cannot read (unknown option, missing argument, bad value)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises :class:`UsageError` instead of printing usage lines and exiting."""
-
-    def error(self, message: str) -> NoReturn:
-        """Raise the problem as one sentence that points at ``--help``."""
-        raise UsageError(f"{message} (see: {self.prog} --help)")
-
-
 def validation_problems(error: ValidationError) -> str:
     """A pydantic error's problems as ``field: problem`` pairs (no field for a whole-model check), joined by ``;``."""
     problems = []
@@ -143,23 +132,47 @@ def _take_imports(arguments: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="tsmg",
         description="Text-mediated games for language models.",
-        epilog="Games registered in your own module: add --import MODULE (any command) or set TSMG_IMPORT=MODULE.",
+        epilog=(
+            "Games registered in your own module: add --import MODULE (any command) or set TSMG_IMPORT=MODULE.\n"
+            "Each command's --help has examples; e.g. tsmg rollout --help."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"tsmg {tsmg.__version__}")
     parser.add_argument(
-        "--import", metavar="MODULE", dest="imports", action="append", help="import a module that registers games"
+        "--import",
+        metavar="MODULE",
+        dest="imports",
+        action="append",
+        help="import a module (or .py file) that registers games (repeatable; default: $TSMG_IMPORT, else none)",
     )
-    commands = parser.add_subparsers(title="commands", parser_class=_Parser)
+    commands = parser.add_subparsers(title="commands", parser_class=Parser)
 
-    games = commands.add_parser("games", help="list the registered games")
-    games.add_argument("--json", action="store_true", help="print a JSON list")
+    games = commands.add_parser(
+        "games",
+        help="list the registered games",
+        description="List the registered games: id, number of agents, turn-based or simultaneous, description.",
+        epilog=examples("tsmg games", "tsmg games --json", "tsmg --import my_games games"),
+    )
+    games.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
     games.set_defaults(handler=_cmd_games)
 
-    check = commands.add_parser("check", help="check that games keep the TSMG contract")
-    check.add_argument("game", nargs="*", help="game ids")
+    check = commands.add_parser(
+        "check",
+        help="check that games keep the TSMG contract",
+        description=(
+            "Play each game with random and hostile answers and check the TSMG contract (determinism per seed, "
+            "rewards, observations, invalid answers); exit 1 if any game fails."
+        ),
+        epilog=examples(
+            "tsmg check --game FrozenLake-v0",
+            "tsmg check --game FrozenLake-v0 --game KuhnPoker-v0 --json",
+            "tsmg check --all --nonsense-seeds 20",
+        ),
+    )
+    add_game_option(check, several=True, required=False, help="game id to check")
     check.add_argument("--all", action="store_true", help="check every registered game")
     check.add_argument("--json", action="store_true", help="print results as JSON")
     check.add_argument(
@@ -167,24 +180,63 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(handler=_cmd_check)
 
-    play = commands.add_parser("play", help="play a game in the terminal")
-    play.add_argument("game")
-    play.add_argument("--seed", type=int, default=0)
+    play = commands.add_parser(
+        "play",
+        help="play a game in the terminal",
+        description=(
+            "Play a game in the terminal: you take every seat, or --agent against --opponent; with --model a "
+            "model plays the seats you do not take (alone, you watch it play)."
+        ),
+        epilog=examples(
+            "tsmg play --game FrozenLake-v0",
+            "tsmg play --game KuhnPoker-v0 --agent player_0 --opponent oracle",
+            "tsmg play --game FrozenLake-v0 --model smollm2 --temperature 0",
+        ),
+    )
+    add_game_option(play)
+    play.add_argument("--seed", type=int, default=0, help="seed of the episode")
     play.add_argument("--agent", help="the seat you play (default: every seat)")
     play.add_argument("--opponent", default="random", help="policy of the other seats: random, oracle, fixed:TEXT")
-    play.add_argument("--model", help="a model plays the other seats (all seats without --agent): e.g. smollm2, hf:DIR")
-    play.add_argument("--action-format", choices=["tag", "choice", "raw"], default="tag", help="with --model")
+    play.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="a model plays the other seats (all seats without --agent): e.g. smollm2, hf:DIR (default: none, "
+        "--opponent plays)",
+    )
+    play.add_argument(
+        "--action-format", choices=["tag", "choice", "raw"], default="tag", help="how the model answers (with --model)"
+    )
     play.add_argument("--temperature", type=float, default=0.0, help="with --model (0 = greedy)")
-    play.add_argument("--max-tokens", type=int, default=64, help="with --model")
+    play.add_argument("--max-tokens", type=int, default=64, help="most tokens per answer (with --model)")
     _add_option_flag(play)
     play.set_defaults(handler=_cmd_play)
 
-    roll = commands.add_parser("rollout", help="play episodes with a scripted policy")
-    roll.add_argument("game")
-    roll.add_argument("--policy", default="random", help="random, oracle or fixed:TEXT")
-    roll.add_argument("--episodes", type=int, default=100)
+    roll = commands.add_parser(
+        "rollout",
+        help="play episodes with a scripted policy",
+        description=(
+            "Play episodes of a game with a scripted policy (random, oracle, fixed:TEXT) on consecutive seeds; "
+            "print a summary, and with --out keep the episodes. Exit 1 if an episode failed."
+        ),
+        epilog=examples(
+            "tsmg rollout --game FrozenLake-v0 --episodes 20",
+            "tsmg rollout --game FrozenLake-NoSlip-v0 --model oracle --episodes 200 --out runs/oracle",
+            "tsmg rollout --game FrozenLake-v0 --model fixed:down -o map_name=8x8 --json",
+        ),
+    )
+    add_game_option(roll)
+    model = roll.add_argument(
+        "--model", metavar="SPEC", help="scripted policy: random, oracle or fixed:TEXT (default: random)"
+    )
+    policy = roll.add_argument("--policy", metavar="SPEC", help="deprecated spelling of --model (default: none)")
+    roll.add_alias(policy, model, default="random")
+    roll.add_argument("--episodes", type=int, default=100, help="episodes to play")
     roll.add_argument("--seed", type=int, default=0, help="first episode seed (seeds are consecutive)")
-    roll.add_argument("--out", type=Path, help="append episodes to OUT/episodes.jsonl and write OUT/summary.json")
+    roll.add_argument(
+        "--out",
+        type=Path,
+        help="append episodes to OUT/episodes.jsonl and write OUT/summary.json (default: keep nothing)",
+    )
     roll.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_option_flag(roll)
     roll.set_defaults(handler=_cmd_rollout)
@@ -211,7 +263,12 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _add_option_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="game option, e.g. -o max_steps=20"
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="game option, e.g. -o max_steps=20 (repeatable)",
     )
 
 
@@ -360,18 +417,18 @@ def _run_policy(game_id: str, policy_spec: str, episodes: int, seed: int, option
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
     options = parse_assignments(args.option, "-o/--option")
-    episodes = _run_policy(args.game, args.policy, args.episodes, args.seed, options)
+    episodes = _run_policy(args.game, args.model, args.episodes, args.seed, options)
     summary = summarize(episodes)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         write_episodes(args.out / "episodes.jsonl", episodes)
         (args.out / "summary.json").write_text(
-            json.dumps({"game": args.game, "policy": args.policy, **summary.as_dict()}, indent=2)
+            json.dumps({"game": args.game, "policy": args.model, **summary.as_dict()}, indent=2)
         )
     if args.json:
-        print(json.dumps({"game": args.game, "policy": args.policy, **summary.as_dict()}))
+        print(json.dumps({"game": args.game, "policy": args.model, **summary.as_dict()}))
     else:
-        print(summary_line(args.game, args.policy, summary))
+        print(summary_line(args.game, args.model, summary))
     return 0 if summary.failed == 0 else 1
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tsmg.assignments import parse_assignments, parse_model_option
+from tsmg.cli_parser import examples
 from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.plan import plan_evaluation
 from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
@@ -18,12 +19,28 @@ from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 
 def add_commands(commands: Any) -> None:
     """Register the ``eval``, ``exploitability`` and ``report`` sub-commands on an argparse sub-parser set."""
-    run = commands.add_parser("eval", help="evaluate models on games (resumable)")
-    run.add_argument("--game", action="append", required=True, help="game id (repeatable)")
-    run.add_argument("--model", action="append", help=f"model spec (repeatable; default {DEFAULT_MODEL})")
+    run = commands.add_parser(
+        "eval",
+        help="evaluate models on games (resumable)",
+        description=(
+            "Play every game against every model (and matchup) on seeded episodes, write the run folder "
+            "(episodes.jsonl, summary, comparison table) and resume it when run again. --dry-run prints the plan, "
+            "tokens and cost without playing. Exit 0 only if every planned episode completed."
+        ),
+        epilog=examples(
+            "tsmg eval --game FrozenLake-v0 --model random --model oracle --episodes 20 --out runs/eval-fl",
+            "tsmg eval --game KuhnPoker-v0 --model openai:gpt-4o-mini --episodes 50 --dry-run",
+            "# a local model on a CPU is slow (100 episodes of smollm2 take over an hour): start small",
+            "tsmg eval --game FrozenLake-v0 --model smollm2 --episodes 10 --temperature 0",
+        ),
+    )
+    run.add_argument("--game", action="append", required=True, metavar="ID", help="game id (repeatable)")
+    run.add_argument(
+        "--model", action="append", metavar="SPEC", help=f"model spec (repeatable; default: {DEFAULT_MODEL})"
+    )
     run.add_argument("--episodes", type=int, default=100, help="episodes per game and matchup")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--out", type=Path, help="run folder (default runs/eval-SEED)")
+    run.add_argument("--seed", type=int, default=0, help="first episode seed (seeds are consecutive)")
+    run.add_argument("--out", type=Path, help="run folder (default: runs/eval-SEED)")
     run.add_argument("--concurrency", type=int, default=64, help="episodes live at once")
     run.add_argument("--retries", type=int, default=1, help="extra attempts for failed episodes")
     run.add_argument("--dry-run", action="store_true", help="print the plan, estimated tokens and cost; play nothing")
@@ -34,29 +51,67 @@ def add_commands(commands: Any) -> None:
         metavar="N",
         help="with --dry-run: play N episodes per game and model (not saved) to estimate tokens, thinking and cost",
     )
-    run.add_argument("--max-cost", type=float, metavar="USD", help="stop cleanly once the run has spent this much")
-    run.add_argument("--max-tokens-total", type=int, metavar="N", help="stop cleanly once the run has spent N tokens")
-    run.add_argument("--no-progress", action="store_true")
-    run.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE", help="game option (all games)")
-    run.add_argument("--model-option", action="append", default=[], metavar="MODEL:KEY=VALUE")
-    run.add_argument("--price", action="append", default=[], metavar="MODEL=IN,OUT", help="USD per 1M tokens")
+    run.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop cleanly once the run has spent this much (default: no limit)",
+    )
+    run.add_argument(
+        "--max-tokens-total",
+        type=int,
+        metavar="N",
+        help="stop cleanly once the run has spent N tokens (default: no limit)",
+    )
+    run.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    run.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="game option, for all games (repeatable)",
+    )
+    run.add_argument(
+        "--model-option",
+        action="append",
+        default=[],
+        metavar="MODEL:KEY=VALUE",
+        help="backend option of one model, e.g. smollm2:threads=2 (repeatable)",
+    )
+    run.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="MODEL=IN,OUT",
+        help="USD per 1M input and output tokens of a model (repeatable; default: the known price list)",
+    )
     run.add_argument(
         "--no-token-ids",
         action="store_true",
         help="leave token ids and logprobs out of episodes.jsonl (smaller; not usable for training)",
     )
     lap = run.add_argument_group("language-agent policy")
-    lap.add_argument("--system", help="system prompt text")
-    lap.add_argument("--history", choices=["none", "last_k", "full"], default="none")
-    lap.add_argument("--history-k", type=int, default=2)
-    lap.add_argument("--action-format", choices=["tag", "regex", "choice", "raw", "tool"], default="tag")
+    lap.add_argument("--system", help="system prompt text (default: the LAP's own system prompt)")
+    lap.add_argument(
+        "--history", choices=["none", "last_k", "full"], default="none", help="earlier turns shown in the prompt"
+    )
+    lap.add_argument("--history-k", type=int, default=2, help="turns shown with --history last_k")
+    lap.add_argument(
+        "--action-format",
+        choices=["tag", "regex", "choice", "raw", "tool"],
+        default="tag",
+        help="how the answer names its action",
+    )
     lap.add_argument("--tool-choice", choices=["auto", "required"], default="auto", help="with --action-format tool")
-    lap.add_argument("--action-tag", default="action")
-    lap.add_argument("--action-regex")
+    lap.add_argument("--action-tag", default="action", help="the tag of --action-format tag (<action>…</action>)")
+    lap.add_argument(
+        "--action-regex", metavar="PATTERN", help="with --action-format regex: the action's pattern (default: none)"
+    )
     lap.add_argument("--reprompt", type=int, default=0, help="retries for an invalid answer")
-    lap.add_argument("--temperature", type=float, default=1.0)
-    lap.add_argument("--top-p", type=float, default=1.0)
-    lap.add_argument("--max-tokens", type=int, default=64)
+    lap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
+    lap.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
+    lap.add_argument("--max-tokens", type=int, default=64, help="most tokens per answer")
     run.set_defaults(handler=cmd_eval)
 
     exploit = commands.add_parser(
@@ -68,21 +123,42 @@ def add_commands(commands: Any) -> None:
             "`tsmg eval --action-format choice` plays it); its exact move probabilities at --temperature are read "
             "from the model, or its greedy moves at 0."
         ),
+        epilog=examples(
+            "tsmg exploitability --model random",
+            "tsmg exploitability --model tiny --temperature 0 --json",
+        ),
     )
-    exploit.add_argument("--model", action="append", required=True, help="model spec (repeatable), or random")
+    exploit.add_argument(
+        "--model", action="append", required=True, metavar="SPEC", help="model spec (repeatable), or random"
+    )
     exploit.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
     exploit.add_argument(
         "--game",
         default="KuhnPoker-v0",
+        metavar="ID",
         help="a two-player Kuhn poker game, or a small two-player zero-sum OpenSpiel game (openspiel:NAME)",
     )
-    exploit.add_argument("--model-option", action="append", default=[], metavar="MODEL:KEY=VALUE")
+    exploit.add_argument(
+        "--model-option",
+        action="append",
+        default=[],
+        metavar="MODEL:KEY=VALUE",
+        help="backend option of one model, e.g. tiny:threads=1 (repeatable)",
+    )
     exploit.add_argument("--json", action="store_true", help="print a JSON list (strategies included)")
     exploit.set_defaults(handler=cmd_exploitability)
 
-    report = commands.add_parser("report", help="merge run folders into one comparison table and plot")
-    report.add_argument("runs", nargs="+", type=Path)
-    report.add_argument("--out", type=Path, help="folder for comparison.md and plots")
+    report = commands.add_parser(
+        "report",
+        help="merge run folders into one comparison table and plot",
+        description="Merge the summaries of eval run folders into one comparison table (and plots with --out).",
+        epilog=examples(
+            "tsmg report runs/eval-fl runs/eval-kuhn",
+            "tsmg report runs/eval-* --out runs/comparison --json",
+        ),
+    )
+    report.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="eval run folders")
+    report.add_argument("--out", type=Path, help="folder for comparison.md and plots (default: print the table only)")
     report.add_argument("--json", action="store_true", help="print the merged rows as JSON")
     report.set_defaults(handler=cmd_report)
 

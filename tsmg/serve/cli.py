@@ -1,4 +1,4 @@
-"""``tsmg serve GAME_ID…``: registered games as OpenEnv environment servers."""
+"""``tsmg serve --game ID…``: registered games as OpenEnv environment servers."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from tsmg.cli_parser import add_game_option, examples
 from tsmg.serve.auth import TOKEN_ENV_VAR
 
 
@@ -21,10 +22,17 @@ def add_command(commands: Any) -> None:
             "connection), HTTP POST /GAME_ID/reset (returns a session_id), /GAME_ID/step, GET /GAME_ID/state, "
             "/GAME_ID/schema, /GAME_ID/info, /health. Play it from Python with tsmg.make('http://HOST:PORT/GAME_ID')."
         ),
+        epilog=examples(
+            "tsmg serve --game FrozenLake-v0 --port 8000",
+            "tsmg serve --game FrozenLake-v0 --game KuhnPoker-v0 --opponent oracle --port 0",
+            "tsmg serve --game KuhnPoker-v0 --opponent-model tiny --host 0.0.0.0 --token SECRET",
+        ),
     )
-    serve.add_argument("games", nargs="+", metavar="GAME_ID", help="registered game ids")
+    add_game_option(serve, several=True, help="registered game id to serve")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    serve.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed at start)")
+    serve.add_argument(
+        "--port", type=int, default=8000, help="port to listen on; 0 picks a free one (printed at start)"
+    )
     serve.add_argument("--max-sessions", type=int, default=256, help="sessions open at once, per game")
     serve.add_argument(
         "--idle-timeout", type=float, default=300.0, help="close sessions idle this many seconds (0: never)"
@@ -32,8 +40,8 @@ def add_command(commands: Any) -> None:
     serve.add_argument(
         "--opponent",
         default="random",
-        help="default policy of the seats a one-seat session leaves: random, oracle, fixed:TEXT, "
-        "or a model given with --opponent-model",
+        help="policy of the seats a one-seat session leaves, unless it names one: random, oracle, fixed:TEXT, "
+        "or a model given with --opponent-model (default: random)",
     )
     serve.add_argument(
         "--opponent-model",
@@ -65,7 +73,12 @@ def add_command(commands: Any) -> None:
     )
     serve.add_argument("--max-answer-chars", type=int, default=262_144, help="longest answer accepted")
     serve.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024, help="largest HTTP body accepted")
-    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="server log level",
+    )
     serve.add_argument("--no-access-log", action="store_true", help="do not log each HTTP request")
     serve.set_defaults(handler=cmd_serve)
 
@@ -95,7 +108,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     opponent = check_opponent(args.opponent, models)
     limits = dict(parse_option_limit(text) for text in args.option_limit)
     allowed = parse_client_options(args.client_options)
-    for game_id in args.games:
+    for game_id in args.game:
         tsmg.make(game_id)  # an unknown id fails here, naming the closest ones
     try:  # after the checks above, which import nothing of the server, so that a typo is told at once
         from tsmg.serve.environment import ServeSettings, load_opponent_models
@@ -122,11 +135,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     host, port = sock.getsockname()[:2]
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-    print(f"tsmg serve: {len(args.games)} game(s) on {base} (OpenEnv HTTP and WebSocket; Ctrl-C stops)", flush=True)
-    for game_id in dict.fromkeys(args.games):
+    print(f"tsmg serve: {len(args.game)} game(s) on {base} (OpenEnv HTTP and WebSocket; Ctrl-C stops)", flush=True)
+    for game_id in dict.fromkeys(args.game):
         print(f"  {base}/{game_id}", flush=True)
     serve(
-        args.games,
+        args.game,
         sock=sock,
         settings=settings,
         models=loaded,

@@ -6,10 +6,24 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tsmg.cli_parser import examples
+
 
 def add_commands(commands: Any) -> None:
     """Register the ``view`` sub-command on an argparse sub-parser set."""
-    view = commands.add_parser("view", help="a browsable HTML report of eval and training runs, with transcripts")
+    view = commands.add_parser(
+        "view",
+        help="a browsable HTML report of eval and training runs, with transcripts",
+        description=(
+            "Build a static HTML report of run folders (eval, train, rollout --out): summaries, plots and every "
+            "stored episode's transcript; --serve also serves it on 127.0.0.1."
+        ),
+        epilog=examples(
+            "tsmg view runs/eval-fl",
+            "tsmg view runs/fl --updates 10,50,100 --serve --port 0",
+            "tsmg view runs/eval-fl runs/fl --out runs/report --no-plots",
+        ),
+    )
     view.add_argument(
         "runs", nargs="+", type=Path, metavar="RUN", help="run folders (tsmg eval, tsmg train, tsmg rollout)"
     )
