@@ -64,17 +64,21 @@ EXPECTED_OUTPUT = {
         and 25 < int(out.split()[1]) < 75  # a fair coin, guessed blindly
     ),
     "class GuessNumber": lambda out: 10 < int(out.split()[0]) < 100,  # 1-of-16 in 8 tries: about 40 %
-    "class Nim": lambda out: out.splitlines()[:3]
-    == [
-        "('first', 'second') ('first',) You are second. 14 stones left, not your turn. Take 1, 2 or 3; the last "
-        "stone wins.",
-        "first only 2 stones are left ('first',)",  # rejected with the reason, and still that seat's turn
-        "{'first': 1.0, 'second': -1.0} True",
-    ]
-    and int(out.splitlines()[3].split()[0]) >= 190,  # the oracle loses only from 12 stones against good luck
-    "run_eval(config": lambda out: "{'W': 0, 'D': 0, 'L': 40}" in out
-    and "{'wins': 0, 'draws': 0, 'losses': 80, 'forfeits': 80, 'wins_by_forfeit': 0}" in out
-    and "'fixed:5': -1.0" in out,
+    "class Nim": lambda out: (
+        out.splitlines()[:3]
+        == [
+            "('first', 'second') ('first',) You are second. 14 stones left, not your turn. Take 1, 2 or 3; the last "
+            "stone wins.",
+            "first only 2 stones are left ('first',)",  # rejected with the reason, and still that seat's turn
+            "{'first': 1.0, 'second': -1.0} True",
+        ]
+        and int(out.splitlines()[3].split()[0]) >= 190  # the oracle loses only from 12 stones against good luck
+    ),
+    "run_eval(config": lambda out: (
+        "{'W': 0, 'D': 0, 'L': 40}" in out
+        and "{'wins': 0, 'draws': 0, 'losses': 80, 'forfeits': 80, 'wins_by_forfeit': 0}" in out
+        and "'fixed:5': -1.0" in out
+    ),
     "to_pettingzoo_parallel(rps)": lambda out: (
         "goal is tile 47" in out
         and "{'player_0': -1.0, 'player_1': 1.0}" in out
@@ -170,7 +174,9 @@ def _expand(line: str, variables: dict[str, str]) -> str:
             return variables[name]
         if name in SHELL_PLACEHOLDERS:
             return SHELL_PLACEHOLDERS[name]
-        raise AssertionError(f"shell variable ${name} in `{line}` is neither assigned in its block nor a known placeholder")
+        raise AssertionError(
+            f"shell variable ${name} in `{line}` is neither assigned in its block nor a known placeholder"
+        )
 
     return re.sub(r"\$\{?(\w+)\}?|\$(\d)", value, line)
 
@@ -258,7 +264,9 @@ def test_the_shell_blocks_hold_tsmg_commands_from_every_part_of_the_docs():
     assert {page for page, _ in TSMG_COMMANDS} >= {"README.md", "evaluate.md", "training.md", "scale.md", "serve.md"}
 
 
-@pytest.mark.parametrize(("page", "arguments"), TSMG_COMMANDS, ids=lambda value: value if isinstance(value, str) else " ".join(value)[:80])
+@pytest.mark.parametrize(
+    ("page", "arguments"), TSMG_COMMANDS, ids=lambda value: value if isinstance(value, str) else " ".join(value)[:80]
+)
 def test_tsmg_command_parses(page, arguments):
     assert "..." not in arguments, f"{page}: `tsmg {' '.join(arguments)}` holds a placeholder: write a whole command"
     arguments = _run_substitutions(arguments)
