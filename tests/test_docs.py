@@ -348,11 +348,21 @@ def test_every_docs_page_is_linked_from_the_readme_table_of_contents():
     assert linked == {page.name for page in PAGES[1:]}
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the headings of ``page``: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", page.read_text(), flags=re.DOTALL | re.MULTILINE)
+    headings = re.findall(r"^#+ (.*)$", text, re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
 def test_every_relative_link_and_image_resolves(page):
-    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.DOTALL | re.MULTILINE)
+    text = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", page.read_text(), flags=re.DOTALL | re.MULTILINE)
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
-        if target.startswith(("http://", "https://", "#")):
+        if target.startswith(("http://", "https://")):
             continue
-        path = (page.parent / target.split("#")[0]).resolve()
+        path_part, _, anchor = target.partition("#")
+        path = (page.parent / path_part).resolve() if path_part else page
         assert path.exists(), f"{page.name} links to {target}, which does not exist"
+        if anchor and path.suffix == ".md":
+            assert anchor in _anchors(path), f"{page.name} links to {target}: {path.name} has no heading with that anchor"
