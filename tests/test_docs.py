@@ -342,6 +342,10 @@ def test_the_demo_baselines_block_is_what_a_fresh_run_prints(tmp_path):
 # The table of contents and the links
 
 
+def test_the_readme_is_a_front_door():
+    assert len(README.read_text().splitlines()) <= 300, "the README is the front door: move the details to docs/"
+
+
 def test_every_docs_page_is_linked_from_the_readme_table_of_contents():
     contents = README.read_text().split("## Documentation", 1)[1].split("\n## ", 1)[0]
     linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)\)", contents))
