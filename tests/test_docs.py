@@ -369,4 +369,4 @@ def test_every_relative_link_and_image_resolves(page):
         path = (page.parent / path_part).resolve() if path_part else page
         assert path.exists(), f"{page.name} links to {target}, which does not exist"
         if anchor and path.suffix == ".md":
-            assert anchor in _anchors(path), f"{page.name} links to {target}: {path.name} has no heading with that anchor"
+            assert anchor in _anchors(path), f"{page.name} links to {target}: no heading of {path.name} has that anchor"
