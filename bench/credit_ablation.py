@@ -43,7 +43,7 @@ Quick look (a few minutes)::
 
     python bench/credit_ablation.py --games frozen-lake --arms ms-grpo+aaw rloo --seeds 2 --updates 10
 
-The README's table::
+The table of docs/results.md::
 
     python bench/credit_ablation.py --seeds 5 --sampler-seeds 10 --updates 60 --jobs 2 --out runs/ablation
 """

@@ -1,4 +1,4 @@
-"""SmolLM2-135M in the paper's setting: the README table from ``tsmg eval`` run folders, with the baselines.
+"""SmolLM2-135M in the paper's setting: the docs/results.md table from ``tsmg eval`` run folders, with the baselines.
 
 The setting: FrozenLake-NoSlip-v0 (a random 4x4 map per episode, 8 steps), free-text answers with
 ``<action>`` tags, unconstrained, judged on held-out maps. This script trains and evaluates nothing
@@ -16,7 +16,7 @@ supervised warm start, after MS-GRPO) and adds, on exactly the same seeds:
   rollouts and of the greedy validation episodes.
 
 Prints the table (success with its Wilson 95 % interval, invalid-answer rate) and ends with one
-line holding a JSON object. See the README section "SmolLM2-135M in the paper's setting"::
+line holding a JSON object. See docs/results.md, "SmolLM2-135M in the paper's setting"::
 
     python bench/smollm2_tags.py --eval runs/eval-zero-shot runs/eval-sft runs/eval-rl
         --sft-episodes runs/oracle/episodes.jsonl --train-run runs/rl-tags --curve docs/smollm2-tags-curve.png

@@ -215,8 +215,7 @@ def spec(id: str) -> GameSpec:
     raise UnknownGameError(
         f"no game registered as {id!r}.{_close_ids_hint(id)} `tsmg games` lists them all. A game registered in "
         f"your own module is found once that module is imported: `--import MODULE` on the command line (or "
-        f"{IMPORT_ENV_VAR}=MODULE), or a 'tsmg.games' entry point in its package (README: Define and register a "
-        "new game)."
+        f"{IMPORT_ENV_VAR}=MODULE), or a 'tsmg.games' entry point in its package (docs/define-a-game.md)."
     )
 
 

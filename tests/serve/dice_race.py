@@ -1,4 +1,4 @@
-"""A dice race written as the README teaches (``RulesGame``), in two builds whose
+"""A dice race written as docs/define-a-game.md teaches (``RulesGame``), in two builds whose
 ``has_random_start`` contradicts what their first observation does.
 
 ``tsmg serve --import tests.serve.dice_race`` serves them; the checker tests use them too.

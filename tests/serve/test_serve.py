@@ -274,12 +274,12 @@ def test_unknown_game_path_is_404_listing_the_served_games(served):
     assert "serves /FrozenLake-NoSlip-v0, /TicTacToe-v0, /SnakeArena-2p-v0" in response.json()["detail"]
 
 
-def test_readme_examples_run_against_the_server(served, capsys):
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+def test_docs_examples_run_against_the_server(served, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "serve.md").read_text(), re.DOTALL)
     for needle in ("GenericEnvClient", 'rollout("http://'):
         block = next(b for b in blocks if needle in b).replace("http://127.0.0.1:8000", served.base)
-        namespace = {"__name__": "readme"}
-        exec(compile(block, "README.md", "exec"), namespace)
+        namespace = {"__name__": "docs"}
+        exec(compile(block, "docs/serve.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "{'valid': True, 'reason': None, 'action': 'right'}" in out
     assert " X " in out  # the server's oracle has played X before O's first turn

@@ -202,7 +202,7 @@ def check_describable(space: spaces.Space[Any], owner: str) -> None:
             if size > MAX_DESCRIBED_ENTRIES:
                 raise ValueError(
                     f"{owner}: observations hold {size} numbers ({part}), too many to show a language model; pass "
-                    "render= a function that describes them in words (the README's Gymnasium and PettingZoo section)"
+                    "render= a function that describes them in words (docs/interop.md)"
                 )
 
 
