@@ -11,7 +11,7 @@ The loss is the PPO clipped surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_h
 
 * the ratio ``r`` per token (``ppo-clip``, ``clip-higher``), one per turn (``turn-clip``,
   ``sorl``): ``r_k = exp(mean over the turn's tokens of (log pi_new - log pi_old))``, shared by the
-  turn's tokens (a row is one turn unless ``turn_ids`` says otherwise), or one per sequence
+  turn's tokens (a row is one turn), or one per sequence
   (``gspo``): the same geometric mean over every token of a sequence, rows sharing a
   ``sequence_ids`` entry forming one sequence (a drawn trajectory's turns), in GSPO's token form
   (:func:`sequence_ratio`) so that a sequence split over micro-batches gets the gradient of the
@@ -40,12 +40,12 @@ the one of a single big batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from training.loss_specs import LOSSES, Aggregation, LossSpec, RatioLevel, loss_spec
+from training.loss_specs import LOSSES, Aggregation, LossSpec, RatioLevel
 
 __all__ = [
     "LOSSES",
@@ -90,24 +90,6 @@ class LossSettings:
     entropy_coef: float = 0.0
     clip_normalization: bool = False
 
-    @classmethod
-    def for_loss(cls, name: str, **overrides: object) -> LossSettings:
-        """Settings of the registered loss ``name`` (its ratio level and clip range), then ``overrides``.
-
-        Example:
-            >>> LossSettings.for_loss("clip-higher").clip_eps_high
-            0.28
-        """
-        spec = loss_spec(name)
-        settings = cls(
-            spec.ratio_level,
-            spec.clip_eps_low,
-            spec.clip_eps_high,
-            aggregation=spec.aggregation or "token-mean",
-            clip_normalization=spec.clip_normalization,
-        )
-        return replace(settings, **overrides)  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True)
 class LossOutput:
@@ -122,33 +104,19 @@ def _masked(values: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device))
 
 
-def turn_mean(values: Tensor, mask: Tensor, turn_ids: Tensor | None = None) -> Tensor:
-    """Each token gets the mean of ``values`` over the masked tokens of its turn.
+def turn_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """Each token gets the mean of ``values`` over the masked tokens of its turn (a row is one turn).
 
     Args:
         values: ``(batch, tokens)``, already zero on padding.
         mask: ``(batch, tokens)`` bool, true on real tokens.
-        turn_ids: ``(batch, tokens)`` ints >= 0 naming the turn of each token within its row;
-            None: each row is one turn.
 
     Returns:
-        ``(batch, tokens)``: the turn means (padding gets its row-turn's mean; mask it later).
+        ``(batch, tokens)``: the row means (padding gets its row's mean; mask it later).
     """
-    weights = mask.to(values.dtype)
-    if turn_ids is None:
-        sums = values.sum(dim=-1, keepdim=True)
-        counts = weights.sum(dim=-1, keepdim=True).clamp(min=1.0)
-        return (sums / counts).expand_as(values)
-    ids = torch.where(mask, turn_ids, torch.zeros_like(turn_ids))
-    if bool((ids < 0).any()):
-        raise ValueError("turn_ids must be >= 0 on real tokens")
-    width = int(ids.max()) + 1
-    rows = torch.arange(values.shape[0], device=values.device).unsqueeze(-1)
-    slots = (rows * width + ids).reshape(-1)
-    size = values.shape[0] * width
-    sums = torch.zeros(size, dtype=values.dtype, device=values.device).index_add(0, slots, values.reshape(-1))
-    counts = torch.zeros(size, dtype=values.dtype, device=values.device).index_add(0, slots, weights.reshape(-1))
-    return (sums / counts.clamp(min=1.0))[slots].reshape(values.shape)
+    sums = values.sum(dim=-1, keepdim=True)
+    counts = mask.to(values.dtype).sum(dim=-1, keepdim=True).clamp(min=1.0)
+    return (sums / counts).expand_as(values)
 
 
 def importance_ratio(
@@ -156,7 +124,6 @@ def importance_ratio(
     logprobs_old: Tensor,
     mask: Tensor,
     level: RatioLevel = "token",
-    turn_ids: Tensor | None = None,
 ) -> Tensor:
     """pi_new / pi_old per token, or the turn's geometric-mean ratio on each of its tokens.
 
@@ -166,7 +133,7 @@ def importance_ratio(
     """
     log_ratio = _masked(logprobs_new - logprobs_old, mask)
     if level == "turn":
-        log_ratio = _masked(turn_mean(log_ratio, mask, turn_ids), mask)
+        log_ratio = _masked(turn_mean(log_ratio, mask), mask)
     return torch.exp(log_ratio)
 
 
@@ -222,22 +189,16 @@ def sequence_ratio(
     return ratio, share
 
 
-def clipped_turns(was_clipped: Tensor, mask: Tensor, turn_ids: Tensor | None = None) -> tuple[float, float]:
-    """(turns whose clipped branch was taken on some token, turns): SORL's trigger, summable over micro-batches.
+def clipped_turns(was_clipped: Tensor, mask: Tensor) -> tuple[float, float]:
+    """(turns whose clipped branch was taken on some token, turns): SORL's trigger, a row being one turn.
 
     Example:
         >>> clipped_turns(torch.tensor([[True, True], [False, False]]), torch.ones(2, 2, dtype=torch.bool))
         (1.0, 2.0)
     """
     clipped = _masked(was_clipped.to(torch.float32), mask)
-    if turn_ids is None:
-        real = mask.any(dim=-1)
-        return float((clipped.sum(-1) > 0)[real].sum()), float(real.sum())
-    rows, columns = torch.nonzero(mask, as_tuple=True)
-    turns = set(zip(rows.tolist(), turn_ids[rows, columns].tolist(), strict=True))
-    rows, columns = torch.nonzero(clipped > 0, as_tuple=True)
-    hit = set(zip(rows.tolist(), turn_ids[rows, columns].tolist(), strict=True))
-    return float(len(hit)), float(len(turns))
+    real = mask.any(dim=-1)
+    return float((clipped.sum(-1) > 0)[real].sum()), float(real.sum())
 
 
 def clipped_surrogate(
@@ -341,7 +302,6 @@ def policy_loss(
     mask: Tensor,
     settings: LossSettings | None = None,
     *,
-    turn_ids: Tensor | None = None,
     logprobs_ref: Tensor | None = None,
     entropy: Tensor | None = None,
     denominator: float | None = None,
@@ -359,7 +319,6 @@ def policy_loss(
         advantages: ``(batch, tokens)`` per token, or ``(batch,)`` per sequence.
         mask: ``(batch, tokens)``, true (or 1) on real response tokens.
         settings: Ratio level, clip range, aggregation, KL and entropy weights (default: ppo-clip).
-        turn_ids: Turn of each token within its row, for ``ratio_level="turn"`` (None: a row is a turn).
         logprobs_ref: ``(batch, tokens)`` log pi_ref, required when ``kl_beta > 0``.
         entropy: ``(batch, tokens)`` per-token entropy, required when ``entropy_coef != 0``.
         denominator: The whole update's aggregation denominator, when this is one micro-batch.
@@ -405,7 +364,7 @@ def policy_loss(
             sequence_tokens=sequence_tokens,
         )
     else:
-        ratio = importance_ratio(logprobs_new, logprobs_old, mask, settings.ratio_level, turn_ids)
+        ratio = importance_ratio(logprobs_new, logprobs_old, mask, settings.ratio_level)
     per_token, was_clipped = clipped_surrogate(ratio, advantages, settings.clip_eps_low, settings.clip_eps_high)
     if token_weights is not None:
         if token_weights.shape != mask.shape:
@@ -431,7 +390,7 @@ def policy_loss(
     policy_term = reduce(per_token)
     if settings.clip_normalization:  # SORL: the more turns left the trust region, the smaller the step
         if clipped_fraction is None:
-            hit, turns = clipped_turns(was_clipped, mask, turn_ids)
+            hit, turns = clipped_turns(was_clipped, mask)
             clipped_fraction = hit / turns if turns else 0.0
         policy_term = (1.0 - clipped_fraction) * policy_term
     total = policy_term

@@ -9,6 +9,7 @@ from test_update import first_letter_game, free_text_config, model_dir, samples 
 
 from backends.hf import HFBackend
 from backends.tiny import build_tiny_model
+from tests.training.loss_helpers import settings_for
 from training.distill import TeacherMismatchError, check_teacher, opd_advantages
 from training.distributed import World
 from training.losses import LossSettings, policy_loss
@@ -123,7 +124,7 @@ def test_turn_balanced_opd_gives_every_turn_the_same_weight_under_each_aggregati
     advantages = torch.tensor([row + [0.0] * (4 - len(row)) for row in rows])
     old = torch.where(mask, torch.tensor(-2.0), torch.tensor(0.0))
     new = old.clone().requires_grad_(True)
-    settings = LossSettings.for_loss(loss, aggregation=aggregation, constant_normalizer=8.0)
+    settings = settings_for(loss, aggregation=aggregation, constant_normalizer=8.0)
     ids = None if sequences is None else torch.tensor(sequences)
     policy_loss(new, old, advantages, mask, settings, sequence_ids=ids).loss.backward()
     weights = (-new.grad * mask).sum(dim=-1)
