@@ -27,3 +27,32 @@ def test_the_hf_backend_is_the_trainable_model_training_names(tmp_path):
     assert get_type_hints(setup.TrainingSetup)["backend"] is TrainableModel
     assert get_type_hints(setup.load_backend)["return"] is TrainableModel
     assert not isinstance(object(), TrainableModel)
+
+
+def test_rtpo_is_a_rollout_shape_and_the_old_spelling_still_works_with_a_warning():
+    import pytest
+
+    from training.config import TrainConfig
+    from training.credit import CREDIT_ASSIGNERS
+
+    assert "rtpo" not in CREDIT_ASSIGNERS  # a rollout source, not a credit formula
+    base = {"model": {"spec": "tiny"}}
+    new = TrainConfig.model_validate({**base, "rollout": {"game_id": "FrozenLake-v0", "shape": "rtpo"}})
+    with pytest.warns(FutureWarning, match="credit.name 'rtpo'.*write rollout.shape: rtpo"):
+        old = TrainConfig.model_validate({**base, "rollout": {"game_id": "FrozenLake-v0"}, "credit": {"name": "rtpo"}})
+    assert old == new and (new.rollout.shape, new.credit.name) == ("rtpo", "ms-grpo")
+    with pytest.raises(ValueError, match="rollout.shape 'rtpo' normalises each turn's branches as a group"):
+        TrainConfig.model_validate({**new.model_dump(), "credit": {"name": "marshal"}})
+
+
+def test_the_rollout_sources_import_in_one_direction():
+    # training.sources is the base the other sources build on: it imports none of them, not even
+    # inside a function (the choice among them is training.rollout_sources').
+    import ast
+    from pathlib import Path
+
+    import training.sources
+
+    tree = ast.parse(Path(training.sources.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"training.rtpo", "training.async_loop", "training.rollout_sources"}
