@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from torch import Tensor
+
 from training.loss_specs import loss_spec
-from training.losses import LossSettings
+from training.losses import LossOutput, LossSettings, StepFigures, policy_loss
 
 
 def settings_for(name: str, **overrides: Any) -> LossSettings:
@@ -25,3 +27,16 @@ def settings_for(name: str, **overrides: Any) -> LossSettings:
         clip_normalization=spec.clip_normalization,
     )
     return replace(settings, **overrides)
+
+
+def one_batch_loss(
+    new: Tensor,
+    old: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    settings: LossSettings,
+    sequence_ids: Tensor | None = None,
+) -> LossOutput:
+    """:func:`training.losses.policy_loss` of an optimizer step that is this one batch (its figures from the batch)."""
+    step = StepFigures.of_batch(new, old, advantages, mask, settings, sequence_ids)
+    return policy_loss(new, old, advantages, mask, settings, step)

@@ -16,6 +16,26 @@ def test_dead_loss_options_and_helpers_are_gone():
     assert not hasattr(Pace, "reserve")
 
 
+def test_policy_loss_takes_its_step_figures_as_one_object_and_has_no_in_batch_fallback():
+    import pytest
+    import torch
+
+    from tests.training.loss_helpers import settings_for
+    from training.losses import StepFigures
+
+    parameters = inspect.signature(policy_loss).parameters
+    assert {"denominator", "sequence_ids", "sequence_log_ratio", "sequence_tokens", "clipped_fraction"}.isdisjoint(
+        parameters
+    )
+    new, old, advantages, mask = torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1), torch.ones(1, 2, dtype=torch.bool)
+    with pytest.raises(ValueError, match="sequence-level ratio needs the step's sequence_log_ratio"):
+        policy_loss(new, old, advantages, mask, settings_for("gspo"))  # training always passes the step's own
+    with pytest.raises(ValueError, match="SORL's normalisation needs the step's clipped_fraction"):
+        policy_loss(new, old, advantages, mask, settings_for("sorl"))
+    step = StepFigures.of_batch(new, old, advantages, mask, settings_for("gspo"))
+    assert policy_loss(new, old, advantages, mask, settings_for("gspo"), step).loss.item() == pytest.approx(-1.0)
+
+
 def test_the_hf_backend_is_the_trainable_model_training_names(tmp_path):
     from backends.base import TrainableModel
     from backends.hf import HFBackend

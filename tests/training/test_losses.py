@@ -9,6 +9,7 @@ from tests.training.loss_helpers import settings_for
 from training.losses import (
     LOSSES,
     LossSettings,
+    StepFigures,
     aggregate,
     aggregation_denominator,
     clipped_surrogate,
@@ -134,7 +135,7 @@ def test_micro_batches_with_the_update_denominator_add_up_to_the_whole_batch(mod
     whole = policy_loss(new, old, advantages, mask, settings).loss
     denominator = aggregation_denominator([mask[:2], mask[2:]], mode, 5.0)
     parts = [
-        policy_loss(new[rows], old[rows], advantages[rows], mask[rows], settings, denominator=denominator).loss
+        policy_loss(new[rows], old[rows], advantages[rows], mask[rows], settings, StepFigures(denominator)).loss
         for rows in (slice(0, 2), slice(2, 4))
     ]
     assert (parts[0] + parts[1]).item() == pytest.approx(whole.item())
