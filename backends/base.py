@@ -4,16 +4,28 @@ Every backend implements :class:`LanguageModel`: ``generate(requests, sampling)`
 batch of :class:`GenerationRequest` and returns one :class:`Completion` per request. Local
 backends (Hugging Face, vLLM) always fill ``prompt_token_ids``, ``token_ids`` and ``logprobs``:
 training needs them. Every backend seeds a request by one rule (:func:`combine_seeds`).
+
+:class:`TrainableModel` is the boundary between training and backends: exactly what
+``training`` uses of the model it trains (:class:`backends.hf.HFBackend` satisfies it
+structurally), so that training's type hints name it instead of ``Any``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tsmg.lm import Completion, FinishReason, GenerationRequest, LanguageModel, SamplingParams
 from tsmg.seeding import combine_seeds
+
+if TYPE_CHECKING:  # torch only for the checker: importing backends.base stays light
+    import torch
+
+    from backends.hf_constraints import ChoiceTries
 
 __all__ = [
     "BackendError",
@@ -26,6 +38,7 @@ __all__ = [
     "LanguageModel",
     "ModelNotFoundError",
     "SamplingParams",
+    "TrainableModel",
 ]
 
 
@@ -41,6 +54,65 @@ class BackendError(RuntimeError):
 
 class ModelNotFoundError(BackendError):
     """The model named by the user could not be found (the message names what was looked for)."""
+
+
+@runtime_checkable
+class TrainableModel(LanguageModel, Protocol):
+    """What training needs from the model it trains: weights, tokenizer, LoRA adapters, and generation.
+
+    :class:`backends.hf.HFBackend` is the one implementation; training reaches the backend only
+    through these members (``mypy`` checks it), so another trainable backend knows what to offer.
+
+    Attributes:
+        model: The ``transformers`` causal LM (a ``peft.PeftModel`` once an adapter is added).
+        tokenizer: Its ``transformers`` tokenizer.
+        device: ``"cpu"`` or ``"cuda"``.
+        dtype: The weights' dtype.
+        pad_id: The token that pads batches.
+        eos_ids: The tokens that end a completion (the first one ends a supervised answer).
+        choice_tries: The tries of constrained choices, shared by generation and scoring.
+    """
+
+    model: Any
+    tokenizer: Any
+    device: str
+    dtype: torch.dtype
+    pad_id: int
+    eos_ids: tuple[int, ...]
+    choice_tries: ChoiceTries
+
+    def encode_prompts(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
+        """The prompt token ids of each request, as generation lays them out."""
+        ...
+
+    def add_lora(
+        self,
+        r: int = 8,
+        alpha: float = 16,
+        target_modules: Sequence[str] | str = "all-linear",
+        dropout: float = 0.0,
+        adapter_name: str = "default",
+    ) -> None:
+        """Add a fresh trainable LoRA adapter and make it the active one."""
+        ...
+
+    def load_adapter(
+        self, path: str | os.PathLike[str], adapter_name: str = "default", trainable: bool = False
+    ) -> None:
+        """Load a saved adapter from a local folder and make it the active one."""
+        ...
+
+    def save_adapter(self, path: str | os.PathLike[str]) -> None:
+        """Save the adapter (not the base weights) to ``path``."""
+        ...
+
+    def merge_adapter(self) -> None:
+        """Fold the adapter into the base weights (the model is a plain model afterwards)."""
+        ...
+
+    def adapter_enabled(self, enabled: bool = True) -> AbstractContextManager[None]:
+        """A context in which the adapter is on (or off: the base model, e.g. as the KL reference)."""
+        ...
 
 
 def match_choice(text: str, choices: Sequence[str]) -> str | None:

@@ -29,7 +29,7 @@ class AdapterMixin:
     def add_lora(
         self,
         r: int = 8,
-        alpha: int = 16,
+        alpha: float = 16,
         target_modules: Sequence[str] | str = "all-linear",
         dropout: float = 0.0,
         adapter_name: str = "default",
@@ -50,7 +50,7 @@ class AdapterMixin:
 
         config = LoraConfig(
             r=r,
-            lora_alpha=alpha,
+            lora_alpha=alpha,  # type: ignore[arg-type]  # PEFT annotates int; it scales by alpha / r in floats
             target_modules=target_modules if isinstance(target_modules, str) else list(target_modules),
             lora_dropout=dropout,
             task_type="CAUSAL_LM",

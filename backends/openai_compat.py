@@ -45,7 +45,7 @@ import re
 import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar, cast, get_args
 
 import httpx
@@ -65,7 +65,7 @@ from backends.pricing import Price, PriceSpec, PriceTable, price_for
 from backends.rate_limit import Pace
 from tsmg.lm import ToolCall
 
-__all__ = ["DEFAULT_BASE_URL", "ChoiceParam", "OpenAIBackend", "Usage", "is_reasoning_model_name"]
+__all__ = ["DEFAULT_BASE_URL", "ChoiceParam", "OpenAIBackend", "OpenAIOptions", "Usage", "is_reasoning_model_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +172,105 @@ class _AttemptDeadline(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+@dataclass(frozen=True, kw_only=True)
+class OpenAIOptions:
+    """How an :class:`OpenAIBackend` talks to its server: every setting but the model name and a client.
+
+    Attributes:
+        base_url: Server URL ending in ``/v1``; default ``OPENAI_BASE_URL``, else OpenAI's.
+        api_key: Bearer token; default ``OPENAI_API_KEY``. Required only for OpenAI's own URL.
+            Never shown in a repr.
+        concurrency: Most requests in flight at once.
+        timeout_s: Limit on each HTTP attempt as a whole (connect, send, wait and read).
+        max_retries: Retries after the first attempt of each request (0: never retry); the SDK
+            backs off exponentially with jitter, or waits as long as ``Retry-After`` asks.
+        prices: USD per million input/output tokens, for this model or as a table by model
+            name (see :mod:`backends.pricing`); cost is reported in :attr:`OpenAIBackend.usage`.
+            Thinking tokens are output tokens (they are part of ``completion_tokens``).
+        logprobs: Ask for the log-probability of each sampled token.
+        token_ids: Ask for the sampled token ids (vLLM's ``return_token_ids``; other servers
+            reject unknown fields, so it is off by default).
+        choice_param: How ``GenerationRequest.choices`` reaches the server (see :data:`ChoiceParam`).
+        raise_on_unreachable: Raise :class:`BackendError` when no request of a batch could even
+            connect (a dead server or wrong URL), instead of returning only error completions.
+        name: Name in episode records (default ``openai:MODEL``).
+        extra_body: Extra JSON fields sent with every request (server-specific options); they
+            override the fields the backend sets.
+        reasoning_model: Send the reasoning-model form of a request: ``max_completion_tokens``
+            instead of ``max_tokens``, and no ``temperature`` or ``top_p`` (OpenAI's o-series and
+            gpt-5 accept only their default). None: decided by the model name
+            (:func:`is_reasoning_model_name`).
+        max_completion_tokens: Token budget of every request to this model, thinking included,
+            in place of the LAP's ``max_tokens`` (a reasoning model needs far more than an
+            answer does); sent as ``max_completion_tokens``.
+        reasoning_effort: Sent as ``reasoning_effort`` (e.g. ``low``, ``medium``, ``high``).
+        requests_per_minute: Pace requests to stay inside this quota (None: no limit).
+        tokens_per_minute: Pace requests so that prompt plus completion tokens stay inside this
+            quota; a request books its estimated prompt plus its token budget, corrected by the
+            usage the server reports.
+        max_context: The model's context window in tokens. The LAP then trims prompt history to
+            fit it (estimating prompt tokens from their length, calibrated on the token counts
+            the server reports).
+
+    Raises:
+        ValueError: For an out-of-range option (the message names the valid values).
+
+    Example:
+        >>> OpenAIOptions(concurrency=4, logprobs=True).concurrency
+        4
+        >>> OpenAIOptions.from_keywords({"concurency": 4})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: the openai backend has no option 'concurency'; its options: api_key, base_url, choice_param, ...
+    """
+
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    concurrency: int = 16
+    timeout_s: float = 60.0
+    max_retries: int = 5
+    prices: PriceSpec | PriceTable | None = None
+    logprobs: bool = False
+    token_ids: bool = False
+    choice_param: ChoiceParam = "structured_outputs"
+    raise_on_unreachable: bool = True
+    name: str | None = None
+    extra_body: Mapping[str, Any] | None = None
+    reasoning_model: bool | None = None
+    max_completion_tokens: int | None = None
+    reasoning_effort: str | None = None
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    max_context: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.choice_param not in get_args(ChoiceParam):
+            raise ValueError(f"choice_param must be one of {get_args(ChoiceParam)}, got {self.choice_param!r}")
+        if self.max_completion_tokens is not None and self.max_completion_tokens < 1:
+            raise ValueError(f"max_completion_tokens must be >= 1, got {self.max_completion_tokens}")
+        if self.max_context is not None and self.max_context < 2:
+            raise ValueError(f"max_context must be >= 2 tokens, got {self.max_context}")
+
+    @classmethod
+    def from_keywords(cls, keywords: Mapping[str, Any]) -> OpenAIOptions:
+        """The options named one by one (``load_model``'s and ``--model-option``'s form).
+
+        Raises:
+            ValueError: For a name that is no option (the message lists them), or an out-of-range value.
+        """
+        known = sorted(option.name for option in fields(cls))
+        for key in keywords:
+            if key not in known:
+                raise ValueError(f"the openai backend has no option {key!r}; its options: {', '.join(known)}")
+        return cls(**keywords)
+
+
 class OpenAIBackend:
     """Chat (or plain-prompt) completions from an OpenAI-compatible server, through the ``openai`` SDK.
 
@@ -197,86 +296,33 @@ class OpenAIBackend:
     def __init__(
         self,
         model: str,
+        options: OpenAIOptions | None = None,
         *,
         client: openai.AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        concurrency: int = 16,
-        timeout_s: float = 60.0,
-        max_retries: int = 5,
-        prices: PriceSpec | PriceTable | None = None,
-        logprobs: bool = False,
-        token_ids: bool = False,
-        choice_param: ChoiceParam = "structured_outputs",
-        raise_on_unreachable: bool = True,
-        name: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-        reasoning_model: bool | None = None,
-        max_completion_tokens: int | None = None,
-        reasoning_effort: str | None = None,
-        requests_per_minute: float | None = None,
-        tokens_per_minute: float | None = None,
-        max_context: int | None = None,
+        **keywords: Any,
     ) -> None:
         """Configure the client; nothing is sent until the first :meth:`generate`.
 
         Args:
             model: Model name the server knows (``--served-model-name`` for vLLM).
+            options: Every other setting (:class:`OpenAIOptions`).
             client: An :class:`openai.AsyncOpenAI` to send requests with (e.g. one an RL engine
                 hands out). Its own base URL, key, timeout and retries then apply, and it is not
                 closed by :meth:`close`; ``base_url``, ``api_key``, ``timeout_s`` and
                 ``max_retries`` must not be given with it. It is driven from this backend's event
                 loop thread, so give the backend a client of its own.
-            base_url: Server URL ending in ``/v1``; default ``OPENAI_BASE_URL``, else OpenAI's.
-            api_key: Bearer token; default ``OPENAI_API_KEY``. Required only for OpenAI's own URL.
-            concurrency: Most requests in flight at once.
-            timeout_s: Limit on each HTTP attempt as a whole (connect, send, wait and read).
-            max_retries: Retries after the first attempt of each request (0: never retry); the SDK
-                backs off exponentially with jitter, or waits as long as ``Retry-After`` asks.
-            prices: USD per million input/output tokens, for this model or as a table by model
-                name (see :mod:`backends.pricing`); cost is reported in :attr:`usage`. Thinking
-                tokens are output tokens (they are part of ``completion_tokens``).
-            logprobs: Ask for the log-probability of each sampled token.
-            token_ids: Ask for the sampled token ids (vLLM's ``return_token_ids``; other servers
-                reject unknown fields, so it is off by default).
-            choice_param: How ``GenerationRequest.choices`` reaches the server (see :data:`ChoiceParam`).
-            raise_on_unreachable: Raise :class:`BackendError` when no request of a batch could even
-                connect (a dead server or wrong URL), instead of returning only error completions.
-            name: Name in episode records.
-            extra_body: Extra JSON fields sent with every request (server-specific options);
-                they override the fields this backend sets.
-            reasoning_model: Send the reasoning-model form of a request: ``max_completion_tokens``
-                instead of ``max_tokens``, and no ``temperature`` or ``top_p`` (OpenAI's o-series and
-                gpt-5 accept only their default). None: decided by the model name
-                (:func:`is_reasoning_model_name`).
-            max_completion_tokens: Token budget of every request to this model, thinking included,
-                in place of the LAP's ``max_tokens`` (a reasoning model needs far more than an
-                answer does); sent as ``max_completion_tokens``.
-            reasoning_effort: Sent as ``reasoning_effort`` (e.g. ``low``, ``medium``, ``high``).
-            requests_per_minute: Pace requests to stay inside this quota (None: no limit).
-            tokens_per_minute: Pace requests so that prompt plus completion tokens stay inside this
-                quota; a request books its estimated prompt plus its token budget, corrected by
-                the usage the server reports.
-            max_context: The model's context window in tokens. The LAP then trims prompt history
-                to fit it (estimating prompt tokens from their length, calibrated on the token
-                counts the server reports).
+            **keywords: The fields of :class:`OpenAIOptions` one by one, in place of ``options``
+                (what ``load_model("openai:MODEL", key=value)`` and the CLI's ``--model-option`` pass).
 
         Raises:
-            ValueError: For an out-of-range option (the message names the valid values).
+            ValueError: For an unknown or out-of-range option (the message names the valid ones).
             BackendError: When OpenAI's own URL is used without an API key.
         """
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if choice_param not in get_args(ChoiceParam):
-            raise ValueError(f"choice_param must be one of {get_args(ChoiceParam)}, got {choice_param!r}")
-        if max_completion_tokens is not None and max_completion_tokens < 1:
-            raise ValueError(f"max_completion_tokens must be >= 1, got {max_completion_tokens}")
-        if max_context is not None and max_context < 2:
-            raise ValueError(f"max_context must be >= 2 tokens, got {max_context}")
+        if options is not None and keywords:
+            raise ValueError("give the options either as options=OpenAIOptions(...) or as keywords, not both")
+        options = options if options is not None else OpenAIOptions.from_keywords(keywords)
+        self.options = options
+        base_url, api_key = options.base_url, options.api_key
         self.model = model
         self._injected = client
         if client is not None:
@@ -298,21 +344,22 @@ class OpenAIBackend:
                     f"no API key for {DEFAULT_BASE_URL}: set OPENAI_API_KEY or pass api_key=; "
                     "for a local server (e.g. vllm serve) set OPENAI_BASE_URL or base_url="
                 )
-        self.concurrency = concurrency
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max_retries
-        self.price: Price | None = price_for(prices, model)
-        self.logprobs = logprobs
-        self.token_ids = token_ids
-        self.choice_param: ChoiceParam = choice_param
-        self.raise_on_unreachable = raise_on_unreachable
-        self.name = name or f"openai:{model}"
-        self.extra_body = dict(extra_body or {})
+        self.concurrency = options.concurrency
+        self.timeout_s = float(options.timeout_s)
+        self.max_retries = options.max_retries
+        self.price: Price | None = price_for(options.prices, model)
+        self.logprobs = options.logprobs
+        self.token_ids = options.token_ids
+        self.choice_param: ChoiceParam = options.choice_param
+        self.raise_on_unreachable = options.raise_on_unreachable
+        self.name = options.name or f"openai:{model}"
+        self.extra_body = dict(options.extra_body or {})
+        reasoning_model = options.reasoning_model
         self.reasoning_model = is_reasoning_model_name(model) if reasoning_model is None else bool(reasoning_model)
-        self.max_completion_tokens = max_completion_tokens
-        self.reasoning_effort = reasoning_effort
-        self.context_window: int | None = max_context
-        quotas = {"requests": requests_per_minute, "tokens": tokens_per_minute}
+        self.max_completion_tokens = options.max_completion_tokens
+        self.reasoning_effort = options.reasoning_effort
+        self.context_window: int | None = options.max_context
+        quotas = {"requests": options.requests_per_minute, "tokens": options.tokens_per_minute}
         self._paces = {unit: Pace(limit) for unit, limit in quotas.items() if limit}
         self._tokens_per_char: float | None = None  # calibrated on the server's prompt token counts
         self._usage = Usage()

@@ -7,10 +7,14 @@ at most ``burst_s`` seconds' worth. It is the generic cell rate algorithm (GCRA)
 time at which everything booked so far would have drained, and no timers.
 
 >>> pace = Pace(per_minute=60)  # one a second
->>> [pace.reserve(1, now=0.0) for _ in range(4)]  # the first two fit the one-second burst
+>>> starts = []
+>>> for _ in range(4):  # the first two fit the one-second burst
+...     starts.append(pace.earliest(now=0.0))
+...     pace.book(1, starts[-1])
+>>> starts
 [0.0, 0.0, 1.0, 2.0]
 >>> pace.adjust(-2)  # two units were booked that were never used: later ones may go sooner
->>> pace.reserve(1, now=0.0)
+>>> pace.earliest(now=0.0)
 1.0
 """
 
@@ -50,12 +54,6 @@ class Pace:
     def book(self, units: float, start: float) -> None:
         """Book ``units`` that go out at ``start`` (from :meth:`earliest`, or later)."""
         self._drained_at = max(self._drained_at, start) + units * self._seconds_per_unit
-
-    def reserve(self, units: float, now: float) -> float:
-        """Book ``units`` and return when they may go out (``now`` or later)."""
-        start = self.earliest(now)
-        self.book(units, start)
-        return start
 
     def adjust(self, units: float) -> None:
         """Correct an earlier booking by ``units`` (negative: fewer were used than booked)."""

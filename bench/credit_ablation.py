@@ -96,7 +96,7 @@ ARMS: dict[str, Arm] = {
             "credit.name": "tree-grpo",
         }
     ),
-    "rtpo": Arm({"credit.name": "rtpo"}),
+    "rtpo": Arm({"rollout.shape": "rtpo"}),
 }
 
 

@@ -11,7 +11,7 @@ how the rollout is shaped and credited:
 * ``tree``: ``rollout.shape: tree`` with ``tree-grpo`` credit (2 roots per group, every episode
   forks in two after each round while the group has leaves left, 8 leaves per group; shared
   steps trained once with the mean of their leaves' advantages, :mod:`training.tree`);
-* ``rtpo``: ``--algo rtpo``: 16 spines per cycle, 8 branches per turn, one update per turn from
+* ``rtpo``: ``rollout.shape: rtpo``: 16 spines per cycle, 8 branches per turn, one update per turn from
   the last back (:mod:`training.rtpo`). Its updates play fewer and shorter episodes, so it does
   more updates within the budget;
 * (on request, ``--arms ... tree-each``) the tree with each shared step trained once per leaf.
@@ -47,7 +47,7 @@ ARMS: dict[str, dict[str, Any]] = {
         "rollout": {"shape": "tree", "tree": {"roots": 2, "branch_factor": 2, "fork_every": 1}},
         "credit": "tree-grpo",
     },
-    "rtpo": {"credit": "rtpo"},
+    "rtpo": {"rollout": {"shape": "rtpo"}},
     # Not run by default: the tree with every shared step trained once per leaf (the flat weighting).
     "tree-each": {
         "rollout": {"shape": "tree", "tree": {"roots": 2, "branch_factor": 2, "fork_every": 1, "shared_steps": "each"}},

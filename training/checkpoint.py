@@ -38,9 +38,12 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from backends.base import TrainableModel
 
 STATE_FILE = "state.json"
 MODEL_DIR = "model"
@@ -260,7 +263,7 @@ def prune_checkpoints(directory: str | Path, keep_last: int) -> list[Path]:
     return doomed
 
 
-def weights_saver(backend: Any, finetune: str) -> Callable[[Path], None]:
+def weights_saver(backend: TrainableModel, finetune: str) -> Callable[[Path], None]:
     """A ``save_weights`` callback for an HF backend: ``adapter/`` for LoRA, ``model/`` (+ tokenizer) otherwise."""
 
     def save(folder: Path) -> None:
@@ -273,7 +276,7 @@ def weights_saver(backend: Any, finetune: str) -> Callable[[Path], None]:
     return save
 
 
-def save_final_model(backend: Any, lora: bool, run_dir: Path) -> tuple[Path, Path | None]:
+def save_final_model(backend: TrainableModel, lora: bool, run_dir: Path) -> tuple[Path, Path | None]:
     """Write ``run_dir/final``: a full model folder with its tokenizer, which ``HFBackend`` loads.
 
     A LoRA adapter is merged into it (``backend`` keeps the merged model afterwards) and also

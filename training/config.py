@@ -126,11 +126,12 @@ class RolloutConfig(_Section):
         ),
     )
 
-    shape: Literal["groups", "tree"] = Field(
+    shape: Literal["groups", "tree", "rtpo"] = Field(
         default="groups",
         description=(
             "'groups': group_size independent episodes per seed; 'tree': group_size leaves per seed branched from "
-            "shared prefixes (rollout.tree; the game must fork)."
+            "shared prefixes (rollout.tree; the game must fork); 'rtpo': RTPO's reverse-turn stages, one spine "
+            "per seed and group_size branches per turn, the last turn first (training/rtpo.py; the game must fork)."
         ),
     )
     tree: TreeConfig = Field(default_factory=TreeConfig, description="The tree's shape, for shape 'tree'.")
@@ -653,6 +654,32 @@ class DistributedConfig(_Section):
     )
 
 
+def _rtpo_as_rollout_shape(data: Any) -> Any:
+    """The old spelling ``credit.name: rtpo`` as ``rollout.shape: rtpo`` with ``ms-grpo``, with a warning.
+
+    RTPO is where episodes come from (spines, then branch groups turn by turn), not a credit
+    formula: its groups are scored by the ``ms-grpo`` formula, as they always were.
+    """
+    credit = data.get("credit") if isinstance(data, Mapping) else None
+    if not isinstance(credit, Mapping) or credit.get("name") != "rtpo":
+        return data
+    rollout = data.get("rollout") or {}
+    if not isinstance(rollout, Mapping):
+        return data
+    if rollout.get("shape", "groups") not in ("groups", "rtpo"):
+        raise ValueError(
+            f"credit.name 'rtpo' is now rollout.shape 'rtpo', which cannot be combined with rollout.shape "
+            f"{rollout['shape']!r}: choose one shape"
+        )
+    warnings.warn(
+        "credit.name 'rtpo' (--algo rtpo) is deprecated: RTPO is a rollout shape, write rollout.shape: rtpo "
+        "(its groups are scored by credit.name ms-grpo, the default)",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return {**data, "credit": {**credit, "name": "ms-grpo"}, "rollout": {**rollout, "shape": "rtpo"}}
+
+
 class TrainConfig(_Section):
     """A whole training run. Build it from keyword sections, a dict, or YAML (:meth:`from_yaml`)."""
 
@@ -675,6 +702,7 @@ class TrainConfig(_Section):
     @classmethod
     def _method_aggregation(cls, data: Any) -> Any:
         """An unset ``loss.aggregation`` takes the one the loss's or the assigner's paper prescribes."""
+        data = _rtpo_as_rollout_shape(data)  # first: the old spelling names no registered assigner
         if not isinstance(data, Mapping):
             return data
         loss, credit = data.get("loss") or {}, data.get("credit") or {}
@@ -744,15 +772,18 @@ class TrainConfig(_Section):
         name, shape = self.credit.name, self.rollout.shape
         if "tree" in self.credit.needs and shape != "tree":
             raise ValueError(f"credit assigner {name!r} normalises within trees and needs rollout.shape 'tree'")
-        if name == "rtpo" and shape != "groups":
-            raise ValueError("rtpo builds its own reverse trees from single episodes; leave rollout.shape at 'groups'")
-        if self.rollout.seats_each_group and (name == "rtpo" or self.loop.mode == "async"):
+        if shape == "rtpo" and "groups" not in self.credit.needs:
+            raise ValueError(
+                f"rollout.shape 'rtpo' normalises each turn's branches as a group, and credit assigner {name!r} "
+                "compares no groups: use a group assigner (ms-grpo, rloo, dr-grpo, ...)"
+            )
+        if self.rollout.seats_each_group and (shape == "rtpo" or self.loop.mode == "async"):
             raise ValueError(
                 "a rotating seat or an opponent pool seats every group on its own, which "
-                f"{'rtpo' if name == 'rtpo' else 'asynchronous training'} does not do yet: use the synchronous loop "
+                f"{'rtpo' if shape == 'rtpo' else 'asynchronous training'} does not do yet: use the synchronous loop "
                 "with rollout.shape 'groups' and a group credit assigner"
             )
-        if name == "rtpo" and self.loop.mode == "async":
+        if shape == "rtpo" and self.loop.mode == "async":
             raise ValueError(
                 "rtpo updates each turn against a continuation played by the already-updated policy, which an "
                 "asynchronous worker playing with older weights cannot give; use loop.mode 'sync'"
@@ -769,10 +800,15 @@ class TrainConfig(_Section):
         if not sampling.refill_zero_variance:
             return self
         credit, rollout = self.credit.name, self.rollout
-        if "groups" not in self.credit.needs or credit == "rtpo":
+        if rollout.shape == "rtpo":
+            raise ValueError(
+                "sampler.refill_zero_variance replaces groups whose episodes carry no signal, and rollout.shape "
+                "'rtpo' plays its own reverse-turn groups: use rollout.shape 'groups' or leave refill_zero_variance off"
+            )
+        if "groups" not in self.credit.needs:
             raise ValueError(
                 f"sampler.refill_zero_variance replaces groups whose episodes carry no signal, and credit assigner "
-                f"{credit!r} {'plays its own reverse-turn groups' if credit == 'rtpo' else 'compares no groups'}: use "
+                f"{credit!r} compares no groups: use "
                 "a group assigner (ms-grpo, rloo, dr-grpo, gigpo, ...) or leave refill_zero_variance off"
             )
         if rollout.shape != "groups" or rollout.seats_each_group or self.loop.mode != "sync":
@@ -996,7 +1032,9 @@ def incompatibilities(config: TrainConfig, capabilities: GameCapabilities) -> li
     if config.rollout.opponent is not None and len(capabilities.agents) < 2:
         reasons.append(f"rollout.opponent is set but {game_id} has a single agent")
     reasons.extend(_aaw_identical(config, capabilities))
-    forking = "tree rollouts (rollout.shape: tree)" if config.rollout.shape == "tree" else None
+    forking = {"tree": "tree rollouts (rollout.shape: tree)", "rtpo": "RTPO's branches (rollout.shape: rtpo)"}.get(
+        config.rollout.shape
+    )
     if "fork" in needs:
         forking = f"credit assigner {name!r}"
     if forking and capabilities.fork_mode == "none":

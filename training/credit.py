@@ -378,14 +378,6 @@ CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
             _tree_grpo_group,
         ),
         CreditAssignerSpec(
-            "rtpo",
-            "reverse-turn updates: the last turn first, each turn's branches normalised against a continuation "
-            "played by the already-updated policy (RTPO, see training/rtpo.py)",
-            frozenset({"groups", "fork"}),
-            GroupNormParams,
-            _ms_grpo_group,
-        ),
-        CreditAssignerSpec(
             "rae",
             "R minus a moving baseline per game and seat, b <- alpha b + (1 - alpha) R, kept across updates (SPIRAL)",
             frozenset({"multi_agent"}),

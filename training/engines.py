@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from tsmg.lap import LAP
 from tsmg.model_spec import parse_model_spec
 from tsmg.policies import Decision, DecisionRequest, Policy
 from tsmg.rollout import Brancher, EpisodePlan, plan_episodes, rollout
+
+if TYPE_CHECKING:
+    from backends.base import TrainableModel
 
 logger = logging.getLogger(__name__)
 
@@ -382,7 +385,7 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
 
 def build_engine(
     config: TrainConfig,
-    backend: Any,
+    backend: TrainableModel,
     run_dir: Path,
     model_seats: Sequence[str],
     opponent: Policy | None,

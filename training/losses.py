@@ -11,7 +11,7 @@ The loss is the PPO clipped surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_h
 
 * the ratio ``r`` per token (``ppo-clip``, ``clip-higher``), one per turn (``turn-clip``,
   ``sorl``): ``r_k = exp(mean over the turn's tokens of (log pi_new - log pi_old))``, shared by the
-  turn's tokens (a row is one turn unless ``turn_ids`` says otherwise), or one per sequence
+  turn's tokens (a row is one turn), or one per sequence
   (``gspo``): the same geometric mean over every token of a sequence, rows sharing a
   ``sequence_ids`` entry forming one sequence (a drawn trajectory's turns), in GSPO's token form
   (:func:`sequence_ratio`) so that a sequence split over micro-batches gets the gradient of the
@@ -32,26 +32,29 @@ The loss is the PPO clipped surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_h
   token weighs 1 / its sequence's tokens), or ``constant`` (Dr.GRPO: sum over tokens /
   (sequences x a constant length)).
 
-With micro-batches and gradient accumulation, pass the whole update's ``denominator`` (see
-:func:`aggregation_denominator`) to every micro-batch, so that the accumulated gradient equals
-the one of a single big batch.
+With micro-batches and gradient accumulation, every micro-batch takes the figures of its whole
+optimizer step (:class:`StepFigures`: the aggregation ``denominator`` of
+:func:`aggregation_denominator`, GSPO's sequence ratios, SORL's clipped fraction), so that the
+accumulated gradient equals the one of a single big batch. A step of one batch takes
+:meth:`StepFigures.of_batch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from training.loss_specs import LOSSES, Aggregation, LossSpec, RatioLevel, loss_spec
+from training.loss_specs import LOSSES, Aggregation, LossSpec, RatioLevel
 
 __all__ = [
     "LOSSES",
     "LossOutput",
     "LossSettings",
     "LossSpec",
+    "StepFigures",
     "aggregate",
     "aggregation_denominator",
     "clipped_surrogate",
@@ -90,23 +93,68 @@ class LossSettings:
     entropy_coef: float = 0.0
     clip_normalization: bool = False
 
-    @classmethod
-    def for_loss(cls, name: str, **overrides: object) -> LossSettings:
-        """Settings of the registered loss ``name`` (its ratio level and clip range), then ``overrides``.
 
-        Example:
-            >>> LossSettings.for_loss("clip-higher").clip_eps_high
-            0.28
+@dataclass(frozen=True)
+class StepFigures:
+    """What one micro-batch's loss takes from its whole optimizer step (:mod:`training.ratio_context`).
+
+    Attributes:
+        denominator: The step's aggregation denominator (:func:`aggregation_denominator`; GSPO's
+            sequence-mean: the step's sequences); None: this batch's own.
+        sequence_log_ratio: ``(batch,)`` each row's whole-sequence mean log-ratio under the current
+            weights, without gradient; required by a sequence-level ratio (see :func:`sequence_ratio`).
+        sequence_tokens: ``(batch,)`` each row's whole-sequence token count, with ``sequence_log_ratio``.
+        clipped_fraction: SORL's fraction of the step's turns whose clipped branch is taken;
+            required with ``clip_normalization``.
+    """
+
+    denominator: float | None = None
+    sequence_log_ratio: Tensor | None = None
+    sequence_tokens: Tensor | None = None
+    clipped_fraction: float | None = None
+
+    @classmethod
+    def of_batch(
+        cls,
+        logprobs_new: Tensor,
+        logprobs_old: Tensor,
+        advantages: Tensor,
+        mask: Tensor,
+        settings: LossSettings,
+        sequence_ids: Tensor | None = None,
+    ) -> StepFigures:
+        """The figures of an optimizer step that is this one batch (the arguments as :func:`policy_loss`'s).
+
+        Args:
+            logprobs_new: ``(batch, tokens)`` log pi_theta of the sampled tokens.
+            logprobs_old: ``(batch, tokens)`` log pi_old of the same tokens.
+            advantages: ``(batch, tokens)`` per token, or ``(batch,)`` per sequence.
+            mask: ``(batch, tokens)``, true on real response tokens.
+            settings: The loss's settings (which figures it needs, its clip range).
+            sequence_ids: ``(batch,)`` sequence of each row (None: a row is one sequence).
         """
-        spec = loss_spec(name)
-        settings = cls(
-            spec.ratio_level,
-            spec.clip_eps_low,
-            spec.clip_eps_high,
-            aggregation=spec.aggregation or "token-mean",
-            clip_normalization=spec.clip_normalization,
-        )
-        return replace(settings, **overrides)  # type: ignore[arg-type]
+        mask = mask.bool()
+        with torch.no_grad():
+            new, old = _masked(logprobs_new.detach(), mask), _masked(logprobs_old.detach(), mask)
+            log_ratio = tokens = None
+            if settings.ratio_level == "sequence":
+                ids = sequence_ids if sequence_ids is not None else torch.arange(mask.shape[0], device=mask.device)
+                _, slots = torch.unique(ids, return_inverse=True)
+                size = int(slots.max()) + 1 if slots.numel() else 0
+                deltas = _masked(new - old, mask)
+                sums = torch.zeros(size, dtype=deltas.dtype, device=mask.device).index_add(0, slots, deltas.sum(-1))
+                weights = mask.to(deltas.dtype).sum(-1)
+                counts = torch.zeros(size, dtype=deltas.dtype, device=mask.device).index_add(0, slots, weights)
+                log_ratio, tokens = (sums / counts.clamp(min=1.0))[slots], counts[slots]
+            fraction = None
+            if settings.clip_normalization:
+                ratio = importance_ratio(new, old, mask, settings.ratio_level)
+                _, was_clipped = clipped_surrogate(
+                    ratio, _per_token(advantages, new, mask), settings.clip_eps_low, settings.clip_eps_high
+                )
+                hit, turns = clipped_turns(was_clipped, mask)
+                fraction = hit / turns if turns else 0.0
+        return cls(None, log_ratio, tokens, fraction)
 
 
 @dataclass(frozen=True)
@@ -122,33 +170,26 @@ def _masked(values: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device))
 
 
-def turn_mean(values: Tensor, mask: Tensor, turn_ids: Tensor | None = None) -> Tensor:
-    """Each token gets the mean of ``values`` over the masked tokens of its turn.
+def _per_token(advantages: Tensor, like: Tensor, mask: Tensor) -> Tensor:
+    """Advantages per token (one per sequence is copied to its tokens), 0 on padding."""
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1)
+    return _masked(advantages.to(like.dtype).expand_as(like), mask)
+
+
+def turn_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """Each token gets the mean of ``values`` over the masked tokens of its turn (a row is one turn).
 
     Args:
         values: ``(batch, tokens)``, already zero on padding.
         mask: ``(batch, tokens)`` bool, true on real tokens.
-        turn_ids: ``(batch, tokens)`` ints >= 0 naming the turn of each token within its row;
-            None: each row is one turn.
 
     Returns:
-        ``(batch, tokens)``: the turn means (padding gets its row-turn's mean; mask it later).
+        ``(batch, tokens)``: the row means (padding gets its row's mean; mask it later).
     """
-    weights = mask.to(values.dtype)
-    if turn_ids is None:
-        sums = values.sum(dim=-1, keepdim=True)
-        counts = weights.sum(dim=-1, keepdim=True).clamp(min=1.0)
-        return (sums / counts).expand_as(values)
-    ids = torch.where(mask, turn_ids, torch.zeros_like(turn_ids))
-    if bool((ids < 0).any()):
-        raise ValueError("turn_ids must be >= 0 on real tokens")
-    width = int(ids.max()) + 1
-    rows = torch.arange(values.shape[0], device=values.device).unsqueeze(-1)
-    slots = (rows * width + ids).reshape(-1)
-    size = values.shape[0] * width
-    sums = torch.zeros(size, dtype=values.dtype, device=values.device).index_add(0, slots, values.reshape(-1))
-    counts = torch.zeros(size, dtype=values.dtype, device=values.device).index_add(0, slots, weights.reshape(-1))
-    return (sums / counts.clamp(min=1.0))[slots].reshape(values.shape)
+    sums = values.sum(dim=-1, keepdim=True)
+    counts = mask.to(values.dtype).sum(dim=-1, keepdim=True).clamp(min=1.0)
+    return (sums / counts).expand_as(values)
 
 
 def importance_ratio(
@@ -156,7 +197,6 @@ def importance_ratio(
     logprobs_old: Tensor,
     mask: Tensor,
     level: RatioLevel = "token",
-    turn_ids: Tensor | None = None,
 ) -> Tensor:
     """pi_new / pi_old per token, or the turn's geometric-mean ratio on each of its tokens.
 
@@ -166,7 +206,7 @@ def importance_ratio(
     """
     log_ratio = _masked(logprobs_new - logprobs_old, mask)
     if level == "turn":
-        log_ratio = _masked(turn_mean(log_ratio, mask, turn_ids), mask)
+        log_ratio = _masked(turn_mean(log_ratio, mask), mask)
     return torch.exp(log_ratio)
 
 
@@ -222,22 +262,16 @@ def sequence_ratio(
     return ratio, share
 
 
-def clipped_turns(was_clipped: Tensor, mask: Tensor, turn_ids: Tensor | None = None) -> tuple[float, float]:
-    """(turns whose clipped branch was taken on some token, turns): SORL's trigger, summable over micro-batches.
+def clipped_turns(was_clipped: Tensor, mask: Tensor) -> tuple[float, float]:
+    """(turns whose clipped branch was taken on some token, turns): SORL's trigger, a row being one turn.
 
     Example:
         >>> clipped_turns(torch.tensor([[True, True], [False, False]]), torch.ones(2, 2, dtype=torch.bool))
         (1.0, 2.0)
     """
     clipped = _masked(was_clipped.to(torch.float32), mask)
-    if turn_ids is None:
-        real = mask.any(dim=-1)
-        return float((clipped.sum(-1) > 0)[real].sum()), float(real.sum())
-    rows, columns = torch.nonzero(mask, as_tuple=True)
-    turns = set(zip(rows.tolist(), turn_ids[rows, columns].tolist(), strict=True))
-    rows, columns = torch.nonzero(clipped > 0, as_tuple=True)
-    hit = set(zip(rows.tolist(), turn_ids[rows, columns].tolist(), strict=True))
-    return float(len(hit)), float(len(turns))
+    real = mask.any(dim=-1)
+    return float((clipped.sum(-1) > 0)[real].sum()), float(real.sum())
 
 
 def clipped_surrogate(
@@ -340,15 +374,10 @@ def policy_loss(
     advantages: Tensor,
     mask: Tensor,
     settings: LossSettings | None = None,
+    step: StepFigures | None = None,
     *,
-    turn_ids: Tensor | None = None,
     logprobs_ref: Tensor | None = None,
     entropy: Tensor | None = None,
-    denominator: float | None = None,
-    sequence_ids: Tensor | None = None,
-    sequence_log_ratio: Tensor | None = None,
-    sequence_tokens: Tensor | None = None,
-    clipped_fraction: float | None = None,
     token_weights: Tensor | None = None,
 ) -> LossOutput:
     """Clipped policy loss (+ beta KL to a reference, - entropy bonus), aggregated, with metrics.
@@ -359,16 +388,11 @@ def policy_loss(
         advantages: ``(batch, tokens)`` per token, or ``(batch,)`` per sequence.
         mask: ``(batch, tokens)``, true (or 1) on real response tokens.
         settings: Ratio level, clip range, aggregation, KL and entropy weights (default: ppo-clip).
-        turn_ids: Turn of each token within its row, for ``ratio_level="turn"`` (None: a row is a turn).
+        step: The figures of the whole optimizer step this batch belongs to (default: none, which
+            a token- or turn-level loss without SORL's normalisation needs; a sequence-level ratio
+            or SORL needs theirs, :meth:`StepFigures.of_batch` for a step of one batch).
         logprobs_ref: ``(batch, tokens)`` log pi_ref, required when ``kl_beta > 0``.
         entropy: ``(batch, tokens)`` per-token entropy, required when ``entropy_coef != 0``.
-        denominator: The whole update's aggregation denominator, when this is one micro-batch.
-        sequence_ids: ``(batch,)`` sequence of each row, for ``ratio_level="sequence"`` (None: a row is one).
-        sequence_log_ratio: ``(batch,)`` the whole sequence's mean log-ratio under the current weights,
-            when its rows are spread over micro-batches (see :func:`sequence_ratio`).
-        sequence_tokens: ``(batch,)`` the whole sequence's token count, with ``sequence_log_ratio``.
-        clipped_fraction: SORL's fraction of clipped turns over the whole optimizer step (None:
-            this batch's own, see :func:`clipped_turns`).
         token_weights: ``(batch, tokens)`` importance weight of each token's policy term, taken
             without gradient (decoupled PPO's pi_prox / pi_behaviour; None: 1 everywhere). The
             KL and entropy terms are not weighted: they regularise the current policy, whoever sampled.
@@ -379,18 +403,25 @@ def policy_loss(
         ``loss/tokens``, plus ``loss/kl_ref`` and ``loss/entropy`` when given.
 
     Raises:
-        ValueError: Mismatched shapes, or a KL / entropy weight without its tensor.
+        ValueError: Mismatched shapes, a KL / entropy weight without its tensor, or a sequence-level
+            ratio or SORL without the step's figures.
     """
     settings = settings or LossSettings()
+    step = step or StepFigures()
+    if settings.ratio_level == "sequence" and (step.sequence_log_ratio is None or step.sequence_tokens is None):
+        raise ValueError(
+            "a sequence-level ratio needs the step's sequence_log_ratio and sequence_tokens "
+            "(StepFigures.of_batch for a step of one batch)"
+        )
+    if settings.clip_normalization and step.clipped_fraction is None:
+        raise ValueError("SORL's normalisation needs the step's clipped_fraction (StepFigures.of_batch for one batch)")
     mask = mask.bool()
     if not logprobs_new.shape == logprobs_old.shape == mask.shape:
         raise ValueError(
             f"logprobs_new {tuple(logprobs_new.shape)}, logprobs_old {tuple(logprobs_old.shape)} and "
             f"mask {tuple(mask.shape)} must have the same (batch, tokens) shape"
         )
-    if advantages.dim() == 1:
-        advantages = advantages.unsqueeze(-1)
-    advantages = _masked(advantages.to(logprobs_new.dtype).expand_as(logprobs_new), mask)
+    advantages = _per_token(advantages, logprobs_new, mask)
     logprobs_new = _masked(logprobs_new, mask)
     logprobs_old = _masked(logprobs_old.detach(), mask)
 
@@ -400,12 +431,11 @@ def policy_loss(
             logprobs_new,
             logprobs_old,
             mask,
-            sequence_ids,
-            sequence_log_ratio=sequence_log_ratio,
-            sequence_tokens=sequence_tokens,
+            sequence_log_ratio=step.sequence_log_ratio,
+            sequence_tokens=step.sequence_tokens,
         )
     else:
-        ratio = importance_ratio(logprobs_new, logprobs_old, mask, settings.ratio_level, turn_ids)
+        ratio = importance_ratio(logprobs_new, logprobs_old, mask, settings.ratio_level)
     per_token, was_clipped = clipped_surrogate(ratio, advantages, settings.clip_eps_low, settings.clip_eps_high)
     if token_weights is not None:
         if token_weights.shape != mask.shape:
@@ -413,6 +443,7 @@ def policy_loss(
             raise ValueError(f"token_weights and mask must have the same (batch, tokens) shape, got {shapes}")
         per_token = per_token * _masked(token_weights.detach().to(per_token.dtype), mask)
     per_sequence = share is not None and settings.aggregation == "sequence-mean"
+    denominator = step.denominator
 
     def reduce(values: Tensor) -> Tensor:
         if per_sequence:  # each sequence weighs the same: its tokens 1 / its length each
@@ -429,10 +460,8 @@ def policy_loss(
         )
 
     policy_term = reduce(per_token)
-    if settings.clip_normalization:  # SORL: the more turns left the trust region, the smaller the step
-        if clipped_fraction is None:
-            hit, turns = clipped_turns(was_clipped, mask, turn_ids)
-            clipped_fraction = hit / turns if turns else 0.0
+    clipped_fraction = step.clipped_fraction
+    if settings.clip_normalization and clipped_fraction is not None:  # SORL: more turns clipped, smaller step
         policy_term = (1.0 - clipped_fraction) * policy_term
     total = policy_term
     with torch.no_grad():

@@ -1,6 +1,6 @@
 """RTPO (after arXiv 2608.18682): the last turn updated first, each earlier turn against updated continuations.
 
-What ``credit.name: rtpo`` runs, exactly (:class:`ReverseTurnRollouts`):
+What ``rollout.shape: rtpo`` runs, exactly (:class:`ReverseTurnRollouts`):
 
 1. **Spines.** A cycle starts by playing one *spine* episode per seed, ``rollout.groups_per_update``
    seeds drawn as for independent groups. Let T be the longest spine's number of rounds.
@@ -10,7 +10,8 @@ What ``credit.name: rtpo`` runs, exactly (:class:`ReverseTurnRollouts`):
    ``rollout.group_size`` branches start there: each re-decides turn t and plays on to the end
    with the *current* policy, which the stages after t have already updated. Those branches are
    a group (a sparse reverse tree: one level of branches per turn of the spine).
-3. **Credit.** The group's returns are normalised (the ``ms-grpo`` formula) and only each
+3. **Credit.** The group's returns are scored by the run's group assigner (``credit.name``,
+   ``ms-grpo`` by default: normalised within the group) and only each
    branch's turn-t steps train (:meth:`ReverseTurnRollouts.trained_credit`): the continuation
    is the updated policy's evaluation of that decision, not a decision trained here.
 4. After stage 0 the next update starts a new cycle with new spines.

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from training.checkpoint import (
     SHARDED_DIR,
@@ -37,6 +37,9 @@ from training.config import TrainConfig
 from training.distributed import ParallelModel, World
 from training.run_log import CURVE_FILE, RunLog, plot_learning_curve, read_metrics
 from tsmg.episode import Episode, read_episodes, write_episodes
+
+if TYPE_CHECKING:
+    from backends.base import TrainableModel
 
 CONFIG_FILE = "config.yaml"
 EPISODES_FILE = "episodes.jsonl"
@@ -155,7 +158,7 @@ class RunFolder:
         return folder
 
     def finish(
-        self, backend: Any, lora: bool, log: RunLog | None, title: str
+        self, backend: TrainableModel | None, lora: bool, log: RunLog | None, title: str
     ) -> tuple[Path | None, Path | None, Path | None, list[dict[str, Any]]]:
         """Write the final model and the learning curve (rank 0).
 

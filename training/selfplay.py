@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backends.base import TrainableModel
 from training.checkpoint import checkpoint_weights, run_checkpoints, weights_saver
 from training.config import TrainConfig
 from training.distributed import World
@@ -164,7 +165,7 @@ class OpponentPool:
         every = self.pool.snapshot_every
         return bool(every) and step % every == 0 and not (self.folder / f"step-{step}").exists()
 
-    def snapshot(self, step: int, backend: Any) -> None:
+    def snapshot(self, step: int, backend: TrainableModel) -> None:
         """Add the current weights as ``step-{step}`` (rank 0 writes; every rank waits)."""
         if self.world.is_main:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -288,12 +289,12 @@ class Opponents:
         """The opponent of the trainer's own engine (None when groups are seated one by one, or self-play)."""
         return None if self.seated else self.fixed
 
-    def start(self, step: int, backend: Any) -> None:
+    def start(self, step: int, backend: TrainableModel) -> None:
         """Before the first update of this session: the pool's snapshot of the initial (or restored) weights."""
         if self.pool is not None and self.pool.due(step):
             self.pool.snapshot(step, backend)
 
-    def after_update(self, step: int, backend: Any) -> None:
+    def after_update(self, step: int, backend: TrainableModel) -> None:
         """After update ``step``: a snapshot of the new weights when one is due."""
         if self.pool is not None and self.pool.due(step):
             self.pool.snapshot(step, backend)

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import torch
 
+from backends.base import TrainableModel
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig
 from training.distributed import DistributedSetupError, ParallelModel, World, fsdp_settings, resolve_strategy
@@ -49,7 +50,7 @@ class TrainingSetup:
         reference_parallel: The same for the frozen reference (None without one).
     """
 
-    backend: Any
+    backend: TrainableModel
     lora: bool
     reference: Any
     parameters: list[torch.nn.Parameter]
@@ -124,7 +125,9 @@ def set_up(
     return TrainingSetup(backend, lora, reference, parameters, optimizer, scheduler, parallel, reference_parallel)
 
 
-def unsharded_backend(setup: TrainingSetup, config: TrainConfig, run_dir: Path, world: World) -> Any:
+def unsharded_backend(
+    setup: TrainingSetup, config: TrainConfig, run_dir: Path, world: World
+) -> TrainableModel | None:
     """The trained model as one process holds it, on rank 0 (None on the others); every rank must call it.
 
     Without FSDP that is the trained backend itself. Under FSDP the weights are gathered to rank 0
@@ -160,7 +163,7 @@ def own_storage(model: Any) -> None:
                 parameter.data = parameter.data.clone()
 
 
-def load_backend(config: TrainConfig, run_dir: Path, *, weights: Path | None = None) -> Any:
+def load_backend(config: TrainConfig, run_dir: Path, *, weights: Path | None = None) -> TrainableModel:
     """The HF backend of the model to train (built, loaded, or restored from a checkpoint's ``model/``).
 
     ``tiny`` builds a model from scratch into ``run_dir/base_model`` (once; a resumed run reuses
@@ -225,7 +228,7 @@ def _build_tiny(config: TrainConfig, folder: Path) -> None:
     temporary.replace(folder)
 
 
-def add_lora(backend: Any, config: TrainConfig) -> None:
+def add_lora(backend: TrainableModel, config: TrainConfig) -> None:
     """A fresh adapter, initialised from the run seed without touching the global generator."""
     model = config.model
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -46,6 +46,9 @@ from tsmg.episode import Episode, read_episodes
 from tsmg.lap import LAP, ActionFormat, LAPConfig, checked_regex
 from tsmg.lm import Completion, GenerationRequest, SamplingParams
 from tsmg.policies import DecisionRequest, Turn
+
+if TYPE_CHECKING:
+    from backends.base import TrainableModel
 
 CONFIG_FILE = "config.yaml"
 DATASET_FILE = "dataset.jsonl"
@@ -365,7 +368,7 @@ def model_source(config: SFTConfig) -> str:
     return config.model.spec.partition(":")[2]
 
 
-def tokenized(backend: Any, samples: Sequence[ChatSample]) -> dict[str, list[list[int]]]:
+def tokenized(backend: TrainableModel, samples: Sequence[ChatSample]) -> dict[str, list[list[int]]]:
     """``input_ids`` (prompt as the backend encodes it for generation, answer, end-of-turn) and ``completion_mask``."""
     unique = list(dict.fromkeys(json.dumps(sample.messages) for sample in samples))
     encoded = backend.encode_prompts([GenerationRequest(messages=json.loads(key)) for key in unique])

@@ -4,7 +4,7 @@ What :func:`train` implements, exactly (each stage names the module that does it
 
 * **Rollout** (:mod:`training.sources`): independent groups by default (below); trees branched
   from shared prefixes (``rollout.shape: tree``, :mod:`training.tree`), RTPO's reverse-turn stages
-  (``credit.name: rtpo``, :mod:`training.rtpo`), or either of the first two played ahead by a
+  (``rollout.shape: rtpo``, :mod:`training.rtpo`), or either of the first two played ahead by a
   worker process with older weights (``loop.mode: async``, :mod:`training.async_loop`).
 * **Rollout: independent groups** (:func:`training.engines.independent_groups`). Update ``u``
   plays ``rollout.groups_per_update`` groups of ``rollout.group_size`` episodes; a group's
@@ -70,11 +70,12 @@ from training.distill import check_teacher
 from training.distributed import check_world_divides_groups, current_world
 from training.dynamic_sampling import refill_zero_signal
 from training.engines import build_engine, check_rollout, play_sharded
+from training.rollout_sources import build_rollouts
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
 from training.selfplay import Opponents, check_opponents
 from training.setup import base_model_source, set_up, unsharded_backend
-from training.sources import SAMPLER, build_rollouts
+from training.sources import SAMPLER
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.core import GameCodeError
 from tsmg.episode import Episode
@@ -187,7 +188,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     )
     train_seats = list(opponents.train_seats)
     # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
-    # asynchronous) and the engine evaluations play on (training/sources.py).
+    # asynchronous) and the engine evaluations play on (training/rollout_sources.py).
     rollouts = build_rollouts(
         config,
         world,

@@ -49,7 +49,7 @@ from training.config import OptimConfig, TrainConfig
 from training.credit import StepCredit
 from training.distill import Teacher, opd_advantages
 from training.distributed import World
-from training.losses import LossSettings, aggregation_denominator, policy_loss
+from training.losses import LossSettings, StepFigures, aggregation_denominator, policy_loss
 from training.ratio_context import StepContext, sequence_members, step_context
 from training.setup import TrainingSetup
 from tsmg.episode import Episode
@@ -589,26 +589,23 @@ class PolicyUpdate:
             advantages = torch.tensor([sample.advantage for sample in chunk], dtype=torch.float32, device=device)
         else:  # distillation: a teacher's term per token
             advantages = padded([data.token_advantages[int(i)] for i in indices], tail, device)
-        sequence_figures: dict[str, Any] = {}
+        step = StepFigures(denominator, clipped_fraction=None if context is None else context.clipped_fraction)
         if context is not None and settings.ratio_level == "sequence":
-            sequence_figures = {
-                "sequence_log_ratio": torch.tensor(
-                    [context.sequence_log_ratio[int(i)] for i in indices], device=device
-                ),
-                "sequence_tokens": torch.tensor([context.sequence_tokens[int(i)] for i in indices], device=device),
-            }
+            step = replace(
+                step,
+                sequence_log_ratio=torch.tensor([context.sequence_log_ratio[int(i)] for i in indices], device=device),
+                sequence_tokens=torch.tensor([context.sequence_tokens[int(i)] for i in indices], device=device),
+            )
         result = policy_loss(
             scores.logprobs,
             padded([data.old[int(i)] for i in indices], tail, device),
             advantages,
             scores.mask & sample_mask(chunk, tail).to(device),  # asynchronous training masks off-policy tokens
             settings,
+            step,
             logprobs_ref=None if reference is None else padded(reference, tail, device),
             entropy=scores.entropy,
-            denominator=denominator,
-            clipped_fraction=None if context is None else context.clipped_fraction,
             token_weights=token_weights(chunk, tail, device),
-            **sequence_figures,
         )
         return result.loss, result.metrics, float(scores.mask.sum())
 

@@ -21,8 +21,9 @@ import pytest
 from fault_server import FaultServer, random_faults, request_key, scripted
 from vllm_env import VLLMServer, require_vllm_python, vllm_model_dir
 
+from backends import load_model
 from backends.base import BackendError, GenerationRequest, SamplingParams, combine_seeds
-from backends.openai_compat import OpenAIBackend
+from backends.openai_compat import OpenAIBackend, OpenAIOptions
 from backends.pricing import Price
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
@@ -244,6 +245,23 @@ def test_invalid_options_name_the_valid_values() -> None:
         OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", choice_param="grammar")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="concurrency"):
         OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", concurrency=0)
+
+
+def test_options_model_and_the_keyword_form_build_the_same_backend(server: FaultServer) -> None:
+    options = OpenAIOptions(base_url=server.base_url, api_key=SECRET, concurrency=3, logprobs=True, max_context=512)
+    typed = OpenAIBackend("m", options)
+    loaded = load_model(
+        "openai:m", base_url=server.base_url, api_key=SECRET, concurrency=3, logprobs=True, max_context=512
+    )
+    assert isinstance(loaded, OpenAIBackend) and loaded.options == typed.options == options
+    assert (typed.concurrency, typed.logprobs, typed.context_window) == (3, True, 512)
+    assert SECRET not in repr(options)  # the key stays out of the options' repr as out of the backend's
+    with pytest.raises(ValueError, match="no option 'concurency'; its options: api_key, base_url"):
+        load_model("openai:m", base_url=server.base_url, concurency=3)  # a misspelt --model-option: one sentence
+    with pytest.raises(ValueError, match="not both"):
+        OpenAIBackend("m", options, concurrency=2)
+    with pytest.raises(ValueError, match="concurrency must be >= 1"):
+        OpenAIOptions(concurrency=0)
 
 
 # ---------------------------------------------------------------- request and response mapping

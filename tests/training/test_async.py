@@ -217,7 +217,9 @@ def test_async_configurations_that_cannot_work_are_refused():
     with pytest.raises(ValueError, match="'openai:gpt-4o' plays on an engine that cannot take new weights"):
         TrainConfig.model_validate({**base, "model": {"spec": "openai:gpt-4o"}, "loop": {"mode": "async"}})
     with pytest.raises(ValueError, match="rtpo updates each turn against a continuation"):
-        TrainConfig.model_validate({**base, "credit": {"name": "rtpo"}, "loop": {"mode": "async"}})
+        TrainConfig.model_validate(
+            {**base, "rollout": {"game_id": "FrozenLake-v0", "shape": "rtpo"}, "loop": {"mode": "async"}}
+        )
     with pytest.raises(ValueError, match=r"\['max_staleness'\] only apply to loop.mode 'async'"):
         TrainConfig.model_validate({**base, "loop": {"max_staleness": 3}})
 

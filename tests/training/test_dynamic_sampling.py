@@ -56,7 +56,7 @@ def test_the_cap_is_reported_when_no_group_can_carry_signal(tiny_model, tmp_path
     ("sections", "reason"),
     [
         ({"credit": {"name": "marshal"}}, "compares no groups"),
-        ({"credit": {"name": "rtpo"}}, "reverse-turn"),
+        ({"rollout": {"game_id": "FrozenLake-v0", "shape": "rtpo"}}, "reverse-turn"),
         ({"rollout": {"game_id": "FrozenLake-v0", "shape": "tree"}, "credit": {"name": "tree-grpo"}}, "shape 'groups'"),
         ({"loop": {"mode": "async"}}, "synchronous loop"),
         ({"refill": False}, "only applies with sampler.refill_zero_variance"),

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from training.losses import LossSettings, clipped_turns, policy_loss, sequence_ratio
+from tests.training.loss_helpers import one_batch_loss, settings_for
+from training.losses import StepFigures, clipped_turns, policy_loss, sequence_ratio
 
 LOG = math.log
 
@@ -40,10 +41,10 @@ ADVANTAGES = [1.0, 1.0, -1.0, 2.0]
 @pytest.mark.parametrize("eps", [(0.2, 0.2), (3e-4, 4e-4)])
 def test_gspo_loss_and_gradient_equal_the_sequence_level_objective(eps):
     new, old, mask = batch(ROWS)
-    settings = LossSettings.for_loss("gspo", clip_eps_low=eps[0], clip_eps_high=eps[1])
+    settings = settings_for("gspo", clip_eps_low=eps[0], clip_eps_high=eps[1])
     assert settings.ratio_level == "sequence" and settings.aggregation == "sequence-mean"
-    output = policy_loss(
-        new, old, torch.tensor(ADVANTAGES, dtype=torch.float64), mask, settings, sequence_ids=torch.tensor(SEQUENCES)
+    output = one_batch_loss(
+        new, old, torch.tensor(ADVANTAGES, dtype=torch.float64), mask, settings, torch.tensor(SEQUENCES)
     )
     output.loss.backward()
     ours = new.grad.clone()
@@ -59,9 +60,9 @@ def test_gspo_hand_computed_value():
     # Sequence 1: ratios 1.2, 1.0, 0.7 -> s = 0.84^(1/3) = 0.9436; A = -1 -> -min(-s, -max(s, 0.8)) = s.
     # Sequence 2: ratio 1.05; A = 2 -> -2.1.
     new, old, mask = batch(ROWS)
-    settings = LossSettings.for_loss("gspo", clip_eps_low=0.2, clip_eps_high=0.2)
-    output = policy_loss(
-        new, old, torch.tensor(ADVANTAGES, dtype=torch.float64), mask, settings, sequence_ids=torch.tensor(SEQUENCES)
+    settings = settings_for("gspo", clip_eps_low=0.2, clip_eps_high=0.2)
+    output = one_batch_loss(
+        new, old, torch.tensor(ADVANTAGES, dtype=torch.float64), mask, settings, torch.tensor(SEQUENCES)
     )
     first = (1.5 * 1.1 * 0.9) ** (1 / 3)
     second = 0.84 ** (1 / 3)
@@ -70,10 +71,10 @@ def test_gspo_hand_computed_value():
 
 def test_gspo_split_over_micro_batches_gives_the_whole_batchs_gradient():
     new, old, mask = batch(ROWS)
-    settings = LossSettings.for_loss("gspo", clip_eps_low=0.2, clip_eps_high=0.2)
+    settings = settings_for("gspo", clip_eps_low=0.2, clip_eps_high=0.2)
     advantages = torch.tensor(ADVANTAGES, dtype=torch.float64)
     ids = torch.tensor(SEQUENCES)
-    policy_loss(new, old, advantages, mask, settings, sequence_ids=ids).loss.backward()
+    one_batch_loss(new, old, advantages, mask, settings, ids).loss.backward()
     whole = new.grad.clone()
     # The figures of the whole step (what training.ratio_context computes), then rows 0 | 1, 2, 3 apart.
     log_ratio = (new - old).detach().where(mask, torch.zeros((), dtype=torch.float64))
@@ -90,9 +91,7 @@ def test_gspo_split_over_micro_batches_gives_the_whole_batchs_gradient():
             advantages[rows],
             mask[rows],
             settings,
-            sequence_log_ratio=per_row_mean[rows],
-            sequence_tokens=per_row_tokens[rows],
-            denominator=share,
+            StepFigures(share, sequence_log_ratio=per_row_mean[rows], sequence_tokens=per_row_tokens[rows]),
         ).loss.backward()
     torch.testing.assert_close(split_new.grad, whole)
 
@@ -109,20 +108,20 @@ def test_sorl_scales_the_policy_term_by_the_unclipped_turn_fraction():
     # Three turns (rows): ratios 1.5 (A = 1: clipped), 0.9 (A = 1), 0.5 (A = -1: clipped) -> c = 2/3.
     new, old, mask = batch([[LOG(1.5)], [LOG(0.9)], [LOG(0.5)]])
     advantages = torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)
-    plain = policy_loss(new, old, advantages, mask, LossSettings.for_loss("turn-clip"))
-    sorl = policy_loss(new, old, advantages, mask, LossSettings.for_loss("sorl"))
+    plain = policy_loss(new, old, advantages, mask, settings_for("turn-clip"))
+    sorl = one_batch_loss(new, old, advantages, mask, settings_for("sorl"))
     assert sorl.metrics["loss/clipped_turn_fraction"] == pytest.approx(2 / 3)
     assert sorl.loss.item() == pytest.approx(plain.loss.item() / 3)
     assert plain.loss.item() == pytest.approx((-1.2 - 0.9 + 0.8) / 3)
-    given = policy_loss(new, old, advantages, mask, LossSettings.for_loss("sorl"), clipped_fraction=0.25)
+    given = policy_loss(new, old, advantages, mask, settings_for("sorl"), StepFigures(clipped_fraction=0.25))
     assert given.loss.item() == pytest.approx(0.75 * plain.loss.item())  # the step's fraction, when given
 
 
 def test_sorl_without_clipping_is_the_turn_level_loss():
     new, old, mask = batch([[LOG(1.1), LOG(1.05)], [LOG(0.95)]])
     advantages = torch.tensor([1.0, -1.0], dtype=torch.float64)
-    plain = policy_loss(new, old, advantages, mask, LossSettings.for_loss("turn-clip"))
-    sorl = policy_loss(new, old, advantages, mask, LossSettings.for_loss("sorl"))
+    plain = policy_loss(new, old, advantages, mask, settings_for("turn-clip"))
+    sorl = one_batch_loss(new, old, advantages, mask, settings_for("sorl"))
     assert sorl.loss.item() == pytest.approx(plain.loss.item())
     assert sorl.metrics["loss/clipped_turn_fraction"] == 0.0
 
@@ -131,5 +130,3 @@ def test_clipped_turns_counts_turns_not_tokens():
     was_clipped = torch.tensor([[True, False, False], [False, False, False]])
     mask = torch.tensor([[True, True, True], [False, True, True]])
     assert clipped_turns(was_clipped, mask) == (1.0, 2.0)
-    turn_ids = torch.tensor([[0, 0, 1], [0, 0, 1]])  # row 0 holds two turns, row 1 two (one padded away)
-    assert clipped_turns(was_clipped, mask, turn_ids) == (1.0, 4.0)

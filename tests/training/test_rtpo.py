@@ -8,7 +8,7 @@ from tests.training.test_trainer import comparable, make_config, tiny_model  # n
 from training.rtpo import ReverseTurnRollouts
 from training.trainer import train
 
-RTPO = {"credit": {"name": "rtpo"}, "rollout": {"group_size": 4, "groups_per_update": 3}}
+RTPO = {"rollout": {"shape": "rtpo", "group_size": 4, "groups_per_update": 3}}
 
 
 def test_stages_go_from_the_last_turn_back_and_train_only_the_forked_turn(tiny_model, tmp_path, monkeypatch):  # noqa: F811

@@ -152,7 +152,7 @@ def test_bad_self_play_set_ups_are_refused_before_any_model_loads(tmp_path):
     with pytest.raises(ValidationError, match="which asynchronous training does not do yet"):
         make_config(tmp_path / "run", "m", rollout=seated, loop={"mode": "async"})
     with pytest.raises(ValidationError, match="which rtpo does not do yet"):
-        make_config(tmp_path / "run", "m", rollout={"opponent_pool": {"snapshot_every": 2}}, credit={"name": "rtpo"})
+        make_config(tmp_path / "run", "m", rollout={"opponent_pool": {"snapshot_every": 2}, "shape": "rtpo"})
 
 
 def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_path):

@@ -187,7 +187,7 @@ def test_an_episode_budget_stops_the_run_and_clocks_the_schedule(tiny_model, tmp
 
     # RTPO plays a different number of episodes each update: the rate follows the episodes played.
     budget = {"updates": 100, "episodes": 100}
-    rtpo = train(make_config(tmp_path / "rtpo", tiny_model, credit={"name": "rtpo"}, optim=decay, run=budget))
+    rtpo = train(make_config(tmp_path / "rtpo", tiny_model, rollout={"shape": "rtpo"}, optim=decay, run=budget))
     played = [row["rollout/episodes_total"] for row in rtpo.metrics]
     per_update = {later - earlier for earlier, later in itertools.pairwise(played)}
     assert len(per_update) > 1 and played[-2] < 100 <= played[-1]

@@ -244,14 +244,14 @@ def test_tree_configurations_that_cannot_work_are_refused(tmp_path):
         TrainConfig(rollout={"game_id": "FrozenLake-v0", "tree": {"roots": 3}}, model={"spec": "tiny"})
     with pytest.raises(ValueError, match="roots \\(9\\) cannot exceed rollout.group_size \\(8\\)"):
         TrainConfig(rollout={"game_id": "FrozenLake-v0", "shape": "tree", "tree": {"roots": 9}}, model={"spec": "tiny"})
-    with pytest.raises(ValueError, match="rtpo builds its own reverse trees"):
+    with pytest.raises(ValueError, match="credit.name 'rtpo' is now rollout.shape 'rtpo'.*choose one shape"):
         TrainConfig(
             rollout={"game_id": "FrozenLake-v0", "shape": "tree"}, model={"spec": "tiny"}, credit={"name": "rtpo"}
         )
     assert TreeConfig().shared_steps == "mean"
 
 
-@pytest.mark.parametrize("section", [{"rollout": {"shape": "tree"}}, {"credit": {"name": "rtpo"}}])
+@pytest.mark.parametrize("section", [{"rollout": {"shape": "tree"}}, {"rollout": {"shape": "rtpo"}}])
 def test_a_game_that_cannot_fork_is_refused_before_any_model_loads(tmp_path, section):
     from tests.two_agent_games import Stones
 

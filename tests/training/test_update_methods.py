@@ -9,9 +9,10 @@ from test_update import first_letter_game, free_text_config, model_dir, samples 
 
 from backends.hf import HFBackend
 from backends.tiny import build_tiny_model
+from tests.training.loss_helpers import one_batch_loss, settings_for
 from training.distill import TeacherMismatchError, check_teacher, opd_advantages
 from training.distributed import World
-from training.losses import LossSettings, policy_loss
+from training.losses import LossSettings
 from training.setup import set_up
 from training.trainer import train
 from training.update import PolicyUpdate, UpdateData, padded, plan_optimizer_steps
@@ -60,13 +61,13 @@ def test_step_figures_make_micro_batches_give_the_gradient_of_one_batch(model_di
     model = update.backend.model
     scores = update.score(model, found, 1.0, entropy=False)
     tail = scores.mask.shape[1]
-    direct = policy_loss(
+    direct = one_batch_loss(
         scores.logprobs.detach(),
         padded(data.old, tail, scores.logprobs.device),
         torch.tensor([sample.advantage for sample in found]),
         scores.mask,
         LossSettings(**config.loss_options()),
-        sequence_ids=torch.tensor([sample.sequence for sample in found]),
+        torch.tensor([sample.sequence for sample in found]),
     )
     assert sum(metrics["loss/policy"] for metrics, _ in losses) == pytest.approx(
         direct.metrics["loss/policy"], rel=1e-4
@@ -123,9 +124,9 @@ def test_turn_balanced_opd_gives_every_turn_the_same_weight_under_each_aggregati
     advantages = torch.tensor([row + [0.0] * (4 - len(row)) for row in rows])
     old = torch.where(mask, torch.tensor(-2.0), torch.tensor(0.0))
     new = old.clone().requires_grad_(True)
-    settings = LossSettings.for_loss(loss, aggregation=aggregation, constant_normalizer=8.0)
+    settings = settings_for(loss, aggregation=aggregation, constant_normalizer=8.0)
     ids = None if sequences is None else torch.tensor(sequences)
-    policy_loss(new, old, advantages, mask, settings, sequence_ids=ids).loss.backward()
+    one_batch_loss(new, old, advantages, mask, settings, ids).loss.backward()
     weights = (-new.grad * mask).sum(dim=-1)
     assert weights.tolist() == pytest.approx([per_turn] * 3, rel=1e-5)
 
