@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from tsmg.assignments import parse_assignment
+from tsmg.assignments import assign_config_field
 
 #: Flags that set one configuration field each: (flag, section, field, type, help).
 _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
@@ -105,7 +105,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from training.config import TrainConfig
-    from tsmg.cli import validation_problems
+    from tsmg.assignments import validation_problems
 
     data: dict[str, Any] = {}
     source = args.config
@@ -130,27 +130,13 @@ def config_from_args(args: argparse.Namespace) -> Any:
     if args.out is not None:
         data.setdefault("run", {})["out_dir"] = str(args.out)
     for assignment in args.set:
-        _assign(data, assignment)
+        assign_config_field(data, assignment)
     if "rollout" not in data or "model" not in data:
         raise ValueError("name the game and the model (--game G --model M) or give --config FILE.yaml")
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as error:
         raise ValueError(f"invalid training configuration: {validation_problems(error)}") from None
-
-
-def _assign(data: dict[str, Any], assignment: str) -> None:
-    path, value = parse_assignment(assignment, "--set SECTION.FIELD=VALUE (e.g. optim.lr=1e-4)")
-    keys = [key.strip() for key in path.split(".") if key.strip()]
-    if len(keys) < 2:
-        raise ValueError(f"--set takes SECTION.FIELD=VALUE (e.g. optim.lr=1e-4), got {assignment!r}")
-    node = data
-    for key in keys[:-1]:
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise ValueError(f"--set {assignment!r}: {key} is not a section")
-        node = child
-    node[keys[-1]] = value
 
 
 def _progress_line(total: int, began: float, episodes: int | None = None) -> Any:

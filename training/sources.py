@@ -20,7 +20,7 @@ where e.g. an influence-graph annotator (IAPO) would plug in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,52 +158,3 @@ class GroupRollouts(RolloutSource):
         if self.config.rollout.shape != "tree":
             return credit
         return share_prefix_steps(credit, episodes, self.config.rollout.tree.shared_steps)
-
-
-def build_rollouts(
-    config: TrainConfig,
-    world: World,
-    make_engine: Callable[..., RolloutEngine],
-    *,
-    setup: Any,
-    update: Any,
-    run_dir: Path,
-    opponents: Opponents,
-    start_step: int = 0,
-) -> RolloutSource:
-    """The run's rollout source: RTPO's stages, groups or trees, played ahead by a worker under ``loop.mode: async``.
-
-    Args:
-        config: The run's configuration.
-        world: This process's place among the training processes.
-        make_engine: ``make_engine(backend, on_vllm=True)``: the rollout engine over ``backend``
-            (:func:`training.engines.build_engine`).
-        setup: The training setup (its backend is the trained model).
-        update: The update stage (asynchronous mode recomputes stale samples' pi_old with it).
-        run_dir: The run folder.
-        opponents: Who plays which seats (:class:`training.selfplay.Opponents`); groups seated one
-            by one (a rotating seat, an opponent pool) play synchronously, as groups.
-        start_step: Updates done before this session (a resumed run).
-
-    Raises:
-        ValueError: Asynchronous training with several processes (not supported).
-    """
-    if config.loop.mode == "async":
-        from training.async_loop import AsyncRollouts
-
-        return AsyncRollouts(
-            config,
-            make_engine(setup.backend, on_vllm=False),  # evaluations: the trainer's own weights, on its model
-            world,
-            setup=setup,
-            update=update,
-            run_dir=run_dir,
-            model_seats=opponents.model_seats,
-            start_step=start_step,
-        )
-    engine = make_engine(setup.backend)
-    if config.credit.name == "rtpo":
-        from training.rtpo import ReverseTurnRollouts
-
-        return ReverseTurnRollouts(config, engine, world)
-    return GroupRollouts(config, engine, world, opponents)

@@ -67,14 +67,14 @@ from training.checkpoint import restore_rng_state, weights_saver
 from training.config import TrainConfig, validate_against_game
 from training.credit import CreditAssignment, assign_credit, credit_state_metrics
 from training.distill import check_teacher
-from training.distributed import check_world_divides_groups, current_world
+from training.distributed import World, check_world_divides_groups, current_world
 from training.dynamic_sampling import refill_zero_signal
-from training.engines import build_engine, check_rollout, play_sharded
+from training.engines import RolloutEngine, build_engine, check_rollout, play_sharded
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
 from training.selfplay import Opponents, check_opponents
 from training.setup import base_model_source, set_up, unsharded_backend
-from training.sources import SAMPLER, build_rollouts
+from training.sources import SAMPLER, GroupRollouts, RolloutSource
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.core import GameCodeError
 from tsmg.episode import Episode
@@ -398,3 +398,56 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         resumed_from=checkpoint.step if checkpoint is not None else None,
         metrics=rows,
     )
+
+
+def build_rollouts(
+    config: TrainConfig,
+    world: World,
+    make_engine: Callable[..., RolloutEngine],
+    *,
+    setup: Any,
+    update: Any,
+    run_dir: Path,
+    opponents: Opponents,
+    start_step: int = 0,
+) -> RolloutSource:
+    """The run's rollout source: RTPO's stages, groups or trees, played ahead by a worker under ``loop.mode: async``.
+
+    It lives here, above the sources (:mod:`training.sources`, :mod:`training.rtpo`,
+    :mod:`training.async_loop`), because the last two build on the first: choosing among them in
+    :mod:`training.sources` was an import circle.
+
+    Args:
+        config: The run's configuration.
+        world: This process's place among the training processes.
+        make_engine: ``make_engine(backend, on_vllm=True)``: the rollout engine over ``backend``
+            (:func:`training.engines.build_engine`).
+        setup: The training setup (its backend is the trained model).
+        update: The update stage (asynchronous mode recomputes stale samples' pi_old with it).
+        run_dir: The run folder.
+        opponents: Who plays which seats (:class:`training.selfplay.Opponents`); groups seated one
+            by one (a rotating seat, an opponent pool) play synchronously, as groups.
+        start_step: Updates done before this session (a resumed run).
+
+    Raises:
+        ValueError: Asynchronous training with several processes (not supported).
+    """
+    if config.loop.mode == "async":
+        from training.async_loop import AsyncRollouts
+
+        return AsyncRollouts(
+            config,
+            make_engine(setup.backend, on_vllm=False),  # evaluations: the trainer's own weights, on its model
+            world,
+            setup=setup,
+            update=update,
+            run_dir=run_dir,
+            model_seats=opponents.model_seats,
+            start_step=start_step,
+        )
+    engine = make_engine(setup.backend)
+    if config.credit.name == "rtpo":
+        from training.rtpo import ReverseTurnRollouts
+
+        return ReverseTurnRollouts(config, engine, world)
+    return GroupRollouts(config, engine, world, opponents)

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 import tsmg
-from tsmg.assignments import parse_assignments
+from tsmg.assignments import parse_assignments, validation_problems
 from tsmg.checker import GameCheckError, check_game
 from tsmg.core import Game, GameCodeError, GameError, Invalid
 from tsmg.episode import write_episodes
@@ -90,16 +90,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Raise the problem as one sentence that points at ``--help``."""
         raise UsageError(f"{message} (see: {self.prog} --help)")
-
-
-def validation_problems(error: ValidationError) -> str:
-    """A pydantic error's problems as ``field: problem`` pairs (no field for a whole-model check), joined by ``;``."""
-    problems = []
-    for item in error.errors():
-        field = ".".join(str(part) for part in item["loc"])
-        message = str(item["msg"]).removeprefix("Value error, ")
-        problems.append(f"{field}: {message}" if field else message)
-    return "; ".join(problems)
 
 
 def one_line(error: BaseException) -> str:
