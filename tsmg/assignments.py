@@ -67,8 +67,8 @@ def assign_config_field(data: dict[str, Any], assignment: str) -> None:
 
     Example:
         >>> data = {"optim": {"lr": 0.1}}
-        >>> assign_config_field(data, "optim.lr=1e-4"); data
-        {'optim': {'lr': 0.0001}}
+        >>> assign_config_field(data, "optim.lr=0.001"); assign_config_field(data, "rollout.group_size=4"); data
+        {'optim': {'lr': 0.001}, 'rollout': {'group_size': 4}}
     """
     path, value = parse_assignment(assignment, "--set SECTION.FIELD=VALUE (e.g. optim.lr=1e-4)")
     keys = [key.strip() for key in path.split(".") if key.strip()]
