@@ -15,7 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from backends.base import BackendError, Completion, GenerationRequest, LanguageModel, ModelNotFoundError, SamplingParams
+from tsmg import loading
 from tsmg.model_spec import DEFAULT_MODEL, ModelSpecError, parse_model_spec
+
+#: Reads a training checkpoint folder's weights. The checkpoint layout belongs to the trainer, a
+#: layer above the backends, so it is named by string (:mod:`tsmg.loading`), never imported here.
+CHECKPOINT_WEIGHTS = "training.checkpoint:checkpoint_weights"
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -76,8 +81,8 @@ def _training_checkpoint(target: str) -> Any:
     folder = Path(target).expanduser()
     if not folder.is_dir() or (folder / "config.json").is_file():
         return None
-    try:
-        from training.checkpoint import checkpoint_weights
+    try:  # named by string: training sits above the backends (tsmg.loading)
+        checkpoint_weights = loading.load(CHECKPOINT_WEIGHTS)
     except ImportError:  # pragma: no cover - an install without the training package
         return None
     return checkpoint_weights(folder)

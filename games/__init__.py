@@ -10,11 +10,10 @@ invalid answer plays the first legal move (:data:`MS_GRPO_INVALID`), with the fo
 their evaluation (0; their training adds 1: ``-o invalid_penalty=1``).
 """
 
+from games.invalid_answers import MS_GRPO_INVALID
 from tsmg.registry import register
 
-#: How the MS-GRPO authors' code treats an invalid answer: the first action is played, and a
-#: format penalty applies (0 in their evaluation, 1 in training). No forfeit.
-MS_GRPO_INVALID = {"on_invalid": "default_action", "invalid_penalty": 0.0, "forfeit_after": None}
+__all__ = ["MS_GRPO_INVALID"]
 
 _FROZEN_LAKE = "games.frozen_lake:FrozenLake"
 

@@ -1,6 +1,6 @@
 """Registrations of Snake (single-player and arena) and Sokoban; no game module is imported here."""
 
-from games import MS_GRPO_INVALID
+from games.invalid_answers import MS_GRPO_INVALID
 from tsmg.registry import register
 
 _SNAKE = "games.snake:Snake"

@@ -339,8 +339,8 @@ def checkpoint_weights(path: str | Path) -> CheckpointWeights | None:
             raise FileNotFoundError(
                 f"{folder} holds a LoRA adapter but {run_dir / 'config.yaml'}, which names its base model, is missing"
             )
+        from training.base_model import base_model_source
         from training.config import TrainConfig
-        from training.setup import base_model_source
 
         base = base_model_source(TrainConfig.from_yaml(run_dir / "config.yaml"), run_dir)
         return CheckpointWeights(base, folder / ADAPTER_DIR)

@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from tsmg.assignments import parse_assignment
-from tsmg.cli_parser import document_default, examples
+from tsmg.assignments import assign_config_field
+from tsmg.cli_parser import config_default, document_default, examples
 
 #: Flags that set one configuration field each: (flag, section, field, type, help).
 _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
@@ -148,28 +148,6 @@ def add_commands(commands: Any) -> None:
     add_sft_command(commands)
 
 
-def config_default(config_class: Any, path: str) -> object:
-    """The default of the field at dotted ``path`` of a pydantic config class, as ``--help`` states it.
-
-    A field without one (a required section's required field) reads as "none, give it or --config".
-    """
-    from pydantic import BaseModel
-
-    node: Any = config_class
-    for key in path.split("."):
-        if not (isinstance(node, type) and issubclass(node, BaseModel)):
-            node = getattr(node, key)  # inside a section's default value
-            continue
-        field = node.model_fields[key]
-        if not field.is_required():
-            node = field.get_default(call_default_factory=True)
-        elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-            node = field.annotation  # a required section: its own fields have defaults
-        else:
-            return "none, give it or --config"
-    return node
-
-
 def _config_default(path: str) -> object:
     from training.config import TrainConfig
 
@@ -185,7 +163,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from training.config import TrainConfig
-    from tsmg.cli import validation_problems
+    from tsmg.assignments import validation_problems
 
     data: dict[str, Any] = {}
     source = args.config
@@ -210,27 +188,13 @@ def config_from_args(args: argparse.Namespace) -> Any:
     if args.out is not None:
         data.setdefault("run", {})["out_dir"] = str(args.out)
     for assignment in args.set:
-        _assign(data, assignment)
+        assign_config_field(data, assignment)
     if "rollout" not in data or "model" not in data:
         raise ValueError("name the game and the model (--game G --model M) or give --config FILE.yaml")
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as error:
         raise ValueError(f"invalid training configuration: {validation_problems(error)}") from None
-
-
-def _assign(data: dict[str, Any], assignment: str) -> None:
-    path, value = parse_assignment(assignment, "--set SECTION.FIELD=VALUE (e.g. optim.lr=1e-4)")
-    keys = [key.strip() for key in path.split(".") if key.strip()]
-    if len(keys) < 2:
-        raise ValueError(f"--set takes SECTION.FIELD=VALUE (e.g. optim.lr=1e-4), got {assignment!r}")
-    node = data
-    for key in keys[:-1]:
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise ValueError(f"--set {assignment!r}: {key} is not a section")
-        node = child
-    node[keys[-1]] = value
 
 
 def _progress_line(total: int, began: float, episodes: int | None = None) -> Any:

@@ -126,12 +126,12 @@ def student_tokenizer(config: TrainConfig) -> Any:
     parsed = parse_model_spec(config.model.spec)
     if parsed.kind == "tiny":
         from backends.tiny import PRESETS, game_corpus, train_tokenizer
-        from training.setup import tiny_corpus
+        from training.base_model import tiny_corpus
 
         tiny = config.model.tiny
         corpus = tiny_corpus(config)
         return train_tokenizer(corpus or list(game_corpus()), tiny.vocab_size or PRESETS[tiny.preset].vocab_size)
-    from training.setup import base_model_source
+    from training.base_model import base_model_source
 
     return _tokenizer(base_model_source(config, Path(config.run.out_dir)))
 

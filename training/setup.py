@@ -14,8 +14,6 @@ is above 0).
 from __future__ import annotations
 
 import copy
-import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +22,15 @@ from typing import Any, cast
 import torch
 
 from backends.base import TrainableModel
+
+# The base model's names stay importable from here, where they were before they got their own module.
+from training.base_model import BASE_MODEL_DIR as BASE_MODEL_DIR
+from training.base_model import base_model_source
+from training.base_model import tiny_corpus as tiny_corpus
 from training.checkpoint import Checkpoint
 from training.config import TrainConfig
 from training.distributed import DistributedSetupError, ParallelModel, World, fsdp_settings, resolve_strategy
 from training.schedule import lr_multiplier
-from tsmg.model_spec import parse_model_spec
-
-BASE_MODEL_DIR = "base_model"
 
 
 @dataclass
@@ -174,58 +174,6 @@ def load_backend(config: TrainConfig, run_dir: Path, *, weights: Path | None = N
     options: dict[str, Any] = {"dtype": config.model.dtype, "threads": config.run.threads}
     options["max_batch_size"] = max(64, config.rollout.max_concurrent)
     return HFBackend(weights if weights is not None else base_model_source(config, run_dir), **options)
-
-
-def base_model_source(config: TrainConfig, run_dir: Path) -> str:
-    """Where the initial weights come from (a folder or hub id); builds the tiny model if needed."""
-    spec = config.model.spec
-    parsed = parse_model_spec(spec)
-    kind, target = parsed.kind, parsed.target
-    if kind == "tiny":
-        folder = run_dir / BASE_MODEL_DIR
-        if not (folder / "config.json").is_file():
-            _build_tiny(config, folder)
-        return str(folder)
-    if kind == "smollm2":
-        from backends.embedded import embedded_model_dir
-
-        return str(embedded_model_dir())
-    if kind == "hf" and target:
-        return target
-    if kind == "vllm" and target:  # trained in HF from the same folder; rollouts run on the vLLM engine
-        return target
-    raise ValueError(f"cannot train model spec {spec!r}: use 'tiny', 'smollm2' or 'hf:PATH_OR_ID'")
-
-
-def tiny_corpus(config: TrainConfig) -> list[str] | None:
-    """The texts the tokenizer of ``model.spec: tiny`` is trained on (None: the default game corpus)."""
-    from backends.tiny import game_corpus
-
-    if config.model.tiny.tokenizer_corpus != "prose":
-        return None
-    board_line = re.compile(r"[_A-Z]+")  # board rows: runs of capital letters and underscores
-    return ["\n".join(line for line in text.splitlines() if not board_line.fullmatch(line)) for text in game_corpus()]
-
-
-def _build_tiny(config: TrainConfig, folder: Path) -> None:
-    from backends.tiny import build_tiny_model
-
-    tiny = config.model.tiny
-    corpus = tiny_corpus(config)
-    temporary = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(temporary, ignore_errors=True)
-    build_tiny_model(
-        temporary,
-        preset=tiny.preset,
-        corpus=corpus,
-        vocab_size=tiny.vocab_size,
-        hidden_size=tiny.hidden_size,
-        layers=tiny.layers,
-        heads=tiny.heads,
-        intermediate_size=tiny.intermediate_size,
-        seed=config.run.seed,
-    )
-    temporary.replace(folder)
 
 
 def add_lora(backend: TrainableModel, config: TrainConfig) -> None:

@@ -91,8 +91,8 @@ def add_sft_command(commands: Any) -> None:
 
 
 def _config_default(path: str) -> object:
-    from training.cli import config_default
     from training.sft import SFTConfig
+    from tsmg.cli_parser import config_default
 
     return config_default(SFTConfig, path)
 
@@ -105,9 +105,8 @@ def sft_config_from_args(args: argparse.Namespace) -> Any:
     """
     from pydantic import ValidationError
 
-    from training.cli import _assign
     from training.sft import SFTConfig
-    from tsmg.cli import validation_problems
+    from tsmg.assignments import assign_config_field, validation_problems
 
     data: dict[str, Any] = {}
     if args.config is not None:
@@ -127,7 +126,7 @@ def sft_config_from_args(args: argparse.Namespace) -> Any:
         data.setdefault("run", {})["out_dir"] = str(args.out)
     for assignment in args.set:
         try:
-            _assign(data, assignment)
+            assign_config_field(data, assignment)
         except yaml.YAMLError as error:
             raise ValueError(
                 f"--set {assignment!r}: the value is not YAML ({error.__class__.__name__}); quote it"

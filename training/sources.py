@@ -162,4 +162,3 @@ class GroupRollouts(RolloutSource):
         if self.config.rollout.shape != "tree":
             return credit
         return share_prefix_steps(credit, episodes, self.config.rollout.tree.shared_steps)
-

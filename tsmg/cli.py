@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import tsmg
-from tsmg.assignments import parse_assignments
+from tsmg.assignments import parse_assignments, validation_problems
 from tsmg.checker import GameCheckError, check_game
 from tsmg.cli_parser import Parser, UsageError, add_game_option, examples
 from tsmg.core import Game, GameCodeError, GameError, Invalid
@@ -79,16 +79,6 @@ def report_error(error: BaseException) -> int:
     hint = "" if os.environ.get("TSMG_DEBUG") else " (set TSMG_DEBUG=1 to see the traceback)"
     print(f"error: unexpected {type(error).__name__}: {one_line(error)}{hint}", file=sys.stderr)
     return 1
-
-
-def validation_problems(error: ValidationError) -> str:
-    """A pydantic error's problems as ``field: problem`` pairs (no field for a whole-model check), joined by ``;``."""
-    problems = []
-    for item in error.errors():
-        field = ".".join(str(part) for part in item["loc"])
-        message = str(item["msg"]).removeprefix("Value error, ")
-        problems.append(f"{field}: {message}" if field else message)
-    return "; ".join(problems)
 
 
 def one_line(error: BaseException) -> str:

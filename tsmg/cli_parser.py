@@ -165,3 +165,25 @@ def add_game_option(parser: Parser, *, several: bool = False, required: bool = T
 def examples(*lines: str) -> str:
     """An ``epilog`` of example command lines (each a ``tsmg …`` line, or a ``#`` comment above one)."""
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def config_default(config_class: Any, path: str) -> object:
+    """The default of the field at dotted ``path`` of a pydantic config class, as ``--help`` states it.
+
+    A field without one (a required section's required field) reads as "none, give it or --config".
+    """
+    from pydantic import BaseModel
+
+    node: Any = config_class
+    for key in path.split("."):
+        if not (isinstance(node, type) and issubclass(node, BaseModel)):
+            node = getattr(node, key)  # inside a section's default value
+            continue
+        field = node.model_fields[key]
+        if not field.is_required():
+            node = field.get_default(call_default_factory=True)
+        elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            node = field.annotation  # a required section: its own fields have defaults
+        else:
+            return "none, give it or --config"
+    return node

@@ -28,8 +28,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tsmg.core import Invalid
+from tsmg.decisions import Decision, DecisionRequest, Turn
 from tsmg.lm import Completion, GenerationRequest, LanguageModel, SamplingParams, ToolCall
-from tsmg.policies import Decision, DecisionRequest, Turn
 from tsmg.seeding import decision_seed
 
 DEFAULT_SYSTEM = (

@@ -1,4 +1,4 @@
-"""The policy protocol and scripted policies (random-legal, fixed, oracle, any callable).
+"""The policies: scripted ones (random-legal, fixed, oracle, any callable) and the one a model spec names.
 
 A policy decides for a *batch* of requests at once: the rollout engine gathers every pending
 decision of every live episode into one call, which is what makes model backends fast. Scripted
@@ -10,121 +10,31 @@ choices do not depend on how episodes happen to be batched, and a group's episod
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any
 
-import numpy as np
-
-from tsmg.core import AgentID, Game, Invalid
+from tsmg import loading
+from tsmg.core import Game
+from tsmg.decisions import Decision, DecisionRequest, Policy, Turn
+from tsmg.lap import LAP, LAPConfig
 from tsmg.model_spec import ModelSpecError, parse_model_spec
-from tsmg.seeding import seed_generator
 
-if TYPE_CHECKING:
-    from tsmg.lap import LAPConfig
+__all__ = [
+    "CallablePolicy",
+    "Decision",
+    "DecisionRequest",
+    "FixedPolicy",
+    "OraclePolicy",
+    "Policy",
+    "RandomPolicy",
+    "Turn",
+    "policy_from_spec",
+]
 
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """One earlier decision of the same agent in the same episode (for prompt history)."""
-
-    observation: str
-    answer: str
-    action: str | None
-    valid: bool
-    reason: str | None
-    reward: float
-
-
-@dataclass(slots=True)
-class DecisionRequest:
-    """Everything a policy may use to decide one agent's answer.
-
-    Attributes:
-        game: The live game (scripted policies may query it; model policies use the text).
-        agent: The deciding agent.
-        observation: Its observation text.
-        legal_actions: Canonical texts of its legal actions (None if not enumerable).
-        history: Its earlier turns in this episode, oldest first.
-        episode_seed: Seed of the episode (None if unseeded).
-        episode_index: Position of the episode in the rollout plan.
-        round: Game round about to be played.
-        group_index: The episode's index in its group (:attr:`tsmg.rollout.EpisodePlan.group_index`):
-            with the episode seed, what makes a group's episodes sample differently.
-    """
-
-    game: Game
-    agent: AgentID
-    observation: str
-    legal_actions: list[str] | None
-    history: Sequence[Turn] = ()
-    episode_seed: int | None = None
-    episode_index: int = 0
-    round: int = 0
-    group_index: int = 0
-
-    def rng(self, policy_seed: int) -> np.random.Generator:
-        """A generator determined by the policy seed and the decision's plan position (one seeding rule)."""
-        index = self.episode_index if self.episode_seed is None else None
-        agent_index = self.game.agents.index(self.agent)
-        return seed_generator(policy_seed, self.episode_seed, index, self.group_index, self.round, agent_index)
-
-
-@dataclass(slots=True)
-class Decision:
-    """A policy's answer to one request.
-
-    Attributes:
-        action: Text to submit to the game, or :class:`Invalid` when the policy knows its
-            answer is unusable (e.g. the model wrote no action tag).
-        completion: Raw text the policy wrote (defaults to the action text).
-        prompt: Chat messages sent to a model, if any.
-        token_ids: Tokens the model wrote (local backends).
-        logprobs: Log-probabilities of those tokens under the behaviour policy.
-        prompt_tokens: Prompt length in tokens.
-        completion_tokens: Completion length in tokens.
-        attempts: Answers written for this decision (re-prompts included).
-        latency_s: Wall time attributed to this decision.
-        extra: Policy-specific details.
-        reasoning: The model's thinking, kept apart from its answer (a separate field, or inline
-            ``<think>...</think>``).
-        reasoning_tokens: Tokens spent thinking, where the backend reports them (summed over attempts).
-        tool_calls: The function calls of the last answer (``name``, ``arguments``, ``id``), for
-            the tool-call action format.
-        history_trimmed: Earlier turns left out of the prompt to fit the model's context window.
-        error: Why no decision could be made (a failed model call, a spent budget): the episode
-            fails with this message instead of playing ``action``.
-        prompt_token_ids: The prompt's token ids as the model read them (local backends).
-        choices: The answers a constrained decision allowed (None: free text).
-    """
-
-    action: str | Invalid
-    completion: str | None = None
-    prompt: list[dict[str, str]] | None = None
-    token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    attempts: int = 1
-    latency_s: float = 0.0
-    extra: dict[str, object] = field(default_factory=dict)
-    reasoning: str | None = None
-    reasoning_tokens: int | None = None
-    tool_calls: list[dict[str, str | None]] | None = None
-    history_trimmed: int = 0
-    error: str | None = None
-    prompt_token_ids: list[int] | None = None
-    choices: list[str] | None = None
-
-
-@runtime_checkable
-class Policy(Protocol):
-    """Anything that answers a batch of decision requests."""
-
-    name: str
-
-    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
-        """One decision per request, in the same order."""
-        ...
+#: The layers above that a model spec reaches, named by string (:mod:`tsmg.loading` imports each
+#: only when such a player is made): the backends that load a language model, and OpenSpiel's
+#: MCTS bot from the OpenSpiel adapter.
+MODEL_LOADER = "backends:load_model"
+OPENSPIEL_MCTS = "tsmg.adapters.openspiel:MCTSPolicy"
 
 
 class RandomPolicy:
@@ -249,16 +159,14 @@ def policy_from_spec(
         return FixedPolicy(parsed.target)
     if parsed.kind == "openspiel-mcts":
         try:
-            from tsmg.adapters.openspiel import MCTSPolicy  # imported only now: it loads pyspiel
+            mcts_policy: Any = loading.load(OPENSPIEL_MCTS)  # imported only now: it loads pyspiel
         except ModuleNotFoundError as error:
             if error.name != "pyspiel":
                 raise
             raise ModelSpecError("openspiel-mcts needs OpenSpiel: pip install 'tsmg[openspiel]'") from None
-        return MCTSPolicy.from_options(seed, model_options or {})
+        return mcts_policy.from_options(seed, model_options or {})
     if scripted_only:
         raise ModelSpecError(f"{spec!r} is a language model; here use random, oracle or fixed:TEXT")
-    from backends import load_model  # heavy: imported only when a model plays
-    from tsmg import lap as lap_module
-
+    load_model = loading.load(MODEL_LOADER)  # heavy: imported only when a model plays
     model = load_model(spec, **dict(model_options or {}))
-    return lap_module.LAP(model, lap or lap_module.LAPConfig(), name=spec)
+    return LAP(model, lap or LAPConfig(), name=spec)

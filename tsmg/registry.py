@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
-import importlib.util
 import logging
 import os
 import re
@@ -23,11 +21,11 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
 
 from pydantic import ValidationError
 
+from tsmg import loading
 from tsmg.core import Game
 
 logger = logging.getLogger(__name__)
@@ -41,6 +39,12 @@ _ID_PATTERN = re.compile(r"^(?:(?P<namespace>[\w.-]+)/)?(?P<name>[\w.:-]+?)(?:-v
 ENTRY_POINT_GROUP = "tsmg.games"
 #: Ids with this prefix name an OpenSpiel game with OpenSpiel's parameter syntax (made lazily).
 OPENSPIEL_PREFIX = "openspiel:"
+#: What the registry reaches in the layers above it, named by string (:mod:`tsmg.loading` imports
+#: each when first needed): the adapter that builds an ``openspiel:`` game's spec, the client of
+#: a served game, and the built-in catalog of a source tree that was never installed.
+OPENSPIEL_SPEC = "tsmg.adapters.openspiel:openspiel_spec"
+REMOTE_GAME = "tsmg.remote:RemoteGame"
+CATALOG_MODULE = "games"
 
 
 class UnknownGameError(KeyError):
@@ -91,11 +95,9 @@ class GameSpec:
         """Import and return the entry point."""
         if callable(self.entry_point):
             return self.entry_point
-        module_name, _, attribute = self.entry_point.partition(":")
-        if not attribute:
+        if ":" not in self.entry_point:
             raise ValueError(f"entry point {self.entry_point!r} of {self.id} must be 'module:Class'")
-        module = importlib.import_module(module_name)
-        factory: Callable[..., Game] = getattr(module, attribute)
+        factory: Callable[..., Game] = loading.load(self.entry_point)
         return factory
 
     def make(self, **overrides: Any) -> Game:
@@ -181,16 +183,16 @@ def load_plugins() -> None:
             return
         _plugins_loading = True
         try:
-            found = list(entry_points(group=ENTRY_POINT_GROUP))
-            for entry in found:
+            found = loading.plugin_references(ENTRY_POINT_GROUP)
+            for reference in found:
                 try:
-                    entry.load()
+                    loading.load(reference)
                 except Exception:  # a broken plugin must not break the others
-                    logger.exception("could not load game plugin %s", entry.value)
-            if not any(entry.value.split(":")[0] == "games" for entry in found):
+                    logger.exception("could not load game plugin %s", reference)
+            if not any(reference.split(":")[0].strip() == CATALOG_MODULE for reference in found):
                 # Running from a source tree that was never installed: the catalog is still importable.
                 try:
-                    importlib.import_module("games")
+                    loading.import_module(CATALOG_MODULE)
                 except ImportError:
                     pass
         finally:
@@ -242,14 +244,11 @@ def import_game_modules(modules: Iterable[str] = ()) -> list[str]:
     for name in names:
         try:
             if name.endswith(".py"):
-                module_spec = importlib.util.spec_from_file_location(os.path.basename(name)[:-3], name)
-                if module_spec is None or module_spec.loader is None or not os.path.exists(name):
+                if not os.path.exists(name):
                     raise GameModuleError(f"cannot import games from {name!r}: no such file")
-                module = importlib.util.module_from_spec(module_spec)
-                sys.modules[module_spec.name] = module
-                module_spec.loader.exec_module(module)
+                loading.import_file(name)
             else:
-                importlib.import_module(name)
+                loading.import_module(name)
         except GameModuleError:
             raise
         except ModuleNotFoundError as error:
@@ -272,9 +271,8 @@ def make(id: str, **overrides: Any) -> Game:
         GameOptionsError: an option is unknown or of the wrong type (names the field).
     """
     if is_remote(id):
-        from tsmg.remote import RemoteGame
-
-        return RemoteGame(id, **overrides)
+        remote_game: Callable[..., Game] = loading.load(REMOTE_GAME)
+        return remote_game(id, **overrides)
     return spec(id).make(**overrides)
 
 
@@ -286,7 +284,7 @@ def is_openspiel(id: str) -> bool:
 def _openspiel_spec(id: str) -> GameSpec:
     """The spec of an ``openspiel:`` id, built by the adapter (imported only now: it loads pyspiel)."""
     try:
-        from tsmg.adapters.openspiel import openspiel_spec
+        openspiel_spec: Callable[[str], GameSpec] = loading.load(OPENSPIEL_SPEC)
     except ModuleNotFoundError as error:
         if error.name != "pyspiel":
             raise

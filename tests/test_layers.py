@@ -1,0 +1,342 @@
+"""The layer contract: the order the packages import each other in, checked over the import graph.
+
+Layers, lowest first (:data:`LAYERS`; a module may import from its own layer and the layers below):
+
+1. **kernel** -- tsmg's formal objects: the game API (core, answers), the LAP and the language-model
+   protocol (lap, lm), decisions and policies, the episode record, the registry, the checker,
+   seeding, the rollout engine, summaries, model specs, ``KEY=VALUE`` settings, the argument
+   parser that every command line shares (:mod:`tsmg.cli_parser`, standard library only, so that
+   the training and serving commands need not import the CLI above them), and
+   :mod:`tsmg.loading`, the one helper that imports by string.
+2. **games** -- the catalog, and the adapters that make games of other libraries (Gymnasium,
+   PettingZoo, OpenSpiel) or export ours to them: ``games/registrations_openspiel.py`` registers
+   OpenSpiel's games through :mod:`tsmg.adapters.openspiel`, so adapters sit with the games.
+3. **backends** -- language models behind one protocol (a tiny model's tokenizer is trained on the
+   catalog's texts, so backends stand above games).
+4. **training** -- MS-GRPO and its credit assigners, losses, trainer, checkpoints.
+5. **applications** -- what users run: evaluation, the viewer, serving (and :mod:`tsmg.remote`,
+   the client of a served game), the integrations with other trainers, the CLI; and
+   :mod:`tsmg.adapters.openspiel_exploitability`, which measures a policy with tsmg.evaluation.
+
+Where a layer must reach one above it (the registry making a catalog game, an OpenSpiel game or
+a served one; a model spec that names a backend; a backend reading a training checkpoint), it
+names it by a ``"module:attribute"`` string that :mod:`tsmg.loading` imports when needed, and the
+layer above registers itself (the ``tsmg.games`` entry point, registration modules). Every import
+statement counts: at module level, inside functions, under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("tsmg", "games", "backends", "training")
+
+#: The layers, lowest first, each with the modules (or packages: a prefix ending in ``.``) in it.
+#: The kernel's modules are listed one by one, so a new module of tsmg/ is placed on purpose.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "kernel",
+        (
+            "tsmg",
+            "tsmg.answers",
+            "tsmg.assignments",
+            "tsmg.checker",
+            "tsmg.cli_parser",
+            "tsmg.core",
+            "tsmg.decisions",
+            "tsmg.episode",
+            "tsmg.lap",
+            "tsmg.lm",
+            "tsmg.loading",
+            "tsmg.model_spec",
+            "tsmg.policies",
+            "tsmg.registry",
+            "tsmg.rollout",
+            "tsmg.seeding",
+            "tsmg.summary",
+        ),
+    ),
+    ("games", ("games", "games.", "tsmg.adapters", "tsmg.adapters.")),
+    ("backends", ("backends", "backends.")),
+    ("training", ("training", "training.")),
+    (
+        "applications",
+        (
+            "tsmg.adapters.openspiel_exploitability",
+            "tsmg.cli",
+            "tsmg.evaluation",
+            "tsmg.evaluation.",
+            "tsmg.integrations",
+            "tsmg.integrations.",
+            "tsmg.remote",
+            "tsmg.serve",
+            "tsmg.serve.",
+            "tsmg.view",
+            "tsmg.view.",
+        ),
+    ),
+)
+
+#: The only module that imports by string, and the calls that do (nowhere else may make them).
+LOADER = "tsmg.loading"
+STRING_IMPORTS = {"import_module", "__import__", "spec_from_file_location", "module_from_spec", "exec_module"}
+_REFERENCE = re.compile(r"(?:tsmg|games|backends|training)(?:\.\w+)*(?::[A-Za-z_][\w.]*)?")
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One import statement of one module of the packages naming another."""
+
+    source: str
+    target: str
+    line: int
+
+    def __str__(self) -> str:
+        """``module:line -> module`` with both layers."""
+        return f"{self.source}:{self.line} ({layer_of(self.source)}) imports {self.target} ({layer_of(self.target)})"
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Every module of the four packages, by dotted name (a package by its own name)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def layer_of(module: str) -> str:
+    """The layer of ``module``: the longest matching entry of :data:`LAYERS` wins."""
+    best, best_length = "", -1
+    for name, members in LAYERS:
+        for member in members:
+            matches = module == member or (member.endswith(".") and module.startswith(member))
+            if matches and len(member) > best_length:
+                best, best_length = name, len(member)
+    if not best:
+        raise LookupError(f"{module} has no layer: add it to LAYERS in tests/test_layers.py")
+    return best
+
+
+def _rank(module: str) -> int:
+    return [name for name, _ in LAYERS].index(layer_of(module))
+
+
+def _imported(module: str, node: ast.Import | ast.ImportFrom, is_package: bool) -> list[str]:
+    """The modules of the packages an import statement names (``from a import b`` is ``a.b`` if a module)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        if node.level:
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            base = base[: len(base) - (node.level - 1)]
+            origin = ".".join(base + ([node.module] if node.module else []))
+        else:
+            origin = node.module or ""
+        names = [f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in modules() else origin for alias in node.names]
+    known = []
+    for name in names:
+        while name and name not in modules():  # `import a.b.c` imports a.b.c; `from a import func` names a
+            name = name.rpartition(".")[0]
+        if name:
+            known.append(name)
+    return known
+
+
+@cache
+def _tree(module: str) -> ast.Module:
+    return ast.parse(modules()[module].read_text(encoding="utf-8"), filename=str(modules()[module]))
+
+
+@cache
+def import_edges() -> tuple[Edge, ...]:
+    """Every import of one module of the packages by another, wherever it stands in the file."""
+    edges = set()
+    for module, path in modules().items():
+        for node in ast.walk(_tree(module)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _imported(module, node, path.name == "__init__.py"):
+                    if target != module:
+                        edges.add(Edge(module, target, node.lineno))
+    return tuple(sorted(edges, key=lambda edge: (edge.source, edge.line, edge.target)))
+
+
+def upward_imports(edges: tuple[Edge, ...]) -> list[Edge]:
+    """The edges that import from a layer above the importing module's own."""
+    return [edge for edge in edges if _rank(edge.target) > _rank(edge.source)]
+
+
+def import_circles(edges: tuple[Edge, ...]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    graph: dict[str, set[str]] = {module: set() for module in modules()}
+    for edge in edges:
+        graph[edge.source].add(edge.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_every_module_has_a_layer():
+    unplaced = []
+    for module in modules():
+        try:
+            layer_of(module)
+        except LookupError as error:
+            unplaced.append(str(error))
+    assert not unplaced, "\n".join(unplaced)
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    upward = upward_imports(import_edges())
+    hint = "imports against the layer order (name it by string through tsmg.loading instead):"
+    assert not upward, "\n".join([hint, *map(str, upward)])
+
+
+def test_no_import_circles_between_modules():
+    circles = import_circles(import_edges())
+    assert not circles, "import circles (in-function and TYPE_CHECKING imports count):\n" + "\n".join(
+        " <-> ".join(circle) for circle in circles
+    )
+
+
+def test_only_the_loader_imports_by_string():
+    offenders = []
+    for module in modules():
+        if module == LOADER:
+            continue
+        for node in ast.walk(_tree(module)):
+            if isinstance(node, ast.Call):
+                function = node.func
+                name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+                through_loader = isinstance(function, ast.Attribute) and ast.unparse(function.value) == "loading"
+                if name in STRING_IMPORTS and not through_loader:
+                    offenders.append(f"{module}:{node.lineno} calls {name}")
+            if isinstance(node, ast.ImportFrom) and node.module == "importlib.metadata":
+                if any(alias.name == "entry_points" for alias in node.names):
+                    offenders.append(f"{module}:{node.lineno} reads entry points")
+    assert not offenders, "imports by string outside tsmg.loading:\n" + "\n".join(offenders)
+
+
+def _top_level_names(module: str) -> set[str]:
+    names = set()
+    for node in _tree(module).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(target.id for target in targets if isinstance(target, ast.Name))
+    return names
+
+
+def string_references() -> list[tuple[str, int, str]]:
+    """Every ``"module:attribute"`` string of the packages naming one of their own modules."""
+    found = []
+    for module in modules():
+        for node in ast.walk(_tree(module)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ":" in node.value:
+                if _REFERENCE.fullmatch(node.value):
+                    found.append((module, node.lineno, node.value))
+    return found
+
+
+def test_string_references_name_what_exists():
+    references = string_references()
+    assert any(value == "backends:load_model" for _, _, value in references)  # the scan sees them
+    broken = []
+    for module, line, value in references:
+        target, _, attribute = value.partition(":")
+        if target not in modules():
+            broken.append(f"{module}:{line} names {value!r}: no module {target}")
+        elif attribute.split(".")[0] not in _top_level_names(target):
+            broken.append(f"{module}:{line} names {value!r}: {target} defines no {attribute.split('.')[0]}")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_checks_see_an_upward_import_and_a_circle():
+    # The same functions as above, on edges that break the contract: they must be caught.
+    upward = Edge("tsmg.registry", "games.frozen_lake", 1)
+    assert upward_imports((upward,)) == [upward]
+    assert upward_imports((Edge("games.frozen_lake", "tsmg.core", 1),)) == []
+    circle = (Edge("training.sources", "training.rtpo", 1), Edge("training.rtpo", "training.sources", 2))
+    assert import_circles(circle) == [["training.rtpo", "training.sources"]]
+    # An in-function import is an edge like any other.
+    assert Edge("tsmg.cli", "training.cli", 201) not in import_edges() or _rank("tsmg.cli") >= _rank("training.cli")
+
+
+def test_the_layers_are_in_the_stated_order():
+    assert [name for name, _ in LAYERS] == ["kernel", "games", "backends", "training", "applications"]
+    assert layer_of("tsmg.policies") == "kernel"
+    assert layer_of("tsmg.adapters.openspiel") == "games"
+    assert layer_of("tsmg.adapters.openspiel_exploitability") == "applications"
+    assert layer_of("tsmg.remote") == "applications"
+    assert layer_of("tsmg.serve.app") == "applications"
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        ("tsmg", ["make", "register", "spec", "specs", "Game", "RulesGame", "GameSpec", "UnknownGameError"]),
+        (
+            "tsmg.policies",
+            ["Decision", "DecisionRequest", "Turn", "Policy", "RandomPolicy", "FixedPolicy", "policy_from_spec"],
+        ),
+        ("tsmg.cli", ["main", "report_error", "validation_problems", "one_line"]),
+        ("training.setup", ["set_up", "base_model_source", "tiny_corpus", "BASE_MODEL_DIR", "load_backend"]),
+        ("training.trainer", ["train", "base_model_source", "TrainHooks", "build_rollouts"]),
+        ("training.sources", ["GroupRollouts", "RolloutSource", "SAMPLER"]),
+        ("training.checkpoint", ["checkpoint_weights", "run_checkpoints"]),
+        ("backends", ["load_model", "BackendError", "LanguageModel"]),
+    ],
+)
+def test_public_names_still_import(module, names):
+    imported = __import__(module, fromlist=names)
+    missing = [name for name in names if not hasattr(imported, name)]
+    assert not missing, f"{module} lost {missing}"

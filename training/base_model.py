@@ -1,0 +1,71 @@
+"""The weights a run starts from: a model folder, the embedded SmolLM2, or a tiny model built for the run.
+
+Both the run's set-up (:mod:`training.setup`) and a LoRA checkpoint, which stores only its
+adapter and names its base model in the run's config (:mod:`training.checkpoint`), ask here.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from training.config import TrainConfig
+from tsmg.model_spec import parse_model_spec
+
+__all__ = ["BASE_MODEL_DIR", "base_model_source", "tiny_corpus"]
+
+#: The run folder's sub-folder holding a tiny model built for the run.
+BASE_MODEL_DIR = "base_model"
+
+
+def base_model_source(config: TrainConfig, run_dir: Path) -> str:
+    """Where the initial weights come from (a folder or hub id); builds the tiny model if needed."""
+    spec = config.model.spec
+    parsed = parse_model_spec(spec)
+    kind, target = parsed.kind, parsed.target
+    if kind == "tiny":
+        folder = run_dir / BASE_MODEL_DIR
+        if not (folder / "config.json").is_file():
+            _build_tiny(config, folder)
+        return str(folder)
+    if kind == "smollm2":
+        from backends.embedded import embedded_model_dir
+
+        return str(embedded_model_dir())
+    if kind == "hf" and target:
+        return target
+    if kind == "vllm" and target:  # trained in HF from the same folder; rollouts run on the vLLM engine
+        return target
+    raise ValueError(f"cannot train model spec {spec!r}: use 'tiny', 'smollm2' or 'hf:PATH_OR_ID'")
+
+
+def tiny_corpus(config: TrainConfig) -> list[str] | None:
+    """The texts the tokenizer of ``model.spec: tiny`` is trained on (None: the default game corpus)."""
+    from backends.tiny import game_corpus
+
+    if config.model.tiny.tokenizer_corpus != "prose":
+        return None
+    board_line = re.compile(r"[_A-Z]+")  # board rows: runs of capital letters and underscores
+    return ["\n".join(line for line in text.splitlines() if not board_line.fullmatch(line)) for text in game_corpus()]
+
+
+def _build_tiny(config: TrainConfig, folder: Path) -> None:
+    from backends.tiny import build_tiny_model
+
+    tiny = config.model.tiny
+    corpus = tiny_corpus(config)
+    temporary = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    build_tiny_model(
+        temporary,
+        preset=tiny.preset,
+        corpus=corpus,
+        vocab_size=tiny.vocab_size,
+        hidden_size=tiny.hidden_size,
+        layers=tiny.layers,
+        heads=tiny.heads,
+        intermediate_size=tiny.intermediate_size,
+        seed=config.run.seed,
+    )
+    temporary.replace(folder)
