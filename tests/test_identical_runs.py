@@ -44,11 +44,18 @@ def test_demo_training_and_eval_write_byte_identical_records(tmp_path, monkeypat
 def test_normalise_keeps_everything_but_wall_times_paths_and_the_version(tmp_path):
     """The comparison would see any other change: only the listed fields are left out."""
     script = _load_script()
-    episode = {"episode_id": f"x|hf:{tmp_path}/m|0", "latency_s": 1.5, "schema_version": 3,
-               "steps": [{"latency_s": 0.1, "logprobs": [-0.5]}]}
+    episode = {
+        "episode_id": f"x|hf:{tmp_path}/m|0",
+        "latency_s": 1.5,
+        "schema_version": 3,
+        "steps": [{"latency_s": 0.1, "logprobs": [-0.5]}],
+    }
     text = script.normalise("episodes.jsonl", json.dumps(episode) + "\n", tmp_path)
     assert json.loads(text) == {"episode_id": "x|hf:$RUNS/m|0", "steps": [{"logprobs": [-0.5]}]}
     changed = {**episode, "steps": [{"latency_s": 0.1, "logprobs": [-0.25]}]}
     assert script.normalise("episodes.jsonl", json.dumps(changed) + "\n", tmp_path) != text
     metrics = {"step": 1, "time/update_s": 2.0, "loss/value": 0.125}
-    assert json.loads(script.normalise("metrics.jsonl", json.dumps(metrics), tmp_path)) == {"step": 1, "loss/value": 0.125}
+    assert json.loads(script.normalise("metrics.jsonl", json.dumps(metrics), tmp_path)) == {
+        "step": 1,
+        "loss/value": 0.125,
+    }
