@@ -28,8 +28,7 @@ from training.config import TrainConfig
 from training.distributed import DistributedSetupError, ParallelModel, World, fsdp_settings, resolve_strategy
 from training.schedule import lr_multiplier
 from tsmg.model_spec import parse_model_spec
-
-BASE_MODEL_DIR = "base_model"
+from tsmg.run_folder import BASE_MODEL_DIR
 
 
 @dataclass

@@ -46,10 +46,9 @@ from tsmg.episode import Episode, read_episodes
 from tsmg.lap import LAP, ActionFormat, LAPConfig, checked_regex
 from tsmg.lm import Completion, GenerationRequest, SamplingParams
 from tsmg.policies import DecisionRequest, Turn
+from tsmg.run_folder import CONFIG_FILE, METRICS_FILE
 
-CONFIG_FILE = "config.yaml"
 DATASET_FILE = "dataset.jsonl"
-METRICS_FILE = "metrics.jsonl"
 
 
 class SFTDatasetError(ValueError):
