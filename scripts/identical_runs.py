@@ -8,7 +8,10 @@ Two runs, each on one thread in fp32 from a model built on the spot:
   a time, at temperature 1, constrained to the four moves).
 
 Their ``episodes.jsonl`` and ``metrics.jsonl`` are normalised (:func:`normalise`: wall times,
-dates and paths dropped, the episode schema version left out) and hashed. ``python
+dates and paths dropped, the episode schema version and the fields schema 4 added left out) and
+hashed. The reference was written by schema 3 (main at bb20da2); schema 4 only added fields
+(:data:`ADDED_IN_SCHEMA_4`), so every field schema 3 wrote must be byte for byte the same, and the
+test checks the added ones on their own. ``python
 scripts/identical_runs.py --write`` stores the digests and a short excerpt in
 ``tests/data/identical-runs.json``; the test reruns the runs and compares.
 """
@@ -26,19 +29,22 @@ from pathlib import Path
 from typing import Any
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "identical-runs.json"
-#: Fields whose values are wall times or depend on the machine, not on what was computed.
+#: Fields whose values are wall times, not what was computed (of the episode and of each step).
 VOLATILE_EPISODE_FIELDS = frozenset({"latency_s"})
 VOLATILE_METRIC_PREFIXES = ("time/",)
-#: Left out of the comparison: a schema bump changes only this (the content must stay the same).
+#: Left out of the comparison: the version, and the fields schema 4 added (episode, step).
+ADDED_IN_SCHEMA_4 = (frozenset({"model_seats"}), frozenset({"temperature", "exact_logprobs", "trains"}))
 VERSION_FIELDS = frozenset({"schema_version"})
 
 
-def _strip(value: Any, volatile: frozenset[str]) -> Any:
-    if isinstance(value, dict):
-        return {key: _strip(item, volatile) for key, item in value.items() if key not in volatile}
-    if isinstance(value, list):
-        return [_strip(item, volatile) for item in value]
-    return value
+def _episode_content(row: dict[str, Any]) -> dict[str, Any]:
+    left_out = VOLATILE_EPISODE_FIELDS | VERSION_FIELDS | ADDED_IN_SCHEMA_4[0]
+    content = {key: value for key, value in row.items() if key not in left_out}
+    step_left_out = VOLATILE_EPISODE_FIELDS | ADDED_IN_SCHEMA_4[1]
+    content["steps"] = [
+        {key: value for key, value in step.items() if key not in step_left_out} for step in row.get("steps", [])
+    ]
+    return content
 
 
 def normalise(name: str, text: str, root: Path) -> str:
@@ -55,7 +61,7 @@ def normalise(name: str, text: str, root: Path) -> str:
         if name == "metrics.jsonl":
             row = {key: value for key, value in row.items() if not key.startswith(VOLATILE_METRIC_PREFIXES)}
         else:
-            row = _strip(row, VOLATILE_EPISODE_FIELDS | VERSION_FIELDS)
+            row = _episode_content(row)
         lines.append(json.dumps(row, sort_keys=True, separators=(",", ":")))
     return "\n".join(lines) + "\n"
 
@@ -88,11 +94,16 @@ def run_eval(folder: Path, model: Path) -> Path:
     return out
 
 
-def digests(folder: Path) -> dict[str, dict[str, Any]]:
+def run_both(folder: Path) -> dict[str, Path]:
+    """Both runs in ``folder``: their run folders by name."""
+    demo = run_demo(folder)
+    return {"demo": demo, "eval": run_eval(folder, demo / "final")}
+
+
+def digests(folder: Path, runs: dict[str, Path] | None = None) -> dict[str, dict[str, Any]]:
     """Per run and file: the sha256 of the normalised content, its line count and its first line."""
     found: dict[str, dict[str, Any]] = {}
-    demo = run_demo(folder)
-    for run, path in (("demo", demo), ("eval", run_eval(folder, demo / "final"))):
+    for run, path in (runs or run_both(folder)).items():
         for name in ("episodes.jsonl", "metrics.jsonl"):
             if not (path / name).exists():
                 continue
