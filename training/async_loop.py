@@ -387,8 +387,7 @@ class AsyncRollouts(GroupRollouts):
                 if self.worker_failed and step not in self.ready:
                     break
                 batch = self._receive(step)
-                record: dict[str, Any] = {"step": step, "temperature": batch.temperature}
-                record["exact_logprobs"] = batch.exact_logprobs
+                record: dict[str, Any] = {"step": step}
                 record["episodes"] = [episode.model_dump(mode="json") for episode in batch.episodes]
                 handle.write(json.dumps(record) + "\n")
 
@@ -400,7 +399,12 @@ class AsyncRollouts(GroupRollouts):
         for line in path.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             episodes = [Episode.model_validate(item, context={"stored": True}) for item in record["episodes"]]
-            self.ready[int(record["step"])] = RolloutBatch(episodes, record["temperature"], record["exact_logprobs"])
+            if "temperature" in record:  # written before the episodes recorded how they were sampled (schema 3)
+                for episode in episodes:
+                    for played in episode.steps:
+                        if played.token_ids is not None and played.temperature is None:
+                            played.temperature, played.exact_logprobs = record["temperature"], record["exact_logprobs"]
+            self.ready[int(record["step"])] = RolloutBatch(episodes)
 
     def close(self) -> None:
         """Stop the worker (after the rollout it is playing); it closes its engine."""

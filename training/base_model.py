@@ -12,11 +12,9 @@ from pathlib import Path
 
 from training.config import TrainConfig
 from tsmg.model_spec import parse_model_spec
+from tsmg.run_folder import BASE_MODEL_DIR
 
-__all__ = ["BASE_MODEL_DIR", "base_model_source", "tiny_corpus"]
-
-#: The run folder's sub-folder holding a tiny model built for the run.
-BASE_MODEL_DIR = "base_model"
+__all__ = ["BASE_MODEL_DIR", "base_model_source", "tiny_corpus"]  # BASE_MODEL_DIR: the run folder's, re-exported
 
 
 def base_model_source(config: TrainConfig, run_dir: Path) -> str:

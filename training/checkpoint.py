@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,16 +41,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tsmg.run_folder import (
+    ADAPTER_DIR,
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    FINAL_DIR,
+    MODEL_DIR,
+    SHARDED_DIR,
+    STATE_FILE,
+    checkpoint_name,
+    checkpoint_step,
+)
+
 if TYPE_CHECKING:
     from backends.base import TrainableModel
 
-STATE_FILE = "state.json"
-MODEL_DIR = "model"
-#: An FSDP run's trained parameters and optimizer state, one shard per process (torch distributed checkpoint).
-SHARDED_DIR = "sharded"
-ADAPTER_DIR = "adapter"
-FINAL_DIR = "final"
-_STEP_DIR = re.compile(r"^step-(\d+)$")
 _TEMPORARY_PREFIX = ".tmp-"
 
 
@@ -101,9 +105,9 @@ def list_checkpoints(directory: str | Path) -> list[tuple[int, Path]]:
         return []
     found = []
     for child in folder.iterdir():
-        match = _STEP_DIR.match(child.name)
-        if match and (child / STATE_FILE).is_file():
-            found.append((int(match.group(1)), child))
+        step = checkpoint_step(child.name)
+        if step is not None and (child / STATE_FILE).is_file():
+            found.append((step, child))
     return sorted(found)
 
 
@@ -197,7 +201,7 @@ def save_checkpoint(
     }
     # state.json is written last: list_checkpoints only counts folders that have it.
     _write_synced(temporary / STATE_FILE, json.dumps(document))
-    final = root / f"step-{step}"
+    final = root / checkpoint_name(step)
     if final.exists():  # re-saving a step (e.g. a finished run saved again): swap it out
         retired = root / f"{_TEMPORARY_PREFIX}retired-{step}-{os.getpid()}"
         os.replace(final, retired)
@@ -335,14 +339,14 @@ def checkpoint_weights(path: str | Path) -> CheckpointWeights | None:
         return CheckpointWeights(str(folder / MODEL_DIR))
     if (folder / ADAPTER_DIR).is_dir():
         run_dir = folder.parent.parent
-        if not (run_dir / "config.yaml").is_file():
+        if not (run_dir / CONFIG_FILE).is_file():
             raise FileNotFoundError(
-                f"{folder} holds a LoRA adapter but {run_dir / 'config.yaml'}, which names its base model, is missing"
+                f"{folder} holds a LoRA adapter but {run_dir / CONFIG_FILE}, which names its base model, is missing"
             )
         from training.base_model import base_model_source
         from training.config import TrainConfig
 
-        base = base_model_source(TrainConfig.from_yaml(run_dir / "config.yaml"), run_dir)
+        base = base_model_source(TrainConfig.from_yaml(run_dir / CONFIG_FILE), run_dir)
         return CheckpointWeights(base, folder / ADAPTER_DIR)
     return None
 
@@ -356,7 +360,7 @@ def run_checkpoints(path: str | Path) -> list[Path]:
     folder = Path(path)
     if (folder / "config.json").is_file() or checkpoint_weights(folder) is not None:
         return [folder]
-    inner = folder / "checkpoints"
+    inner = folder / CHECKPOINTS_DIR
     found = [checkpoint for _, checkpoint in list_checkpoints(inner if inner.is_dir() else folder)]
     if not found and (folder / FINAL_DIR / "config.json").is_file():
         found.append(folder / FINAL_DIR)

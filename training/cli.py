@@ -29,6 +29,7 @@ import yaml
 
 from tsmg.assignments import assign_config_field
 from tsmg.cli_parser import config_default, document_default, examples
+from tsmg.run_folder import CONFIG_FILE
 
 #: Flags that set one configuration field each: (flag, section, field, type, help).
 _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
@@ -167,8 +168,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
     data: dict[str, Any] = {}
     source = args.config
-    if source is None and args.resume and args.out is not None and (args.out / "config.yaml").is_file():
-        source = args.out / "config.yaml"
+    if source is None and args.resume and args.out is not None and (args.out / CONFIG_FILE).is_file():
+        source = args.out / CONFIG_FILE
     if source is not None:
         loaded = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
         if not isinstance(loaded, dict):

@@ -43,6 +43,7 @@ from typing import Any
 
 from training.config import TrainConfig
 from tsmg.cli_parser import examples
+from tsmg.run_folder import CONFIG_FILE
 
 STANDARD_GAME = "FrozenLake-v0"
 RANDOM_MAPS_GAME = "FrozenLake-NoSlip-v0"
@@ -225,7 +226,7 @@ def run_demo(
     from training.trainer import TrainHooks, base_model_source, train
 
     folder = Path(out_dir or ("runs/demo-random-maps" if random_maps else "runs/demo-standard"))
-    if (folder / "config.yaml").is_file():
+    if (folder / CONFIG_FILE).is_file():
         shutil.rmtree(folder)  # a previous demo run: the demo always starts from scratch
     config = demo_config(random_maps=random_maps, out_dir=folder, seed=seed, max_seconds=max_seconds, updates=updates)
     run = config.run

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -32,7 +32,7 @@ from training.vllm_sync import (
     engine_options,
     require_vllm,
 )
-from tsmg.episode import Episode
+from tsmg.episode import Episode, StepRecord
 from tsmg.lap import LAP
 from tsmg.model_spec import parse_model_spec
 from tsmg.policies import Decision, DecisionRequest, Policy
@@ -46,23 +46,52 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RolloutBatch:
-    """Episodes of one rollout and how they were sampled.
+    """Episodes of one rollout: the whole record, nothing beside it.
 
     Attributes:
-        episodes: Episode records in plan order (failed ones carry ``error``). Each model step
-            records its prompt ids, offered choices, tokens and behaviour log-probabilities.
-        temperature: The sampling temperature the model used.
-        exact_logprobs: Whether the recorded log-probabilities are those the trainer's model gives
-            (False for an engine with its own numerics or unconstrained logprobs: the trainer then
-            recomputes pi_old under its weights).
-        seating: Who played which seats, by group (:class:`training.selfplay.Seating`), when groups
-            were seated one by one; None: every group as the engine seats it.
+        episodes: Episode records in plan order (failed ones carry ``error``). Each episode names
+            the seats the trained model played (``model_seats``); each of their steps records its
+            prompt ids, offered choices, tokens, behaviour log-probabilities, the temperature it was
+            sampled at and whether those log-probabilities are the trainer's own
+            (:func:`record_sampling`).
     """
 
     episodes: list[Episode]
-    temperature: float
-    exact_logprobs: bool = True
-    seating: Mapping[str, Any] | None = None
+
+    @property
+    def temperature(self) -> float:
+        """The temperature the model sampled the rollout at (one rollout, one temperature; 1.0: none sampled)."""
+        return next((step.temperature for step in self._model_steps() if step.temperature is not None), 1.0)
+
+    @property
+    def exact_logprobs(self) -> bool:
+        """Whether every recorded log-probability is the trainer's own (else pi_old is recomputed under its weights)."""
+        return all(step.exact_logprobs is not False for step in self._model_steps())
+
+    def _model_steps(self) -> Iterator[StepRecord]:
+        for episode in self.episodes:
+            yield from (step for step in episode.steps if step.temperature is not None)
+
+
+def record_sampling(
+    episodes: Sequence[Episode], model_seats: Sequence[str] | None, temperature: float, exact_logprobs: bool
+) -> None:
+    """Record on each episode the seats the trained model played, and on their steps how they were sampled.
+
+    Steps already recorded (a tree branch's copies of its parent's steps) keep what they have.
+
+    Args:
+        episodes: The episodes an engine just played.
+        model_seats: The seats the model played (None: every seat, self-play).
+        temperature: The temperature it sampled at.
+        exact_logprobs: Whether its log-probabilities are the trainer's own numerics.
+    """
+    for episode in episodes:
+        seats = [agent for agent in episode.agents if model_seats is None or agent in model_seats]
+        episode.model_seats = seats
+        for step in episode.steps:
+            if step.agent in seats and step.temperature is None:
+                step.temperature, step.exact_logprobs = temperature, exact_logprobs
 
 
 class RolloutEngine(Protocol):
@@ -184,7 +213,9 @@ class _LAPRolloutEngine:
             max_concurrent=self.config.max_concurrent,
             branch=branch,
         )
-        return RolloutBatch(episodes, lap_config.temperature, exact_logprobs=self.exact_logprobs)
+        seats = None if self.opponent is None else self.model_seats
+        record_sampling(episodes, seats, lap_config.temperature, self.exact_logprobs)
+        return RolloutBatch(episodes)
 
     def with_seats(self, model_seats: Sequence[str], opponent: Policy | None) -> _LAPRolloutEngine:
         """This engine with another seating: the model in ``model_seats``, ``opponent`` in the rest (None: self-play).
@@ -249,11 +280,7 @@ def play_sharded(
     share = plans[first * group_size : last * group_size]
     mine = engine.play(share, seed=seed, temperature=temperature, branch=branch)
     parts = world.gather(mine)
-    return RolloutBatch(
-        episodes=[episode for part in parts for episode in part.episodes],
-        temperature=mine.temperature,
-        exact_logprobs=all(part.exact_logprobs for part in parts),
-    )
+    return RolloutBatch([episode for part in parts for episode in part.episodes])
 
 
 def check_rollout(batch: RolloutBatch, config: TrainConfig) -> None:

@@ -45,11 +45,11 @@ from training.credit import CreditAssignment, StepCredit, assign_credit, credit_
 from training.sampling import draw_steps
 from tsmg.cli_parser import examples
 from tsmg.episode import Episode, StepRecord, read_episodes
+from tsmg.run_folder import EPISODES_FILE, is_training_run
 from tsmg.seeding import seed_generator
 
 ExportFormat = Literal["jsonl", "trl", "verl"]
 FORMATS: tuple[str, ...] = get_args(ExportFormat)
-EPISODES_FILE = "episodes.jsonl"
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def episodes_file(run: str | Path) -> Path:
     """
     path = Path(run)
     if path.is_dir():
-        if not (path / EPISODES_FILE).is_file() and (path / "config.yaml").is_file():
+        if not (path / EPISODES_FILE).is_file() and is_training_run(path):
             raise FileNotFoundError(
                 f"{run} is a training run that stored no {EPISODES_FILE}: training keeps its episodes only with "
                 "run.episodes_every set (`run.episodes_every: 1` in the config, or `tsmg train ... --set "

@@ -1,6 +1,8 @@
-"""The run folder: what a training run writes, how a resumed run picks it up, and how it ends.
+"""The training loop's run folder: what a training run writes, how a resumed run picks it up, and how it ends.
 
-Layout of ``run.out_dir``:
+The folder's names, layout, truncation and readers have their home in :mod:`tsmg.run_folder`
+(the kernel, which eval, view and export read it through); this module is what the training loop
+does with it, and keeps the names importable from here. Layout of ``run.out_dir``:
 
 * ``config.yaml``: the whole configuration (a resumed run must match it, except how long and
   how fast it runs: :data:`RESUMABLE_CHANGES`);
@@ -25,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.checkpoint import (
-    SHARDED_DIR,
     Checkpoint,
     latest_checkpoint,
     load_checkpoint,
@@ -35,15 +36,23 @@ from training.checkpoint import (
 )
 from training.config import TrainConfig
 from training.distributed import ParallelModel, World
-from training.run_log import CURVE_FILE, RunLog, plot_learning_curve, read_metrics
-from tsmg.episode import Episode, read_episodes, write_episodes
+from training.run_log import RunLog, plot_learning_curve
+from tsmg.episode import Episode
+from tsmg.run_folder import (
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    CURVE_FILE,
+    EPISODES_FILE,
+    SHARDED_DIR,
+    append_episodes,
+    checkpoint_name,
+    read_metrics,
+    truncate_episodes,
+)
 
 if TYPE_CHECKING:
     from backends.base import TrainableModel
 
-CONFIG_FILE = "config.yaml"
-EPISODES_FILE = "episodes.jsonl"
-CHECKPOINTS_DIR = "checkpoints"
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
 RESUMABLE_CHANGES = frozenset(
     {("run", "updates"), ("run", "episodes"), ("run", "max_seconds"), ("run", "threads"), ("distributed", "timeout_s")}
@@ -108,7 +117,7 @@ class RunFolder:
     def write_episodes(self, episodes: Iterable[Episode]) -> None:
         """Append training episodes to ``episodes.jsonl`` (rank 0)."""
         if self.world.is_main:
-            write_episodes(self.path / EPISODES_FILE, episodes)
+            append_episodes(self.path, episodes)
 
     def save_checkpoint(
         self,
@@ -128,7 +137,7 @@ class RunFolder:
         rest and renames it, so a ``kill -9`` of any rank still never leaves a half checkpoint.
         ``save_extra`` writes what else a resumed run needs into the folder (rank 0, any strategy).
         """
-        folder = self.checkpoints / f"step-{step}"
+        folder = self.checkpoints / checkpoint_name(step)
         temporary = None
         if parallel is not None and parallel.sharded:
             temporary = self.world.broadcast(start_checkpoint(self.checkpoints, step) if self.world.is_main else None)
@@ -198,13 +207,3 @@ def check_run_folder(config: TrainConfig, run_dir: Path, resume: bool) -> None:
     ]
     if changed:
         raise ValueError(f"{run_dir} holds a run with another configuration (changed: {', '.join(changed)})")
-
-
-def truncate_episodes(path: Path, last_step: int) -> None:
-    """Drop episodes of updates past the checkpoint (their ids start with ``u{step}/``)."""
-    if not path.exists():
-        return
-    kept = [episode for episode in read_episodes(path) if int(episode.episode_id.split("/")[0][1:]) <= last_step]
-    temporary = path.with_suffix(".jsonl.tmp")
-    temporary.write_text("".join(episode.to_json() + "\n" for episode in kept), encoding="utf-8")
-    temporary.replace(path)

@@ -27,52 +27,25 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+# The run folder's names and readers live in the kernel; they stay importable from here.
+from tsmg.run_folder import CURVE_FILE as CURVE_FILE
+from tsmg.run_folder import METRICS_FILE as METRICS_FILE
+from tsmg.run_folder import TENSORBOARD_DIR as TENSORBOARD_DIR
+from tsmg.run_folder import read_metrics as read_metrics
+from tsmg.run_folder import truncate_metrics as truncate_metrics
+
 logger = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
-CURVE_FILE = "learning_curve.png"
 #: Legend text of the metrics a learning curve usually shows.
 CURVE_LABELS = {
     "rollout/success_rate": "training rollouts (sampled)",
     "eval/success_rate": "held-out evaluation",
 }
-TENSORBOARD_DIR = "tensorboard"
-
-
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """Every complete line of a ``metrics.jsonl`` file (a torn last line is skipped)."""
-    rows: list[dict[str, Any]] = []
-    file = Path(path)
-    if not file.exists():
-        return rows
-    for line in file.read_text(encoding="utf-8").splitlines(keepends=True):
-        if not line.endswith("\n"):
-            break  # torn write of a killed run: never completed
-        if line.strip():
-            rows.append(json.loads(line))
-    return rows
-
-
-def truncate_metrics(path: str | Path, last_step: int) -> int:
-    """Keep only the lines with ``step <= last_step`` (atomically); returns how many were dropped."""
-    file = Path(path)
-    if not file.exists():
-        return 0
-    rows = read_metrics(file)
-    kept = [row for row in rows if int(row["step"]) <= last_step]
-    original = file.read_text(encoding="utf-8")
-    text = "".join(json.dumps(row) + "\n" for row in kept)
-    if text != original:
-        temporary = file.with_suffix(".jsonl.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, file)
-    return len(rows) - len(kept)
 
 
 def _json_value(value: Any) -> Any:

@@ -231,17 +231,13 @@ class SeatedEngine:
             seating = self.seating[group_key(plan)]
             shares.setdefault((seating.model_seats, id(seating.opponent)), []).append(index)
         episodes: list[Episode | None] = [None] * len(plans)
-        temperatures, exact = [], True
         for indices in shares.values():
             seating = self.seating[group_key(plans[indices[0]])]
             engine = self.engine.with_seats(seating.model_seats, seating.opponent)
             batch = engine.play([plans[index] for index in indices], seed=seed, temperature=temperature)
             for index, episode in zip(indices, batch.episodes, strict=True):
                 episodes[index] = episode
-            temperatures.append(batch.temperature)
-            exact = exact and batch.exact_logprobs
-        played = [episode for episode in episodes if episode is not None]
-        return RolloutBatch(played, temperatures[0] if temperatures else 1.0, exact_logprobs=exact)
+        return RolloutBatch([episode for episode in episodes if episode is not None])
 
     def sync(self) -> None:
         """Make the underlying engine sample from the trainer's current weights."""
@@ -327,21 +323,18 @@ class Opponents:
         """The engine that plays an update's plans with ``seating`` (``engine`` itself when nothing varies)."""
         return SeatedEngine(engine, seating) if self.seated else engine
 
-    def credit_if(self, seating: Mapping[str, Seating]) -> Callable[[Episode, str], bool] | None:
-        """Credit only the seats the model played (None: every trained seat)."""
+    def credit_if(self) -> Callable[[Episode, str], bool] | None:
+        """Credit only the seats the model played, as each episode records them (None: every trained seat)."""
         if not self.seated:
             return None
-        return lambda episode, seat: seat in seating[group_key(episode)].model_seats
+        return lambda episode, seat: seat in (episode.model_seats or ())
 
-    def summary(self, episodes: Sequence[Episode], seating: Mapping[str, Seating]) -> EpisodeSummary:
-        """The rollout's figures from the trained seats the model played."""
+    def summary(self, episodes: Sequence[Episode]) -> EpisodeSummary:
+        """The rollout's figures from the trained seats the model played (as each episode records them)."""
         if not self.seated:
             return summarize(episodes, list(self.train_seats))
         completed = [episode for episode in episodes if episode.error is None]
         seats = [
-            (seat, episode)
-            for episode in completed
-            for seat in seating[group_key(episode)].model_seats
-            if seat in self.train_seats and seat in episode.agents
+            (seat, episode) for episode in completed for seat in episode.model_seats or () if seat in self.train_seats
         ]
         return summarize_seats(seats, failed=len(episodes) - len(completed))

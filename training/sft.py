@@ -46,13 +46,12 @@ from tsmg.episode import Episode, read_episodes
 from tsmg.lap import LAP, ActionFormat, LAPConfig, checked_regex
 from tsmg.lm import Completion, GenerationRequest, SamplingParams
 from tsmg.policies import DecisionRequest, Turn
+from tsmg.run_folder import CONFIG_FILE, METRICS_FILE
 
 if TYPE_CHECKING:
     from backends.base import TrainableModel
 
-CONFIG_FILE = "config.yaml"
 DATASET_FILE = "dataset.jsonl"
-METRICS_FILE = "metrics.jsonl"
 
 
 class SFTDatasetError(ValueError):

@@ -43,6 +43,23 @@ from tsmg.seeding import derive_seed, seed_generator
 GAME_SEEDS, SAMPLING, SAMPLER, BRANCH_SAMPLING, REFILL = 0, 1, 2, 3, 4
 
 
+def mark_trained_steps(episodes: Sequence[Episode], credit: CreditAssignment) -> None:
+    """Record on every step of an update's episodes whether the update trains on it (``StepRecord.trains``).
+
+    The one place that decides it. A step trains when the update's final credit assignment
+    credits it and it holds what a sample needs (prompt ids and tokens). The final credit already
+    says whose steps and which of them: the trained seats the model played (the credit
+    assigner's ``agent`` and ``credit_if``, from ``Episode.model_seats``), then the steps the
+    rollout's shape trains (:meth:`RolloutSource.trained_credit`: a tree's shared prefix step
+    once, RTPO's re-decided turn). Every other step, failed and unchosen episodes' included,
+    is marked False. :func:`training.update.training_samples` leaves out the steps marked False.
+    """
+    credited = {(item.episode_id, item.step_index) for item in credit.steps()}
+    for episode in episodes:
+        for index, step in enumerate(episode.steps):
+            step.trains = (episode.episode_id, index) in credited and bool(step.token_ids and step.prompt_token_ids)
+
+
 def stamp_policy_version(episodes: Sequence[Episode], version: int) -> None:
     """Record that ``version`` played ``episodes``: on each episode, and on each model step not stamped yet.
 
@@ -96,7 +113,7 @@ class RolloutSource:
         self, steps: Sequence[StepCredit], episodes: Mapping[str, Episode], batch: RolloutBatch, step: int
     ) -> tuple[list[TrainSample], dict[str, float]]:
         """Samples of the drawn steps (:func:`training.update.training_samples`), and metrics of any correction."""
-        return training_samples(steps, episodes, exact_logprobs=batch.exact_logprobs), {}
+        return training_samples(steps, episodes), {}
 
     def publish(self, step: int) -> None:
         """Update ``step`` is done: the engine gets its weights."""
@@ -135,12 +152,10 @@ class GroupRollouts(RolloutSource):
             batch = play_sharded(self.engine, plans, rollout.tree.roots, self.world, seed=seed, branch=brancher)
         else:
             plans = independent_groups(rollout, step, rng, run.eval_seed_start)
-            engine, seating = self.engine, None
+            engine = self.engine
             if self.opponents is not None:  # a rotating seat or a pool opponent, group by group
-                seating = self.opponents.seating(plans, step)
-                engine = self.opponents.engine(self.engine, seating)
+                engine = self.opponents.engine(self.engine, self.opponents.seating(plans, step))
             batch = play_sharded(engine, plans, rollout.group_size, self.world, seed=seed)
-            batch.seating = seating
         return self._handed_over(batch, step - 1 if version is None else version)
 
     def play_refill(self, step: int, refill: int) -> RolloutBatch:

@@ -54,7 +54,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
@@ -75,7 +75,7 @@ from training.run_folder import RunFolder
 from training.sampling import draw_steps
 from training.selfplay import Opponents, check_opponents
 from training.setup import base_model_source, set_up, unsharded_backend
-from training.sources import SAMPLER
+from training.sources import SAMPLER, mark_trained_steps
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.core import GameCodeError
 from tsmg.episode import Episode
@@ -232,17 +232,17 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             batch = play_sharded(
                 opponents.engine(engine, seating), eval_plans, 1, world, seed=run.seed, temperature=run.eval_temperature
             )
-        metrics = opponents.summary(batch.episodes, seating).as_metrics("eval/")
+        metrics = opponents.summary(batch.episodes).as_metrics("eval/")
         return {**metrics, "time/eval_s": time.perf_counter() - began}
 
-    def credit_of(played: Sequence[Episode], seating: Mapping[str, Any]) -> CreditAssignment:
+    def credit_of(played: Sequence[Episode]) -> CreditAssignment:
         """Per-step advantages of the trained seats the model played in ``played``."""
         return assign_credit(
             config.credit.name,
             played,
             agent=train_seats,
             params=config.credit.params,
-            credit_if=opponents.credit_if(seating),
+            credit_if=opponents.credit_if(),
             state=credit_state,
         )
 
@@ -274,18 +274,16 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             began = time.perf_counter()
             with rollout_weights():
                 batch = rollouts.play(step)
-            seating = batch.seating or {}  # who played which seats, group by group (self-play set-ups)
             check_rollout(batch, config)
             episodes = [episode for episode in batch.episodes if episode.error is None]
             state["episodes_total"] = int(state["episodes_total"]) + len(batch.episodes)
-            metrics.update(opponents.summary(batch.episodes, seating).as_metrics("rollout/"))
+            metrics.update(opponents.summary(batch.episodes).as_metrics("rollout/"))
             metrics["rollout/episodes_total"] = float(state["episodes_total"])
             metrics["time/rollout_s"] = time.perf_counter() - began
-            if run.episodes_every and step % run.episodes_every == 0:
-                folder.write_episodes(batch.episodes)
+            played = list(batch.episodes)
 
             # Credit: per-step advantages of the trained seats.
-            credit = credit_of(episodes, seating)
+            credit = credit_of(episodes)
             if sampler.refill_zero_variance:  # DAPO's dynamic sampling: groups without signal replaced by new ones
                 refilled = refill_zero_signal(
                     episodes,
@@ -293,15 +291,17 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                     target_groups=rollout_config.groups_per_update,
                     max_rounds=sampler.max_refill_rounds,
                     play_round=partial(rollouts.play_refill, step),
-                    credit_of=partial(credit_of, seating=seating),
+                    credit_of=credit_of,
                 )
                 episodes, credit = refilled.episodes, refilled.credit
                 state["episodes_total"] = int(state["episodes_total"]) + len(refilled.played)
                 metrics.update(refilled.metrics)
                 metrics["rollout/episodes_total"] = float(state["episodes_total"])
-                if run.episodes_every and step % run.episodes_every == 0:
-                    folder.write_episodes(refilled.played)
+                played += refilled.played
             credit = rollouts.trained_credit(credit, episodes)  # a tree's shared steps once; RTPO's turn
+            mark_trained_steps(played, credit)  # the one place that says which steps train
+            if run.episodes_every and step % run.episodes_every == 0:
+                folder.write_episodes(played)
             metrics.update(credit.stats.as_metrics())
             metrics.update(credit_state_metrics(credit_state))
 
@@ -326,7 +326,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             metrics["sampler/samples"] = float(len(samples))
             rollout_samples = []
             if config.loss.entropy_coef and config.loss.entropy_scope == "rollout":
-                rollout_samples = training_samples(credit.steps(), by_id, exact_logprobs=batch.exact_logprobs)
+                rollout_samples = training_samples(credit.steps(), by_id)
 
             # Update: clipped policy gradient over micro-batches; then the engine gets the weights.
             began = time.perf_counter()

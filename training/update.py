@@ -97,29 +97,32 @@ class TrainSample:
 
 
 def training_samples(
-    steps: Sequence[StepCredit], episodes: Mapping[str, Episode], *, exact_logprobs: bool
+    steps: Sequence[StepCredit], episodes: Mapping[str, Episode], *, exact_logprobs: bool | None = None
 ) -> list[TrainSample]:
     """One :class:`TrainSample` per credited step (repeats kept), straight from the episode records.
 
-    Steps without tokens (a scripted seat, a failed model call) or without prompt ids (a backend
-    that does not report them) are left out.
+    Steps the record says the update does not train (``StepRecord.trains`` False:
+    :func:`training.sources.mark_trained_steps`), and steps without tokens (a scripted seat, a
+    failed model call) or without prompt ids (a backend that does not report them) are left out.
 
     Args:
         steps: The credited steps to train on.
         episodes: The episodes by id.
-        exact_logprobs: Whether the recorded log-probabilities are the trainer's own (else pi_old
-            is recomputed).
+        exact_logprobs: None (the default): each step's record says whether its log-probabilities
+            are the trainer's own (``StepRecord.exact_logprobs``; those that are not leave pi_old
+            to be recomputed). True keeps every recorded one (asynchronous training corrects them itself).
     """
     samples = []
     for item in steps:
         record = episodes[item.episode_id].steps[item.step_index]
-        if not record.token_ids or not record.prompt_token_ids:
+        if record.trains is False or not record.token_ids or not record.prompt_token_ids:
             continue
+        exact = record.exact_logprobs is not False if exact_logprobs is None else exact_logprobs
         samples.append(
             TrainSample(
                 prompt_ids=record.prompt_token_ids,
                 completion_ids=record.token_ids,
-                behaviour_logprobs=record.logprobs if exact_logprobs else None,
+                behaviour_logprobs=record.logprobs if exact else None,
                 advantage=item.advantage,
                 choices=record.choices,
                 sequence=item.draw,

@@ -26,11 +26,11 @@ from tsmg.assignments import parse_assignments, validation_problems
 from tsmg.checker import GameCheckError, check_game
 from tsmg.cli_parser import Parser, UsageError, add_game_option, examples
 from tsmg.core import Game, GameCodeError, GameError, Invalid
-from tsmg.episode import write_episodes
 from tsmg.model_spec import parse_model_spec
 from tsmg.policies import DecisionRequest, OraclePolicy, Policy, policy_from_spec
 from tsmg.registry import UnknownGameError, import_game_modules, make
 from tsmg.rollout import plan_episodes, rollout
+from tsmg.run_folder import SUMMARY_FILE, append_episodes
 from tsmg.summary import summarize, summary_line
 
 
@@ -411,8 +411,8 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     summary = summarize(episodes)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        write_episodes(args.out / "episodes.jsonl", episodes)
-        (args.out / "summary.json").write_text(
+        append_episodes(args.out, episodes)
+        (args.out / SUMMARY_FILE).write_text(
             json.dumps({"game": args.game, "policy": args.model, **summary.as_dict()}, indent=2)
         )
     if args.json:

@@ -13,7 +13,12 @@ model's thinking (`reasoning`), tool calls and trimmed-history counts. Version 3
 each agent's last step led to (``final_state_keys``, for credit assigners that follow a step to
 its successor state: PGPO, GRAFT), the policy version each sample was drawn under (asynchronous
 training), for a branch of a tree rollout its parent and the round it forked at (its steps before
-that round are the parent's), and annotations.
+that round are the parent's), and annotations. Version 4 made the episode the whole training record:
+each step of the trained model records the temperature it was sampled at (``temperature``),
+whether its log-probabilities are the trainer's own numerics (``exact_logprobs``) and whether
+the update trains on it (``trains``), and the episode the seats the trained model played
+(``model_seats``); before, these travelled beside the episodes. Older records read with these
+fields None.
 """
 
 from __future__ import annotations
@@ -70,6 +75,13 @@ class StepRecord(BaseModel):
             and vLLM's server; None where the backend does not say).
         policy_version: The trainer's policy version (updates done) whose weights sampled this
             answer (None outside training, and for seats the model does not play).
+        temperature: The temperature the trained model sampled this answer at (None outside
+            training, and for seats the model does not play).
+        exact_logprobs: Whether ``logprobs`` are what the trainer's own model gives (False: an
+            engine with its own numerics, e.g. vLLM, so the trainer recomputes pi_old; None
+            outside training).
+        trains: Whether the training update trains on this step (None: not decided, e.g. outside
+            training, or an update that did not look at it); see :func:`training.credit.mark_trained_steps`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -99,10 +111,13 @@ class StepRecord(BaseModel):
     choices: list[str] | None = None
     prompt_token_ids: list[int] | None = None
     policy_version: int | None = None
+    temperature: float | None = None
+    exact_logprobs: bool | None = None
+    trains: bool | None = None
 
 
 #: The version of the episode record this code writes; :func:`read_episodes` reads 1 to this.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class EpisodeSchemaError(ValueError):
@@ -143,6 +158,8 @@ class Episode(BaseModel):
             of the parent's (the same prompts and answers), and a trainer must not count them twice.
         annotations: What annotators added for credit assignment, by annotator name
             (:mod:`training.annotators`; e.g. an influence graph between tool calls).
+        model_seats: The seats the trained model played (None outside training; the other seats
+            were played by an opponent).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -172,6 +189,7 @@ class Episode(BaseModel):
     parent_id: str | None = None
     fork_round: int | None = None
     annotations: dict[str, Any] = Field(default_factory=dict)
+    model_seats: list[str] | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -49,13 +49,12 @@ from tsmg.core import AgentID, Game, GameCodeError, GameError, Invalid
 from tsmg.episode import Episode, Message, StepRecord, dumps_key
 from tsmg.policies import Decision, DecisionRequest, Policy, Turn
 from tsmg.registry import make
+from tsmg.run_folder import GAME_ERRORS_FILE as GAME_ERRORS_FILE  # importable from here as before
 
 logger = logging.getLogger(__name__)
 
 GameFactory = Callable[[], Game]
 T = TypeVar("T")
-#: The file of a run folder that holds the game failures that stopped its runs (one JSON object a line).
-GAME_ERRORS_FILE = "game_errors.jsonl"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,3 +29,16 @@ def test_a_share_of_a_rollout_samples_as_it_does_in_the_whole_rollout(tmp_path):
     steps = [step for episode in whole.episodes for step in episode.steps]
     assert steps and all(step.prompt_token_ids and step.token_ids and step.logprobs for step in steps)
     assert all(step.choices == ["left", "down", "right", "up"] for step in steps)
+
+
+def test_the_engine_records_the_temperature_each_step_was_sampled_at(tmp_path):
+    """Schema 4: the record says how the rollout was sampled (the batch carries nothing beside it)."""
+    model = build_tiny_model(tmp_path / "model")
+    config = make_config(tmp_path / "run", model)
+    engine = HFRolloutEngine(HFBackend(model, threads=1), config.rollout, ["player"])
+    plans = plan_episodes("FrozenLake-v0", [11], group_size=2, id_prefix="u1")
+    batch = engine.play(plans, seed=7, temperature=0.5)
+    steps = [step for episode in batch.episodes for step in episode.steps]
+    assert steps and {(step.temperature, step.exact_logprobs) for step in steps} == {(0.5, True)}
+    assert all(episode.model_seats == ["player"] for episode in batch.episodes)
+    assert batch.temperature == 0.5 and batch.exact_logprobs

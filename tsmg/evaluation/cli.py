@@ -15,6 +15,7 @@ from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.plan import plan_evaluation
 from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
+from tsmg.run_folder import REPORT_FILE, SUMMARY_FILE
 
 
 def add_commands(commands: Any) -> None:
@@ -230,7 +231,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tsmg.evaluation.report import comparison_rows, markdown_table
 
     print(markdown_table(comparison_rows([(out.name, result.summary)])))
-    print(f"\n{result.completed}/{result.planned} episodes completed; report: {out / 'report.md'}")
+    print(f"\n{result.completed}/{result.planned} episodes completed; report: {out / REPORT_FILE}")
     errors = Counter(failure.error or "unknown error" for failure in result.failures)
     for error, count in errors.most_common(5):  # the same server message once, with its count
         print(f"failed: {count} episode{'s' if count > 1 else ''}: {error}", file=sys.stderr)
@@ -316,7 +317,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     summaries = []
     for folder in args.runs:
-        path = folder / "summary.json"
+        path = folder / SUMMARY_FILE
         if not path.exists():
             raise ValueError(f"{folder} has no summary.json: is it a `tsmg eval` run folder?")
         summaries.append((folder.name, current_summary(json.loads(path.read_text()), folder)))

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tsmg.lap import LAPConfig
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
+from tsmg.run_folder import EVAL_CONFIG_FILE
 
 
 def _is_secret(option: str) -> bool:
@@ -74,7 +75,7 @@ class EvalConfig(BaseModel):
         Raises:
             ConfigMismatchError: naming the fields that differ.
         """
-        path = folder / "config.json"
+        path = folder / EVAL_CONFIG_FILE
         if not path.exists():
             if write:
                 folder.mkdir(parents=True, exist_ok=True)

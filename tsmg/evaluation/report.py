@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tsmg.episode import Episode, read_episodes
+from tsmg.run_folder import EPISODES_FILE, REPORT_FILE
 
 
 def _percent(value: float | None) -> str:
@@ -29,7 +30,7 @@ def current_summary(summary: dict[str, Any], folder: Path) -> dict[str, Any]:
     summary is returned as it is when it is current, or when the episodes are missing or cannot
     be read.
     """
-    path = folder / "episodes.jsonl"
+    path = folder / EPISODES_FILE
     if not predates_outcomes(summary) or not path.is_file():
         return summary
     from tsmg.evaluation.config import EvalConfig
@@ -176,7 +177,7 @@ def write_report(summary: dict[str, Any], folder: Path) -> None:
     plots = plot_rows(rows, folder)
     if plots:
         parts += ["", "## Plots", ""] + [f"![{path.stem}]({path.name})" for path in plots]
-    (folder / "report.md").write_text("\n".join(parts) + "\n")
+    (folder / REPORT_FILE).write_text("\n".join(parts) + "\n")
 
 
 def plot_rows(rows: Sequence[dict[str, Any]], folder: Path, prefix: str = "") -> list[Path]:

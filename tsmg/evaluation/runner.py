@@ -37,6 +37,8 @@ from tsmg.model_spec import parse_model_spec
 from tsmg.policies import Decision, DecisionRequest, OraclePolicy, Policy, policy_from_spec
 from tsmg.registry import make
 from tsmg.rollout import EpisodePlan, record_game_error, rollout
+from tsmg.run_folder import CONFIG_FILE, EPISODES_FILE, FAILURES_FILE, SUMMARY_FILE, training_run_of
+from tsmg.run_folder import repair_jsonl as repair_jsonl  # importable from here as before
 
 logger = logging.getLogger(__name__)
 
@@ -125,15 +127,11 @@ def training_prompt(spec: str) -> TrainingPrompt | None:
     parsed = parse_model_spec(spec)
     if parsed.kind != "hf":
         return None
-    folder = Path(parsed.target).expanduser()
-    if folder.parent.name == "checkpoints":
-        run_dir = folder.parent.parent
-    elif folder.name == "final":
-        run_dir = folder.parent
-    else:
+    run_dir = training_run_of(parsed.target)
+    if run_dir is None:
         return None
     try:
-        document = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        document = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
         rollout = document["rollout"]
         lap = rollout.get("lap") or {}
         return TrainingPrompt(
@@ -144,19 +142,6 @@ def training_prompt(spec: str) -> TrainingPrompt | None:
         )
     except (OSError, TypeError, KeyError, AttributeError, yaml.YAMLError):
         return None
-
-
-def repair_jsonl(path: Path) -> int:
-    """Cut a torn last line (left by a killed writer) off ``path``; returns the bytes removed."""
-    if not path.exists():
-        return 0
-    with open(path, "rb+") as handle:
-        data = handle.read()
-        if not data or data.endswith(b"\n"):
-            return 0
-        keep = data.rfind(b"\n") + 1
-        handle.truncate(keep)
-        return len(data) - keep
 
 
 def run_eval(
@@ -199,7 +184,7 @@ def run_eval(
         budget.check_prices(config)
     plan = plan_evaluation(config)
     config.check_folder(folder, write=False)
-    episodes_path = folder / "episodes.jsonl"
+    episodes_path = folder / EPISODES_FILE
     previous = list(read_episodes(episodes_path)) if episodes_path.exists() else []
     done = {episode.episode_id for episode in previous}
     todo = [planned for planned in plan if planned.episode_id not in done]
@@ -234,7 +219,7 @@ def run_eval(
         record_game_error(folder, error)
         raise
     if failures:
-        with open(folder / "failures.jsonl", "a", encoding="utf-8") as handle:
+        with open(folder / FAILURES_FILE, "a", encoding="utf-8") as handle:
             for episode in failures:
                 handle.write(episode.to_json() + "\n")
     completed = _completed_in_plan_order(episodes_path, plan)
@@ -246,7 +231,7 @@ def run_eval(
     stopped = budget.stop_message() if budget is not None and budget.spent and len(completed) < len(plan) else None
     if stopped is not None:
         summary["stopped"] = stopped
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     if write_report:
         from tsmg.evaluation.report import write_report as write_markdown_and_plots
 

@@ -10,7 +10,6 @@ Whatever is missing or unreadable becomes a :class:`~tsmg.view.records.ReadProbl
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -18,16 +17,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tsmg.episode import Episode
+from tsmg.run_folder import (
+    CONFIG_FILE,
+    EPISODES_FILE,
+    EVAL_CONFIG_FILE,
+    FAILURES_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    is_training_run,
+)
+from tsmg.run_folder import update_of as update_of_id
 from tsmg.view.records import ReadProblem, finite, lenient_episode, normalise_episode, read_jsonl, seat_results
 
 RunKind = Literal["eval", "train", "episodes"]
-
-EPISODES_FILE = "episodes.jsonl"
-FAILURES_FILE = "failures.jsonl"
-SUMMARY_FILE = "summary.json"
-METRICS_FILE = "metrics.jsonl"
-# Training episode ids start with the update that played them: ``u{update}/...``.
-UPDATE_PREFIX = re.compile(r"^u(\d+)/")
 
 
 class NotARunError(ValueError):
@@ -91,8 +93,7 @@ def update_of(raw: dict[str, Any], episode_id: str) -> int | None:
     value = raw.get("update")
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    match = UPDATE_PREFIX.match(episode_id)
-    return int(match.group(1)) if match else None
+    return update_of_id(episode_id)
 
 
 def open_run(path: Path, taken_names: Sequence[str] = ()) -> RunFolder:
@@ -109,9 +110,12 @@ def open_run(path: Path, taken_names: Sequence[str] = ()) -> RunFolder:
             f"{path} holds no episodes.jsonl, summary.json or metrics.jsonl: "
             "give a run folder made by `tsmg eval`, `tsmg train` or `tsmg rollout --out`"
         )
-    is_training = METRICS_FILE in has or (path / "config.yaml").exists()
     kind: RunKind = (
-        "train" if is_training else "eval" if (path / "config.json").exists() or SUMMARY_FILE in has else "episodes"
+        "train"
+        if is_training_run(path)
+        else "eval"
+        if (path / EVAL_CONFIG_FILE).exists() or SUMMARY_FILE in has
+        else "episodes"
     )
     run = RunFolder(path=path, name=_unique_name(path, taken_names), kind=kind)
     run.config = _read_config(run)
@@ -136,7 +140,7 @@ def _unique_name(path: Path, taken: Sequence[str]) -> str:
 
 
 def _read_config(run: RunFolder) -> dict[str, Any] | None:
-    for name in ("config.json", "config.yaml"):
+    for name in (EVAL_CONFIG_FILE, CONFIG_FILE):
         path = run.path / name
         if not path.exists():
             continue

@@ -1,0 +1,77 @@
+"""Nothing breaks for existing users: a fixed-seed training run and evaluation write the same records as before.
+
+The reference (``tests/data/identical-runs.json``) was written by ``python scripts/identical_runs.py
+--write`` with the code before issue 25's restructuring (main at bb20da2). What is compared: the
+sha256 of each run's ``episodes.jsonl`` and ``metrics.jsonl`` after :func:`identical_runs.normalise`
+(wall times, the scratch folder's path, the episode schema version and the fields schema 4 added
+left out; nothing else). Schema 4 only added fields (the temperature each model step was sampled
+at, whether its log-probabilities are the trainer's, whether it trains, the seats the model
+played): the test checks their values on their own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tsmg.episode import SCHEMA_VERSION, read_episodes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("identical_runs", ROOT / "scripts" / "identical_runs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["identical_runs"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_demo_training_and_eval_write_byte_identical_records(tmp_path, monkeypatch):
+    """Five demo updates and a 16-episode eval of their model: every record as the reference has it."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    script = _load_script()
+    reference = json.loads(script.REFERENCE.read_text(encoding="utf-8"))
+    runs = script.run_both(tmp_path)
+    found = script.digests(tmp_path, runs)
+    assert sorted(found) == sorted(reference)
+    for name, expected in reference.items():
+        assert found[name]["lines"] == expected["lines"], name
+        assert found[name]["first_line"] == expected["first_line"], name
+        assert found[name]["sha256"] == expected["sha256"], name
+    # What schema 4 added: training records say how each step was sampled and that it trains (one
+    # seat, every step credited); an evaluation's records are no training records.
+    trained = list(read_episodes(runs["demo"] / "episodes.jsonl"))
+    assert {episode.schema_version for episode in trained} == {SCHEMA_VERSION}
+    assert all(episode.model_seats == ["player"] for episode in trained)
+    steps = [step for episode in trained for step in episode.steps]
+    assert {(step.temperature, step.exact_logprobs, step.trains) for step in steps} == {(1.0, True, True)}
+    evaluated = [step for episode in read_episodes(runs["eval"] / "episodes.jsonl") for step in episode.steps]
+    assert {(step.temperature, step.exact_logprobs, step.trains) for step in evaluated} == {(None, None, None)}
+
+
+def test_normalise_keeps_everything_but_wall_times_paths_and_the_version(tmp_path):
+    """The comparison would see any other change: only the listed fields are left out."""
+    script = _load_script()
+    episode = {
+        "episode_id": f"x|hf:{tmp_path}/m|0",
+        "latency_s": 1.5,
+        "schema_version": 4,
+        "model_seats": ["player"],
+        "steps": [{"latency_s": 0.1, "logprobs": [-0.5], "temperature": 1.0, "exact_logprobs": True, "trains": True}],
+    }
+    text = script.normalise("episodes.jsonl", json.dumps(episode) + "\n", tmp_path)
+    assert json.loads(text) == {"episode_id": "x|hf:$RUNS/m|0", "steps": [{"logprobs": [-0.5]}]}
+    changed = {**episode, "steps": [{"latency_s": 0.1, "logprobs": [-0.25], "temperature": 1.0}]}
+    assert script.normalise("episodes.jsonl", json.dumps(changed) + "\n", tmp_path) != text
+    metrics = {"step": 1, "time/update_s": 2.0, "loss/value": 0.125}
+    assert json.loads(script.normalise("metrics.jsonl", json.dumps(metrics), tmp_path)) == {
+        "step": 1,
+        "loss/value": 0.125,
+    }
