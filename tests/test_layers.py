@@ -4,10 +4,10 @@ Layers, lowest first (:data:`LAYERS`; a module may import from its own layer and
 
 1. **kernel** -- tsmg's formal objects: the game API (core, answers), the LAP and the language-model
    protocol (lap, lm), decisions and policies, the episode record, the registry, the checker,
-   seeding, the rollout engine, summaries, model specs, ``KEY=VALUE`` settings, the argument
-   parser that every command line shares (:mod:`tsmg.cli_parser`, standard library only, so that
-   the training and serving commands need not import the CLI above them), and
-   :mod:`tsmg.loading`, the one helper that imports by string.
+   seeding, the rollout engine, the run folder's layout and readers, summaries, model specs,
+   ``KEY=VALUE`` settings, the argument parser that every command line shares
+   (:mod:`tsmg.cli_parser`, standard library only, so that the training and serving commands need
+   not import the CLI above them), and :mod:`tsmg.loading`, the one helper that imports by string.
 2. **games** -- the catalog, and the adapters that make games of other libraries (Gymnasium,
    PettingZoo, OpenSpiel) or export ours to them: ``games/registrations_openspiel.py`` registers
    OpenSpiel's games through :mod:`tsmg.adapters.openspiel`, so adapters sit with the games.
@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tsmg.policies",
             "tsmg.registry",
             "tsmg.rollout",
+            "tsmg.run_folder",
             "tsmg.seeding",
             "tsmg.summary",
         ),
