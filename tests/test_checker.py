@@ -115,7 +115,7 @@ def test_claimed_random_start_is_checked():
 
 def test_has_random_start_must_say_what_the_seeds_show_in_either_direction():
     """A dice race whose opening roll shows in its first observation, declared fixed; a fixed start declared random."""
-    from tests.serve.dice_race import DiceRace, FixedStartRace
+    from tests.serve.race_games import DiceRace, FixedStartRace
 
     with pytest.raises(GameCheckError, match="has_random_start is False but the first observation changes with"):
         check_game(DiceRace(max_steps=40), nonsense_seeds=0)

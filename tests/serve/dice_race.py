@@ -1,69 +1,11 @@
-"""A dice race written as docs/define-a-game.md teaches (``RulesGame``), in two builds whose
-``has_random_start`` contradicts what their first observation does.
+"""``tsmg serve --import tests.serve.dice_race``: registers the races of :mod:`tests.serve.race_games`.
 
-``tsmg serve --import tests.serve.dice_race`` serves them; the checker tests use them too.
+Only servers started by the tests import it (``tests/conftest.py`` keeps pytest's doctest collector
+from importing it), so the catalog-wide tests never meet these deliberately wrong games.
 """
 
-from dataclasses import dataclass
-
 import tsmg
-from tsmg import GameConfig, RulesGame
-from tsmg.answers import MoveNames
-
-GOAL = 20
-
-
-@dataclass(frozen=True)
-class RaceState:
-    position: int
-    last_roll: int | None
-
-
-class DiceRace(RulesGame[RaceState, str]):
-    """Roll a die until you pass the goal; the opening roll is thrown at reset (so the start is random)."""
-
-    Config = GameConfig
-
-    def initial_state(self, rng, options):
-        roll = int(rng.integers(1, 7))
-        return RaceState(position=roll, last_roll=roll)
-
-    def transition(self, state, actions, rng):
-        roll = int(rng.integers(1, 7))
-        return RaceState(state.position + roll, roll), {"player": 1.0 if state.position + roll >= GOAL else 0.0}
-
-    def is_terminal(self, state):
-        return state.position >= GOAL
-
-    def legal_moves(self, state, agent):
-        return ["roll"]
-
-    def success(self, state, agent):
-        return state.position >= GOAL
-
-    def render(self, state, agent):
-        rolled = f"You rolled {state.last_roll}. " if state.last_roll else ""
-        return f"{rolled}You are on square {state.position} of {GOAL}. Answer: roll."
-
-    def parse_action(self, agent, text, state):
-        return MoveNames({"roll": "roll"}).read(text, "answer roll")
-
-    def action_text(self, agent, action):
-        return action
-
-    # has_random_start is left at the default, False: the first observation says otherwise.
-
-
-class FixedStartRace(DiceRace):
-    """Starts on square 0 whatever the seed, yet declares a random start."""
-
-    def initial_state(self, rng, options):
-        return RaceState(position=0, last_roll=None)
-
-    @property
-    def has_random_start(self):
-        return True
-
+from tests.serve.race_games import DiceRace, FixedStartRace
 
 tsmg.register("test/DiceRace-v0", DiceRace, description="a dice race that forgets to declare its random start")
 tsmg.register("test/FixedStartRace-v0", FixedStartRace, description="a fixed start declared random")

@@ -273,13 +273,20 @@ def test_binary_websocket_frames_get_a_readable_error_and_the_session_goes_on(se
 
 # ------------------------------------------------------------------ /info's random start, as checked
 def test_info_reports_the_random_start_the_seeds_show(guarded):
-    from tests.serve import dice_race  # noqa: F401  (registers the races in this process too)
+    from tests.serve.race_games import DiceRace, FixedStartRace
 
+    races = {"test/DiceRace-v0": DiceRace, "test/FixedStartRace-v0": FixedStartRace}
+    for game_id, game in races.items():  # in this process too, for what each declares
+        tsmg.register(game_id, game)
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    for game_id, declared, shown in (("test/DiceRace-v0", False, True), ("test/FixedStartRace-v0", True, False)):
-        assert tsmg.make(game_id).has_random_start is declared
-        assert httpx.get(f"{guarded.url(game_id)}/info", headers=headers).json()["has_random_start"] is shown
-        assert tsmg.make(guarded.url(game_id), token=TOKEN).has_random_start is shown
+    try:
+        for game_id, declared, shown in (("test/DiceRace-v0", False, True), ("test/FixedStartRace-v0", True, False)):
+            assert tsmg.make(game_id).has_random_start is declared
+            assert httpx.get(f"{guarded.url(game_id)}/info", headers=headers).json()["has_random_start"] is shown
+            assert tsmg.make(guarded.url(game_id), token=TOKEN).has_random_start is shown
+    finally:
+        for game_id in races:
+            tsmg.registry.unregister(game_id)
 
 
 # ------------------------------------------------------------------ OpenEnv's private session table
