@@ -155,12 +155,14 @@ def test_bad_self_play_set_ups_are_refused_before_any_model_loads(tmp_path):
         make_config(tmp_path / "run", "m", rollout={"opponent_pool": {"snapshot_every": 2}}, credit={"name": "rtpo"})
 
 
-def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_path):
-    command = [sys.executable, "-m", "tsmg.cli", "train", "--game", "FrozenLake-v0", "--model", "tiny"]
+def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_path, capsys):
+    # In process (the CLI's main and its error report, without a second interpreter importing torch).
+    from tsmg.cli import main
+
+    command = ["train", "--game", "FrozenLake-v0", "--model", "tiny"]
     command += ["--self-play", "--out", str(tmp_path / "run")]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
+    assert main(command) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         "error: self-play needs a game of two or more seats, but FrozenLake-v0 has a single agent (player)"
     ]
 
