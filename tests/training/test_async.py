@@ -12,7 +12,6 @@ import torch
 from safetensors.torch import load_file
 
 from tests.training.test_trainer import (  # noqa: F401  (tiny_model: the session's model)
-    REPO,
     comparable,
     killed_after_a_checkpoint,
     make_config,
