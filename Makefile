@@ -6,7 +6,16 @@ BIN := $(VENV)/bin
 # constraints-cpu.txt pins torch to the CPU build so extras never pull a multi-GB CUDA build.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt
 
-.PHONY: setup vllm-env browser demo test test-fast lint typecheck unit bench
+.PHONY: setup vllm-env browser demo test test-fast lint typecheck unit checks bench
+
+# $(call timed,LABEL,COMMAND) runs COMMAND and then prints one "[time]" line: its wall time, the CPU
+# time (user, system) of the processes it started, and the load average, so that `make test`'s log
+# states how long the set-up and the tests took and how busy the machine was. COMMAND's exit status
+# is kept.
+# (`times` runs in this shell, not in a $$(...) subshell, which would have no children to report.)
+timed = start=$$(date +%s); $(2); status=$$?; cpu=$$(mktemp); times > $$cpu; \
+	echo "[time] $(1): $$(( $$(date +%s) - start )) s wall; CPU (user system) $$(tail -n 1 $$cpu); load average $$(uptime | sed 's/.*load averages*: //')"; \
+	rm -f $$cpu; exit $$status
 
 setup:
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,14 +55,23 @@ typecheck: setup
 unit: setup vllm-env browser
 	TSMG_REQUIRE_VLLM=1 $(BIN)/pytest
 
-# Everything CI runs: lint, types, and the whole test suite with the real vLLM server and engine.
-test: lint typecheck unit
-
-# The same without building the vLLM environment (its tests are skipped, saying why).
-test-fast: setup browser
+# The checks alone, on environments already set up; pytest lists its 30 slowest tests.
+# PYTEST_ENV=TSMG_REQUIRE_VLLM=1 makes a missing vLLM environment a failure instead of a skip.
+checks:
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(PYTEST_ENV) $(BIN)/pytest --durations=30
+
+# Everything CI runs: lint, types, and the whole test suite with the real vLLM server and engine,
+# with the set-up and the checks timed apart (two "[time]" lines).
+test:
+	@$(call timed,set-up (venv and vLLM env and Chromium),$(MAKE) --no-print-directory setup vllm-env browser)
+	@$(call timed,checks (ruff and mypy and pytest),$(MAKE) --no-print-directory checks PYTEST_ENV=TSMG_REQUIRE_VLLM=1)
+
+# The same without building the vLLM environment (its tests are skipped, saying why).
+test-fast:
+	@$(call timed,set-up (venv and Chromium),$(MAKE) --no-print-directory setup browser)
+	@$(call timed,checks (ruff and mypy and pytest),$(MAKE) --no-print-directory checks)
 
 bench: setup
 	$(BIN)/python bench/env_speed.py

@@ -393,11 +393,20 @@ class TicTacToePZ(PettingZooGame):
 
 def _make_tictactoe() -> Any:
     # PettingZoo's classic envs import pygame, so they load when the game is made, not with this module.
-    if hasattr(pettingzoo, "make"):  # PettingZoo >= 1.27 builds envs from its registry
-        return pettingzoo.make("aec", "classic/tictactoe-v3")
-    from pettingzoo.classic import tictactoe_v3
+    # Without it the game raises an ImportError that names the extra, which `tsmg games` lists as a
+    # missing dependency (PettingZoo's registry wraps the ImportError in its own FailedToImport).
+    try:
+        if hasattr(pettingzoo, "make"):  # PettingZoo >= 1.27 builds envs from its registry
+            return pettingzoo.make("aec", "classic/tictactoe-v3")
+        from pettingzoo.classic import tictactoe_v3
 
-    return tictactoe_v3.env()
+        return tictactoe_v3.env()
+    except Exception as error:
+        missing = error if isinstance(error, ImportError) else error.__cause__
+        if not isinstance(missing, ImportError):
+            raise
+        name = missing.name or "a dependency"
+        raise ImportError(f"PettingZoo's tic-tac-toe needs {name}: pip install 'tsmg[classic]'") from error
 
 
 def _mark_of(game: TicTacToePZ, agent: AgentID) -> int:

@@ -286,7 +286,8 @@ def _cmd_games(args: argparse.Namespace) -> int:
     for item in items:
         turns = {True: "turn-based", False: "simultaneous", None: "?"}[item["turn_based"]]
         agents = item["num_agents"] if item["num_agents"] is not None else "?"
-        print(f"{item['id']:<{width}}  {agents!s:>6}  {turns:<12}  {item['description'] or item.get('error', '')}")
+        missing = f" ({item['error']})" if "error" in item else ""  # what to install to play it
+        print(f"{item['id']:<{width}}  {agents!s:>6}  {turns:<12}  {item['description'] or ''}{missing}".rstrip())
     return 0
 
 

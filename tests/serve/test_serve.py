@@ -18,6 +18,7 @@ from websockets.sync.client import connect as ws_connect
 
 import tsmg
 from tsmg.checker import check_game
+from tsmg.cli import main
 from tsmg.core import GameError
 from tsmg.episode import read_episodes
 from tsmg.policies import RandomPolicy
@@ -169,31 +170,25 @@ def test_remote_game_oracle_invalid_answers_and_options(served):
     game.close()
 
 
-def test_unknown_or_unreachable_game_is_a_clear_error(served):
+# The CLI runs in process here (its main and its error report): the server is the subprocess under test.
+def test_unknown_or_unreachable_game_is_a_clear_error(served, capsys):
     with pytest.raises(tsmg.UnknownGameError, match="serves /FrozenLake-NoSlip-v0"):
         tsmg.make(served.url("Nope-v0"))
     with pytest.raises(UnreachableGameError, match="cannot reach"):
         tsmg.make("http://127.0.0.1:9/FrozenLake-v0")
-    cli = subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", "check", "http://127.0.0.1:9/FrozenLake-v0"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert cli.returncode == 2 and cli.stderr.startswith("error: cannot reach") and "Traceback" not in cli.stderr
+    capsys.readouterr()
+    returncode, stderr = main(["check", "http://127.0.0.1:9/FrozenLake-v0"]), capsys.readouterr().err
+    assert returncode == 2 and stderr.startswith("error: cannot reach") and "Traceback" not in stderr
 
 
-def test_tsmg_check_and_eval_on_a_served_game(served, tmp_path):
+def test_tsmg_check_and_eval_on_a_served_game(served, tmp_path, capsys):
     url = served.url(FROZEN)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    check = subprocess.run([sys.executable, "-m", "tsmg.cli", "check", url], capture_output=True, text=True, env=env)
-    assert check.returncode == 0 and check.stdout.startswith(f"ok   {url}"), check.stderr
+    returncode, check = main(["check", url]), capsys.readouterr()
+    assert returncode == 0 and check.out.startswith(f"ok   {url}"), check.err
     out = tmp_path / "eval"
     command = ["eval", "--game", url, "--model", "random", "--model", "oracle", "--episodes", "6", "--out", str(out)]
-    run = subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", *command, "--no-progress"], capture_output=True, text=True, env=env
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
+    returncode, run = main([*command, "--no-progress"]), capsys.readouterr()
+    assert returncode == 0, run.out + run.err
     episodes = list(read_episodes(out / "episodes.jsonl"))
     assert len(episodes) == 12 and not any(e.error for e in episodes)
     oracle = [e for e in episodes if e.policies["player"] == "oracle"]

@@ -2,9 +2,6 @@
 
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -14,7 +11,6 @@ from training.selfplay import OpponentPoolError
 from training.trainer import base_model_source, train
 from tsmg.episode import read_episodes
 
-REPO = Path(__file__).resolve().parents[2]
 CHOICE_LAP = {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}}
 
 
@@ -155,17 +151,23 @@ def test_bad_self_play_set_ups_are_refused_before_any_model_loads(tmp_path):
         make_config(tmp_path / "run", "m", rollout={"opponent_pool": {"snapshot_every": 2}, "shape": "rtpo"})
 
 
-def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_path):
-    command = [sys.executable, "-m", "tsmg.cli", "train", "--game", "FrozenLake-v0", "--model", "tiny"]
+def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_path, capsys):
+    # In process (the CLI's main and its error report, without a second interpreter importing torch).
+    from tsmg.cli import main
+
+    command = ["train", "--game", "FrozenLake-v0", "--model", "tiny"]
     command += ["--self-play", "--out", str(tmp_path / "run")]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
+    assert main(command) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
         "error: self-play needs a game of two or more seats, but FrozenLake-v0 has a single agent (player)"
     ]
 
 
-def test_checkpoints_play_as_models_in_tsmg_eval_with_openskill_ratings(tiny_model, tmp_path):
+def test_checkpoints_play_as_models_in_tsmg_eval_with_openskill_ratings(tiny_model, tmp_path, capsys):
+    import torch
+
+    from tsmg.cli import main
+
     run = tmp_path / "run"
     view = r"( [XO1-9] \| [XO1-9] \| [XO1-9])|(It is your turn .*)"  # trained on a compact prompt
     train(
@@ -174,12 +176,18 @@ def test_checkpoints_play_as_models_in_tsmg_eval_with_openskill_ratings(tiny_mod
         )
     )
     models = [f"hf:{run}/checkpoints/step-1", f"hf:{run}/checkpoints/step-2"]
-    command = [sys.executable, "-m", "tsmg.cli", "eval", "--game", "TicTacToe-v0", "--episodes", "3"]
+    command = ["eval", "--game", "TicTacToe-v0", "--episodes", "3"]
     command += ["--action-format", "choice", "--no-progress", "--out", str(tmp_path / "eval")]
     for model in models:
         command += ["--model", model, "--model-option", f"{model}:threads=1"]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
+    # In process: a second interpreter importing torch cost more than the evaluation. threads=1 is
+    # process-wide, so the other tests get torch's setting back.
+    threads = torch.get_num_threads()
+    try:
+        returncode = main(command)
+    finally:
+        torch.set_num_threads(threads)
+    assert returncode == 0, capsys.readouterr().err
     [game] = json.loads((tmp_path / "eval" / "summary.json").read_text())["games"]
     assert set(game["ratings"]) == set(models)
     assert sum(game["head_to_head"][models[0]][models[1]].values()) == 6  # 3 seeds, seats swapped

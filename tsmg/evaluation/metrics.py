@@ -4,8 +4,9 @@ A row of a goal game reports success with its Wilson interval; a row of a win/dr
 (:attr:`tsmg.core.Game.outcome`) reports wins, draws, losses and forfeits instead, in all and by
 seat, and no success rate.
 
-Uses maintained libraries rather than hand-rolled formulas: SciPy for the Wilson interval and
-OpenSkill (Plackett-Luce) for ratings. Both are imported when a summary is computed.
+Ratings use a maintained library, OpenSkill (Plackett-Luce), imported when they are computed. The
+Wilson interval is SciPy's formula in the standard library (tested against SciPy), so that a base
+install without the ``eval`` extra still summarises runs (``tsmg view``, ``tsmg rollout``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 
 from tsmg.episode import Episode
@@ -22,13 +24,22 @@ from tsmg.summary import EpisodeSummary, outcome_kind, standings, summarize_seat
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a success rate (SciPy's implementation)."""
+    """Wilson score interval of a success rate, two-sided, without continuity correction.
+
+    The formula of SciPy's ``binomtest(...).proportion_ci(method="wilson")`` (Newcombe 1998),
+    including its ends pinned at 0 for no successes and 1 for all, in the standard library so that
+    `tsmg view` and the eval summaries work on a base install (SciPy is the ``eval`` extra).
+    """
     if trials == 0:
         return (math.nan, math.nan)
-    from scipy.stats import binomtest
-
-    interval = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(interval.low), float(interval.high)
+    z = NormalDist().inv_cdf(0.5 + 0.5 * confidence)
+    p = successes / trials
+    denominator = 2 * (trials + z**2)
+    center = (2 * trials * p + z**2) / denominator
+    delta = z / denominator * math.sqrt(4 * trials * p * (1 - p) + z**2)
+    low = 0.0 if successes == 0 else center - delta
+    high = 1.0 if successes == trials else center + delta
+    return low, high
 
 
 def model_row(

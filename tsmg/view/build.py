@@ -206,13 +206,15 @@ def _eval_plots(run: RunFolder, rows: list[dict[str, Any]], out: Path) -> str:
     usable = [row for row in rows if _plottable(row)]
     if not usable:
         return ""
-    try:
-        from tsmg.evaluation.report import plot_rows
-    except ImportError:  # pragma: no cover - the eval extra is not installed
+    from tsmg.evaluation.report import plot_rows
+
+    try:  # plot_rows imports matplotlib when it draws, so a base install (no eval extra) fails here
+        paths = plot_rows(usable, out / "plots", prefix=f"{_slug(run.name)}-")
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("matplotlib"):
+            raise
         run.problems.append(ReadProblem("(plots)", None, "matplotlib is not installed: no plots"))
         return ""
-    prefix = f"{_slug(run.name)}-"
-    paths = plot_rows(usable, out / "plots", prefix=prefix)
     return '<div class="plots">' + "".join(_image(path.name) for path in paths) + "</div>"
 
 
