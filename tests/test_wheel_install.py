@@ -6,8 +6,9 @@ repository with no PYTHONPATH: a module, a data file (games/wordle_words.txt) or
 (tsmg/view/static/*) left out of the wheel shows up here and nowhere else. Dependencies come from
 pip's configured index and cache; no extra is installed, so the base install is what is tested.
 About 20 s of CPU (most of it pip installing numpy and pydantic); on the shared 2-core machine
-(2026-12-02) 37 s of wall time at a load average of about 5, 2 min 53 s at about 10. The wheel is built without build isolation,
-with the setuptools of the test environment (the dev extra lists it).
+(2026-12-02) 37 s of wall time at a load average of about 5, 2 min 53 s at about 10. The wheel is
+built without build isolation, with the setuptools of the test environment (the dev extra lists
+it).
 """
 
 import os
