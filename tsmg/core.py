@@ -701,6 +701,21 @@ class RefereedGame(Game, Generic[MoveT]):
             raise GameError("no episode in progress; call reset() first")
         return self._tally
 
+    def _forked_tally(self) -> _Tally:
+        """A copy of the episode's tally that a fork can change without touching this game's.
+
+        Raises:
+            GameError: No episode in progress.
+        """
+        tally = self._require_tally()
+        return replace(
+            tally,
+            returns=dict(tally.returns),
+            invalid_streak=dict(tally.invalid_streak),
+            terminated=dict(tally.terminated),
+            truncated=dict(tally.truncated),
+        )
+
 
 def _per_agent(value: bool | Mapping[AgentID, bool], agents: Sequence[AgentID]) -> dict[AgentID, bool]:
     if isinstance(value, bool):
@@ -887,15 +902,9 @@ class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
         Raises:
             GameError: No episode in progress.
         """
-        tally = self._require_tally()
+        forked_tally = self._forked_tally()
         twin = copy.copy(self)
-        twin._tally = replace(
-            tally,
-            returns=dict(tally.returns),
-            invalid_streak=dict(tally.invalid_streak),
-            terminated=dict(tally.terminated),
-            truncated=dict(tally.truncated),
-        )
+        twin._tally = forked_tally
         twin._rng = copy.deepcopy(self._rng)
         twin._replay_log = list(self._replay_log)
         return twin

@@ -49,7 +49,6 @@ import re
 import sys
 import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -370,15 +369,9 @@ class OpenSpielGame(RefereedGame[int]):
         Raises:
             GameError: No episode in progress.
         """
-        tally = self._require_tally()
+        forked_tally = self._forked_tally()
         twin = copy.copy(self)
-        twin._tally = replace(
-            tally,
-            returns=dict(tally.returns),
-            invalid_streak=dict(tally.invalid_streak),
-            terminated=dict(tally.terminated),
-            truncated=dict(tally.truncated),
-        )
+        twin._tally = forked_tally
         twin._state = self._state.clone()
         twin._rng = copy.deepcopy(self._rng)
         twin._replay_log = list(self._replay_log)
