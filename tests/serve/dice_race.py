@@ -1,6 +1,6 @@
 """``tsmg serve --import tests.serve.dice_race``: registers the races of :mod:`tests.serve.race_games`.
 
-Only servers started by the tests import it (``tests/conftest.py`` keeps pytest's doctest collector
+Only servers started by the tests import it (pyproject's pytest options keep the doctest collector
 from importing it), so the catalog-wide tests never meet these deliberately wrong games.
 """
 
