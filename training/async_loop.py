@@ -123,7 +123,7 @@ def worker_main(
         rollout = config.rollout
         opponent = policy_from_spec(rollout.opponent, seed=config.run.seed) if rollout.opponent else None
         engine = build_engine(config, backend, Path(run_dir), model_seats, opponent)
-        source = GroupRollouts(config, engine, World())
+        source = GroupRollouts(config.rollout, config.run, engine, World())
         parent = multiprocessing.parent_process()
         while True:
             try:
@@ -174,7 +174,8 @@ class AsyncRollouts(GroupRollouts):
     Bounded staleness, off-policy correction and checkpoints: see the module docstring.
 
     Args:
-        config: The run's configuration (``loop.mode: async``).
+        config: The run's whole configuration (``loop.mode: async``): sent to the worker, which rebuilds
+            the model and its engine from it.
         engine: The engine on the trainer's own weights (evaluations).
         world: One process.
         setup: The training setup (its backend's trained parameters are the versions).
@@ -201,7 +202,10 @@ class AsyncRollouts(GroupRollouts):
     ) -> None:
         if world.size > 1:
             raise ValueError("loop.mode 'async' runs in one process; launch without torchrun/accelerate, or use 'sync'")
-        super().__init__(config, engine, world)
+        super().__init__(config.rollout, config.run, engine, world)
+        # The whole configuration, not its sections: the worker process rebuilds the backend, the
+        # adapter and the engine from it (model, rollout, run, ...), so it travels there entire.
+        self.config = config
         self.trained = setup.backend
         self.update = update
         self.run_dir = run_dir

@@ -379,6 +379,29 @@ class LossConfig(_Section):
         loss_spec(name)
         return name
 
+    def options(self, max_tokens: int) -> dict[str, Any]:
+        """Keyword arguments of :class:`training.losses.LossSettings` (defaults of the loss resolved).
+
+        Args:
+            max_tokens: The longest answer (``rollout.lap.max_tokens``): the ``constant`` aggregation's
+                length when ``constant_normalizer`` is unset.
+
+        Example:
+            >>> LossConfig(name="clip-higher").options(max_tokens=64)["clip_eps_high"]
+            0.28
+        """
+        spec = loss_spec(self.name)
+        return {
+            "ratio_level": spec.ratio_level,
+            "clip_eps_low": spec.clip_eps_low if self.clip_eps_low is None else self.clip_eps_low,
+            "clip_eps_high": spec.clip_eps_high if self.clip_eps_high is None else self.clip_eps_high,
+            "aggregation": self.aggregation,
+            "constant_normalizer": float(self.constant_normalizer or max_tokens),
+            "kl_beta": self.kl_beta,
+            "entropy_coef": self.entropy_coef,
+            "clip_normalization": spec.clip_normalization,
+        }
+
 
 class OptimConfig(_Section):
     """Optimizer, learning-rate schedule, gradient clipping and batching."""
@@ -820,24 +843,14 @@ class TrainConfig(_Section):
         return self
 
     def loss_options(self) -> dict[str, Any]:
-        """Keyword arguments of :class:`training.losses.LossSettings` (defaults of the loss resolved).
+        """Keyword arguments of :class:`training.losses.LossSettings` (:meth:`LossConfig.options` of this run).
 
         Example:
             >>> config = TrainConfig(rollout={"game_id": "g"}, model={"spec": "tiny"}, loss={"name": "clip-higher"})
             >>> config.loss_options()["clip_eps_high"]
             0.28
         """
-        spec = loss_spec(self.loss.name)
-        return {
-            "ratio_level": spec.ratio_level,
-            "clip_eps_low": spec.clip_eps_low if self.loss.clip_eps_low is None else self.loss.clip_eps_low,
-            "clip_eps_high": spec.clip_eps_high if self.loss.clip_eps_high is None else self.loss.clip_eps_high,
-            "aggregation": self.loss.aggregation,
-            "constant_normalizer": float(self.loss.constant_normalizer or self.rollout.lap.max_tokens),
-            "kl_beta": self.loss.kl_beta,
-            "entropy_coef": self.loss.entropy_coef,
-            "clip_normalization": spec.clip_normalization,
-        }
+        return self.loss.options(self.rollout.lap.max_tokens)
 
     # ------------------------------------------------------------------ YAML
     @classmethod

@@ -31,7 +31,8 @@ from training.loss_specs import Aggregation, row_token_weights
 from tsmg.model_spec import parse_model_spec
 
 if TYPE_CHECKING:
-    from training.config import TrainConfig
+    from backends.hf import DType
+    from training.config import DistillConfig, TrainConfig
 
 FloatArray = np.ndarray
 
@@ -169,12 +170,17 @@ class Teacher:
     source: str
 
     @classmethod
-    def load(cls, config: TrainConfig) -> Teacher:
-        """Load ``distill.teacher`` (HF weights, the student's dtype and threads), in eval mode, frozen."""
+    def load(cls, distill: DistillConfig, *, dtype: DType, threads: int | None) -> Teacher:
+        """Load ``distill.teacher`` (HF weights, the student's ``dtype`` and torch ``threads``), in eval mode, frozen.
+
+        Raises:
+            ValueError: ``distill.teacher`` is unset (there is no teacher to load).
+        """
         from backends.hf import HFBackend
 
-        assert config.distill.teacher is not None
-        source = teacher_source(config.distill.teacher)
-        backend = HFBackend(source, dtype=config.model.dtype, threads=config.run.threads)
+        if distill.teacher is None:
+            raise ValueError("distill.teacher is unset: name the teacher model to distil from")
+        source = teacher_source(distill.teacher)
+        backend = HFBackend(source, dtype=dtype, threads=threads)
         backend.model.eval().requires_grad_(False)
         return cls(backend.model, source)

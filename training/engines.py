@@ -283,7 +283,7 @@ def play_sharded(
     return RolloutBatch([episode for part in parts for episode in part.episodes])
 
 
-def check_rollout(batch: RolloutBatch, config: TrainConfig) -> None:
+def check_rollout(batch: RolloutBatch, rollout: RolloutConfig) -> None:
     """Stop the run where the backend turned a failure into failed answers: out of memory, or every episode failed.
 
     Raises:
@@ -294,11 +294,10 @@ def check_rollout(batch: RolloutBatch, config: TrainConfig) -> None:
     messages += [step.reason for episode in batch.episodes for step in episode.steps if step.reason]
     if any("out of memory" in message.lower() for message in messages):
         longest = max((step.prompt_tokens or 0 for episode in batch.episodes for step in episode.steps), default=0)
-        rollout_config = config.rollout
         raise TrainingOOMError(
-            f"out of memory while generating: up to {rollout_config.max_concurrent} prompts decode together "
-            f"(rollout.max_concurrent; an update plays {rollout_config.groups_per_update * rollout_config.group_size} "
-            f"episodes), prompts up to {longest} tokens, up to {rollout_config.lap.max_tokens} new tokens: lower "
+            f"out of memory while generating: up to {rollout.max_concurrent} prompts decode together "
+            f"(rollout.max_concurrent; an update plays {rollout.groups_per_update * rollout.group_size} "
+            f"episodes), prompts up to {longest} tokens, up to {rollout.lap.max_tokens} new tokens: lower "
             "rollout.max_concurrent, or shorten prompts (rollout.lap.template.history, rollout.observation_lines) "
             "and rollout.lap.max_tokens"
         )

@@ -63,5 +63,5 @@ def build_rollouts(
         )
     engine = make_engine(setup.backend)
     if config.rollout.shape == "rtpo":
-        return ReverseTurnRollouts(config, engine, world)
-    return GroupRollouts(config, engine, world, opponents)
+        return ReverseTurnRollouts(config.rollout, config.run, engine, world)
+    return GroupRollouts(config.rollout, config.run, engine, world, opponents)

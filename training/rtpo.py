@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from training.config import TrainConfig
+from training.config import RolloutConfig, RunConfig
 from training.credit import CreditAssignment, comparison_sets
 from training.distributed import World
 from training.engines import RolloutBatch, RolloutEngine, play_sharded
@@ -54,20 +54,20 @@ STAGE_FILE = "rtpo_stage.json"
 class ReverseTurnRollouts(RolloutSource):
     """RTPO's rollouts: spines, then one reverse stage (a turn's branch groups) per update."""
 
-    def __init__(self, config: TrainConfig, engine: RolloutEngine, world: World) -> None:
+    def __init__(self, rollout: RolloutConfig, run: RunConfig, engine: RolloutEngine, world: World) -> None:
         """As :class:`training.sources.RolloutSource`; the first update starts a cycle."""
-        super().__init__(config, engine, world)
+        super().__init__(rollout, run, engine, world)
         self.spines: list[Episode] = []
         self.turn = -1  # the next stage's turn; below 0: a new cycle starts
 
     def play(self, step: int, version: int | None = None) -> RolloutBatch:
         """Update ``step``'s stage: new spines when a cycle ends, then the branches of the next turn back."""
-        rollout = self.config.rollout
+        rollout = self.rollout
         version = step - 1 if version is None else version
         played: list[Episode] = []
         if self.turn < 0:
             rng, seed = self._seeds(step)
-            seeds = rng.choice(self.config.run.eval_seed_start, size=rollout.groups_per_update, replace=False)
+            seeds = rng.choice(self.run.eval_seed_start, size=rollout.groups_per_update, replace=False)
             plans = [EpisodePlan(int(game_seed), f"u{step}/s{int(game_seed)}/spine") for game_seed in seeds]
             spines = play_sharded(self.engine, plans, 1, self.world, seed=seed)
             played = self._handed_over(spines, version).episodes
@@ -82,7 +82,7 @@ class ReverseTurnRollouts(RolloutSource):
             plans += [
                 EpisodePlan(spine.seed, f"{group}/b{k}", group, k, start=start) for k in range(rollout.group_size)
             ]
-        seed = derive_seed(self.config.run.seed, step, BRANCH_SAMPLING)
+        seed = derive_seed(self.run.seed, step, BRANCH_SAMPLING)
         branches = play_sharded(self.engine, plans, rollout.group_size, self.world, seed=seed)
         self._handed_over(branches, version)
         self.turn -= 1

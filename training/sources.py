@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from training.annotators import annotate
-from training.config import TrainConfig
+from training.config import RolloutConfig, RunConfig
 from training.credit import CreditAssignment, StepCredit
 from training.distributed import World
 from training.engines import RolloutBatch, RolloutEngine, check_rollout, independent_groups, play_sharded
@@ -77,7 +77,8 @@ class RolloutSource:
     """The rollouts of a run, update by update (the synchronous defaults; subclasses play them).
 
     Args:
-        config: The run's configuration.
+        rollout: The rollout section (game, groups, shape, annotators).
+        run: The run section (its ``seed`` and ``eval_seed_start``: the game seeds it draws from).
         engine: Plays episodes with the current policy (and evaluations: :attr:`eval_engine`).
         world: This process's place among the training processes.
         opponents: Who plays the seats the model does not, group by group (:mod:`training.selfplay`;
@@ -85,9 +86,15 @@ class RolloutSource:
     """
 
     def __init__(
-        self, config: TrainConfig, engine: RolloutEngine, world: World, opponents: Opponents | None = None
+        self,
+        rollout: RolloutConfig,
+        run: RunConfig,
+        engine: RolloutEngine,
+        world: World,
+        opponents: Opponents | None = None,
     ) -> None:
-        self.config = config
+        self.rollout = rollout
+        self.run = run
         self.engine = engine
         self.world = world
         self.opponents = opponents
@@ -130,12 +137,12 @@ class RolloutSource:
 
     def _seeds(self, step: int) -> tuple[Any, int]:
         """The generator of update ``step``'s game seeds and its LAP run seed."""
-        run = self.config.run
+        run = self.run
         return seed_generator(run.seed, step, GAME_SEEDS), derive_seed(run.seed, step, SAMPLING)
 
     def _handed_over(self, batch: RolloutBatch, version: int) -> RolloutBatch:
         stamp_policy_version(batch.episodes, version)
-        annotate(self.config.rollout.annotators, batch.episodes)
+        annotate(self.rollout.annotators, batch.episodes)
         return batch
 
 
@@ -144,7 +151,7 @@ class GroupRollouts(RolloutSource):
 
     def play(self, step: int, version: int | None = None) -> RolloutBatch:
         """Play update ``step``'s groups (or trees), sharded over processes by group."""
-        rollout, run = self.config.rollout, self.config.run
+        rollout, run = self.rollout, self.run
         rng, seed = self._seeds(step)
         if rollout.shape == "tree":
             plans = tree_plans(rollout, step, rng, run.eval_seed_start)
@@ -164,16 +171,16 @@ class GroupRollouts(RolloutSource):
         Independent groups only (the configuration refuses refills with trees, seats chosen group by
         group, RTPO or asynchronous rollouts); see :mod:`training.dynamic_sampling`.
         """
-        rollout, run = self.config.rollout, self.config.run
+        rollout, run = self.rollout, self.run
         rng = seed_generator(run.seed, step, REFILL, refill)
         plans = independent_groups(rollout, step, rng, run.eval_seed_start, refill=refill)
         seed = derive_seed(run.seed, step, REFILL, refill)
         batch = play_sharded(self.engine, plans, rollout.group_size, self.world, seed=seed)
-        check_rollout(batch, self.config)
+        check_rollout(batch, self.rollout)
         return self._handed_over(batch, step - 1)
 
     def trained_credit(self, credit: CreditAssignment, episodes: Sequence[Episode]) -> CreditAssignment:
         """Trees: each shared prefix step once, as ``rollout.tree.shared_steps`` weighs it."""
-        if self.config.rollout.shape != "tree":
+        if self.rollout.shape != "tree":
             return credit
-        return share_prefix_steps(credit, episodes, self.config.rollout.tree.shared_steps)
+        return share_prefix_steps(credit, episodes, self.rollout.tree.shared_steps)

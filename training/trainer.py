@@ -178,7 +178,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     if checkpoint is not None:
         state.update(checkpoint.state)
     setup = set_up(config, folder.path, checkpoint, world, episodes_played=lambda: int(state["episodes_total"]))
-    update = PolicyUpdate(setup, config, world, transform_loss=hooks.transform_loss)
+    update = PolicyUpdate.from_config(setup, config, world, transform_loss=hooks.transform_loss)
     if checkpoint is not None:
         restore_rng_state(checkpoint.rng)
     elapsed_before, start_step = float(state["elapsed_s"]), checkpoint.step if checkpoint else 0
@@ -274,7 +274,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             began = time.perf_counter()
             with rollout_weights():
                 batch = rollouts.play(step)
-            check_rollout(batch, config)
+            check_rollout(batch, config.rollout)
             episodes = [episode for episode in batch.episodes if episode.error is None]
             state["episodes_total"] = int(state["episodes_total"]) + len(batch.episodes)
             metrics.update(opponents.summary(batch.episodes).as_metrics("rollout/"))

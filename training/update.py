@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from backends.scoring import ChoiceMasks, TokenScores, score_completions
-from training.config import OptimConfig, TrainConfig
+from training.config import DistillConfig, LossConfig, OptimConfig, TrainConfig
 from training.credit import StepCredit
 from training.distill import Teacher, opd_advantages
 from training.distributed import World
@@ -269,16 +269,42 @@ def weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
 class PolicyUpdate:
     """The update stage: pi_old and reference log-probabilities, micro-batched losses, optimizer steps.
 
+    It takes only the sections it reads; :meth:`from_config` picks them out of a run's
+    :class:`~training.config.TrainConfig` (and loads the teacher).
+
     Args:
         setup: The model, reference, trained parameters and optimizer (:func:`training.setup.set_up`).
-        config: The run's configuration (its ``loss`` and ``optim`` sections).
         world: This process's place among the training processes.
+        optim: Optimizer steps, micro-batches, clipping, the target KL.
+        loss: The loss, its options, where pi_old comes from and the entropy bonus's scope.
+        max_tokens: The longest answer (``rollout.lap.max_tokens``): the loss's constant normaliser
+            when it sets none, and named by the out-of-memory message.
+        distill: On-policy distillation's weight and balance (used with a ``teacher``).
+        teacher: The loaded teacher (:meth:`training.distill.Teacher.load`); None: no distillation.
         transform_loss: Applied to every micro-batch loss before backward (tests inject a NaN).
+
+    Raises:
+        ValueError: ``distill.teacher`` names a teacher but none is given.
     """
 
     def __init__(
-        self, setup: TrainingSetup, config: TrainConfig, world: World, transform_loss: LossTransform | None = None
+        self,
+        setup: TrainingSetup,
+        world: World,
+        *,
+        optim: OptimConfig,
+        loss: LossConfig,
+        max_tokens: int,
+        distill: DistillConfig | None = None,
+        teacher: Teacher | None = None,
+        transform_loss: LossTransform | None = None,
     ) -> None:
+        distill = DistillConfig() if distill is None else distill
+        if distill.teacher is not None and teacher is None:
+            raise ValueError(
+                f"distill.teacher is {distill.teacher!r} but no teacher was given: build the update with "
+                "PolicyUpdate.from_config, or pass teacher=Teacher.load(...)"
+            )
         self.backend = setup.backend
         self.reference = setup.reference
         self.lora = setup.lora
@@ -288,14 +314,43 @@ class PolicyUpdate:
         self.reference_parallel = setup.reference_parallel
         self.world = world
         self.transform_loss = transform_loss
-        self.optim = config.optim
-        self.recompute_old = config.loss.old_logprobs == "recompute"
-        self.rollout_entropy = config.loss.entropy_scope == "rollout"
-        self.settings = LossSettings(**config.loss_options())
+        self.optim = optim
+        self.recompute_old = loss.old_logprobs == "recompute"
+        self.rollout_entropy = loss.entropy_scope == "rollout"
+        self.settings = LossSettings(**loss.options(max_tokens))
         self.choice_masks = ChoiceMasks(setup.backend.choice_tries)
-        self.max_tokens = config.rollout.lap.max_tokens
-        self.distill = config.distill
-        self.teacher = Teacher.load(config) if config.distill.teacher is not None else None
+        self.max_tokens = max_tokens
+        self.distill = distill
+        self.teacher = teacher
+
+    @classmethod
+    def from_config(
+        cls, setup: TrainingSetup, config: TrainConfig, world: World, transform_loss: LossTransform | None = None
+    ) -> PolicyUpdate:
+        """The update of a run: its ``optim``, ``loss``, ``distill`` sections, ``rollout.lap.max_tokens``, the teacher.
+
+        Args:
+            setup: The model, reference, trained parameters and optimizer.
+            config: The run's configuration (the sections above are read; nothing is kept).
+            world: This process's place among the training processes.
+            transform_loss: Applied to every micro-batch loss before backward (tests inject a NaN).
+        """
+        distill = config.distill
+        teacher = (
+            Teacher.load(distill, dtype=config.model.dtype, threads=config.run.threads)
+            if distill.teacher is not None
+            else None
+        )
+        return cls(
+            setup,
+            world,
+            optim=config.optim,
+            loss=config.loss,
+            max_tokens=config.rollout.lap.max_tokens,
+            distill=distill,
+            teacher=teacher,
+            transform_loss=transform_loss,
+        )
 
     # ------------------------------------------------------------------ one update
     def __call__(

@@ -94,12 +94,13 @@ def test_no_sample_is_older_than_eta_under_a_slow_trainer(tiny_model, tmp_path, 
 def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model, tmp_path):  # noqa: F811
     config = make_config(tmp_path / "run", tiny_model, **ASYNC)
     setup = set_up(config, tmp_path, None, World())
-    update = PolicyUpdate(setup, config, World())
+    update = PolicyUpdate.from_config(setup, config, World())
     engine = HFRolloutEngine(setup.backend, config.rollout, ["player"])
     source = AsyncRollouts(
         config, engine, World(), setup=setup, update=update, run_dir=tmp_path, model_seats=["player"], start_step=2
     )
-    batch = GroupRollouts(config, engine, World()).play(3, version=1)  # played by version 1; the trainer is at 2
+    # played by version 1; the trainer is at 2
+    batch = GroupRollouts(config.rollout, config.run, engine, World()).play(3, version=1)
     episodes = {episode.episode_id: episode for episode in batch.episodes}
     record = batch.episodes[0].steps[0]
     record.logprobs = [record.logprobs[0] + 1.0]  # the engine put e times more mass on it: far off-policy
@@ -131,12 +132,13 @@ def test_a_stale_samples_kept_tokens_are_weighted_by_pi_prox_over_pi_behaviour(t
 
     config = make_config(tmp_path / "run", tiny_model, **ASYNC)
     setup = set_up(config, tmp_path, None, World())
-    update = PolicyUpdate(setup, config, World())
+    update = PolicyUpdate.from_config(setup, config, World())
     engine = HFRolloutEngine(setup.backend, config.rollout, ["player"])
     source = AsyncRollouts(
         config, engine, World(), setup=setup, update=update, run_dir=tmp_path, model_seats=["player"], start_step=2
     )
-    batch = GroupRollouts(config, engine, World()).play(3, version=1)  # played by version 1; the trainer is at 2
+    # played by version 1; the trainer is at 2
+    batch = GroupRollouts(config.rollout, config.run, engine, World()).play(3, version=1)
     episodes = {episode.episode_id: episode for episode in batch.episodes}
     shifts = [0.4, -0.6, 0.0]  # engine log-prob offsets: w = e^-0.4 and e^0.6 (both inside [0.5, 2]), and a fresh one
     for episode, shift in zip(batch.episodes, shifts, strict=False):

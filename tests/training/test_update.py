@@ -100,7 +100,7 @@ def samples(model_dir):
 
 def gradients_of_one_optimizer_step(config, tmp_path, samples, rollout_samples=()):
     setup = set_up(config, tmp_path, None, World())
-    update = PolicyUpdate(setup, config, World())
+    update = PolicyUpdate.from_config(setup, config, World())
     data = UpdateData(samples, rollout_samples, update.old_logprobs(samples, 1.0), None, 1.0)
     [planned] = plan_optimizer_steps(len(samples), len(rollout_samples), config.optim, np.random.default_rng(0))
     setup.optimizer.zero_grad(set_to_none=True)
@@ -188,7 +188,7 @@ def test_the_kl_reference_is_the_policy_before_training(model_dir, samples, tmp_
         optim={"lr": 0.05, "micro_batch_size": 12, "grad_accumulation": None},
     )
     setup = set_up(config, tmp_path, None, World())
-    update = PolicyUpdate(setup, config, World())
+    update = PolicyUpdate.from_config(setup, config, World())
     rng = np.random.default_rng(0)
     first = update(1, samples, temperature=1.0, rng=rng)
     assert first["optim/steps"] == 1 and first["loss/kl_ref"] == pytest.approx(0.0, abs=1e-7)  # not moved yet

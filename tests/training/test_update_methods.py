@@ -30,7 +30,7 @@ def shifted(found, seed=0):
 
 def step_gradients(config, tmp_path, found):
     setup = set_up(config, tmp_path, None, World())
-    update = PolicyUpdate(setup, config, World())
+    update = PolicyUpdate.from_config(setup, config, World())
     data = UpdateData(found, (), update.old_logprobs(found, 1.0), None, 1.0, moved=True)
     [planned] = plan_optimizer_steps(len(found), 0, config.optim, np.random.default_rng(0))
     setup.optimizer.zero_grad(set_to_none=True)
@@ -80,7 +80,7 @@ def test_step_figures_make_micro_batches_give_the_gradient_of_one_batch(model_di
 def test_first_optimizer_step_takes_its_figures_from_pi_old_without_a_forward(model_dir, samples, tmp_path):  # noqa: F811
     config = free_text_config(tmp_path / "run", model_dir, loss={"name": "sorl"})
     setup = set_up(config, tmp_path, None, World())
-    update = PolicyUpdate(setup, config, World())
+    update = PolicyUpdate.from_config(setup, config, World())
     data = UpdateData(samples, (), update.old_logprobs(samples, 1.0), None, 1.0)
     [planned] = plan_optimizer_steps(len(samples), 0, config.optim, np.random.default_rng(0))
     calls = []
@@ -148,7 +148,7 @@ def test_distillation_adds_the_teacher_term_per_token(model_dir, samples, teache
         tmp_path / "run", model_dir, distill={"teacher": f"hf:{teacher_dir}", "weight": 0.5}, loss={"name": "ppo-clip"}
     )
     setup = set_up(config, tmp_path, None, World())
-    update = PolicyUpdate(setup, config, World())
+    update = PolicyUpdate.from_config(setup, config, World())
     data = UpdateData(samples, (), update.old_logprobs(samples, 1.0), None, 1.0)
     metrics = update._distill(data)
     teacher = update._logprobs_without_grad(update.teacher.model, samples, 1.0)
