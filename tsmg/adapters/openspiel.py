@@ -31,6 +31,9 @@ Games that cannot be played this way are refused by name with the reason
 (:data:`REFUSED`, :func:`refusal_reason`): no string observation, no discrete actions, mean-field
 dynamics, chance sampled inside OpenSpiel, an implementation that reads uninitialised memory.
 
+(Past 600 lines: the game, its spec parsing with close-match errors, the refusals, the id
+registration and the MCTS bot all read the same pyspiel game type, so they stay together.)
+
 Example:
     >>> import tsmg
     >>> game = tsmg.make("openspiel:kuhn_poker")
