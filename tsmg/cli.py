@@ -26,7 +26,6 @@ from tsmg.assignments import parse_assignments, validation_problems
 from tsmg.checker import GameCheckError, check_game
 from tsmg.cli_parser import Parser, UsageError, add_game_option, examples
 from tsmg.core import Game, GameCodeError, GameError, Invalid
-from tsmg.model_spec import parse_model_spec
 from tsmg.policies import DecisionRequest, OraclePolicy, Policy, policy_from_spec
 from tsmg.registry import UnknownGameError, import_game_modules, make
 from tsmg.rollout import plan_episodes, rollout
@@ -400,8 +399,12 @@ def _ask_human(game: Game, agent: str) -> str | None:
 
 def _run_policy(game_id: str, policy_spec: str, episodes: int, seed: int, options: dict[str, Any]) -> list[Any]:
     policy = policy_from_spec(policy_spec, seed=seed, scripted_only=True)
-    if parse_model_spec(policy_spec).kind == "oracle":  # refused before anything is played
-        OraclePolicy.check_game(make(game_id, **options), seed)
+    if isinstance(policy, OraclePolicy):  # refused before anything is played
+        game = make(game_id, **options)
+        try:
+            OraclePolicy.check_game(game, seed)
+        finally:
+            game.close()
     plans = plan_episodes(game_id, list(range(seed, seed + episodes)))
     return rollout(game_id, policy, plans=plans, game_options=options)
 

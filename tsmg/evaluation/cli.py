@@ -15,6 +15,7 @@ from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.plan import plan_evaluation
 from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
+from tsmg.registry import is_openspiel
 from tsmg.run_folder import REPORT_FILE, SUMMARY_FILE
 
 
@@ -281,11 +282,12 @@ def cmd_exploitability(args: argparse.Namespace) -> int:
         model, key, option = parse_model_option(value)
         options.setdefault(model, {})[key] = option
     lap = LAPConfig(action_format=ActionFormat(kind="choice"), temperature=args.temperature)
+    on_openspiel = is_openspiel(args.game) or args.game.startswith("OpenSpiel/")  # OpenSpiel computes it
     reports = []
     for spec in args.model:
         parse_model_spec(spec)
         policy = policy_from_spec(spec, lap=lap, model_options=options.get(spec))
-        if args.game.startswith(("openspiel:", "OpenSpiel/")):  # OpenSpiel computes it (tsmg[openspiel])
+        if on_openspiel:  # tsmg[openspiel]
             from tsmg.adapters.openspiel_exploitability import openspiel_exploitability
 
             reports.append((spec, openspiel_exploitability(policy, args.game)))

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import sys
 from typing import Any
 
 from tsmg.cli_parser import add_game_option, examples
-from tsmg.serve.auth import TOKEN_ENV_VAR
+from tsmg.serve.auth import TOKEN_ENV_VAR, client_token
 
 
 def add_command(commands: Any) -> None:
@@ -97,7 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise ValueError(f"{name} must be at least 1, got {value}")
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be 0..65535, got {args.port}")
-    token = args.token or os.environ.get(TOKEN_ENV_VAR) or None
+    token = client_token(args.token)
     if token is None and not is_loopback(args.host):
         raise ValueError(
             f"--host {args.host} lets other machines connect: give --token TOKEN (or set {TOKEN_ENV_VAR}) so that only "

@@ -199,7 +199,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         self._seats: tuple[AgentID, ...] = self._game.agents
         self._opponent_spec: str | None = None
         self._opponent: Policy | None = None
-        self._policies: dict[str, Policy] = {}
+        self._policies: dict[str, Policy] = dict(self._models)  # the loaded models, then scripted ones as named
         self._seed: int | None = None
         self._episode_id: str | None = None
         self._started = False
@@ -387,9 +387,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         if len(self._seats) == self._game.num_agents:
             self._opponent_spec, self._opponent = None, None
             return
-        if opponent in self._models:
-            self._policies[opponent] = self._models[opponent]
-        elif opponent not in self._policies:
+        if opponent not in self._policies:
             self._policies[opponent] = policy_from_spec(opponent, seed=0, scripted_only=True)
         self._opponent_spec, self._opponent = opponent, self._policies[opponent]
 

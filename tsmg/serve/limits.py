@@ -41,8 +41,6 @@ DEFAULT_MAX_SIZE = 256
 class NotOffered(ValueError):
     """A client asked for something this server does not offer (HTTP 422); the message names what it does."""
 
-    status = 422
-
 
 def canonical_spec(spec: str) -> str:
     """A model spec as written canonically (``" hf:DIR"`` is ``"hf:DIR"``).
