@@ -355,6 +355,29 @@ def test_returns_are_openspiels_and_a_step_limit_truncates():
     assert not any(result.terminated.values()) and not short.state.is_terminal()
 
 
+def test_each_step_pays_the_change_in_openspiels_return():
+    """Cliff walking pays -1 every step: the step rewards add up to OpenSpiel's own return, not to a running sum."""
+    game = tsmg.make("OpenSpiel/cliff_walking-v0")
+    game.reset(seed=0)
+    rewards = [game.step({"player_0": "UP"}).rewards["player_0"] for _ in range(4)]
+    assert rewards == [-1.0] * 4
+    assert game.episode_returns() == {"player_0": game.state.returns()[0]} == {"player_0": -4.0}
+
+
+def test_chance_is_drawn_with_openspiels_outcome_probabilities():
+    """2048 places a 4 with probability 0.1 (and a 2 with 0.9): the seeded draw keeps those weights."""
+    from tsmg.adapters.openspiel import _resolve_chance
+
+    rng = np.random.default_rng(0)
+    fours = 0
+    draws = 2_000
+    for _ in range(draws):
+        state = pyspiel.load_game("2048").new_initial_state()
+        _resolve_chance(state, rng)
+        fours += str(state).count("4")
+    assert 0.07 < fours / (2 * draws) < 0.13  # two tiles placed at the start, each a 4 with probability 0.1
+
+
 @pytest.mark.parametrize("game_id", ["openspiel:leduc_poker", "OpenSpiel/backgammon-v0", GOOFSPIEL, "OpenSpiel/pig-v0"])
 def test_a_fork_clones_the_state_and_the_chance_to_come(game_id):
     def play(game, rounds, rng):
