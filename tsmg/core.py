@@ -538,17 +538,7 @@ class RefereedGame(Game, Generic[MoveT]):
             terminated=dict.fromkeys(agents, False),
             truncated=dict.fromkeys(agents, False),
         )
-        call = "_world_endings"
-        try:
-            self._judge_endings(self._tally)
-            call = "_refresh"
-            self._refresh()
-            call = "observe"
-            observations = {agent: self.observe(agent) for agent in agents}
-        except GameCodeError:
-            raise
-        except Exception as error:
-            raise self._game_failure(call, error) from error
+        observations = self._settle(self._tally)
         return observations, {agent: infos.get(agent, {}) for agent in agents}
 
     def step(self, actions: Mapping[AgentID, str | Invalid]) -> StepResult:
@@ -599,19 +589,14 @@ class RefereedGame(Game, Generic[MoveT]):
                 for agent, reward in self._advance(moves, infos).items():
                     if agent in rewards:
                         rewards[agent] += float(reward)
-            tally.rounds += 1
-            for agent, reward in rewards.items():
-                tally.returns[agent] += reward
-            call = "_world_endings"
-            self._judge_endings(tally)
-            call = "_refresh"
-            self._refresh()
-            call = "observe"
-            observations = {agent: self.observe(agent) for agent in agents}
         except GameCodeError:
             raise
         except Exception as error:
             raise self._game_failure(call, error) from error
+        tally.rounds += 1
+        for agent, reward in rewards.items():
+            tally.returns[agent] += reward
+        observations = self._settle(tally)
         return StepResult(observations, rewards, tally.terminated, tally.truncated, infos)  # fresh dicts every step
 
     def parse(self, agent: AgentID, text: str) -> MoveT | Invalid:
@@ -700,6 +685,24 @@ class RefereedGame(Game, Generic[MoveT]):
         if self._tally is None:
             raise GameError("no episode in progress; call reset() first")
         return self._tally
+
+    def _settle(self, tally: _Tally) -> dict[AgentID, str]:
+        """After a reset or a round: judge the endings, refresh the world's view, and observe every agent.
+
+        Raises:
+            GameCodeError: One of those calls into game code raised (named as the author wrote it).
+        """
+        call = "_world_endings"
+        try:
+            self._judge_endings(tally)
+            call = "_refresh"
+            self._refresh()
+            call = "observe"
+            return {agent: self.observe(agent) for agent in self.agents}
+        except GameCodeError:
+            raise
+        except Exception as error:
+            raise self._game_failure(call, error) from error
 
     def _forked_tally(self) -> _Tally:
         """A copy of the episode's tally that a fork can change without touching this game's.
