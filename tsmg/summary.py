@@ -131,7 +131,11 @@ def summarize_seats(seats: Sequence[tuple[str, Episode]], failed: int = 0) -> Ep
     kind: OutcomeKind = kinds.pop() if len(kinds) == 1 else "goal"
     results: Counter[str] = Counter()
     if kind != "goal":
-        judged = {id(episode): (seat_outcomes(episode, kind), forfeits(episode)) for _, episode in seats}
+        judged = {}
+        for _, episode in seats:
+            if id(episode) not in judged:  # an episode counted for several seats is judged once
+                gone = forfeits(episode)
+                judged[id(episode)] = (seat_outcomes(episode, kind, gone), gone)
         for agent, episode in seats:
             outcomes, gone = judged[id(episode)]
             results[outcomes[agent]] += 1
@@ -189,7 +193,9 @@ def outcome_kind(episode: Episode) -> OutcomeKind:
     return "win_draw_loss" if len(episode.agents) > 1 else "goal"
 
 
-def seat_outcomes(episode: Episode, kind: OutcomeKind | None = None) -> dict[str, Outcome]:
+def seat_outcomes(
+    episode: Episode, kind: OutcomeKind | None = None, gone: Sequence[str] | None = None
+) -> dict[str, Outcome]:
     """Each seat's win, draw or loss in a finished episode of a win/draw/loss game.
 
     A seat that forfeited loses. Every other seat wins with a :func:`standings` score above
@@ -200,6 +206,7 @@ def seat_outcomes(episode: Episode, kind: OutcomeKind | None = None) -> dict[str
     Args:
         episode: A finished episode.
         kind: The game's outcome rule (None: :func:`outcome_kind`).
+        gone: The seats that forfeited, where the caller has them (None: :func:`forfeits`).
 
     Raises:
         ValueError: The game's results are successes of a goal, not wins, draws and losses.
@@ -207,7 +214,7 @@ def seat_outcomes(episode: Episode, kind: OutcomeKind | None = None) -> dict[str
     kind = kind or outcome_kind(episode)
     if kind == "goal":
         raise ValueError(f"{episode.game_id} is a goal game: its results are successes, not wins, draws and losses")
-    gone = forfeits(episode)
+    gone = forfeits(episode) if gone is None else gone
     if len(episode.agents) == 1:
         [agent] = episode.agents
         return {agent: "loss" if agent in gone else _compare(episode.returns.get(agent, 0.0), 0.0)}

@@ -149,6 +149,19 @@ def test_a_forfeit_is_read_from_the_record_under_the_games_own_rule():
     # The arena's winner is the game's (the surviving snake), though the dead one scored more.
     assert seat_outcomes(arena) == {"snake_0": "loss", "snake_1": "win"}
     assert standings(arena) == {"snake_0": 0.0, "snake_1": 1.0}
+    # A lone seat against a built-in opponent loses by forfeiting, whatever its return says.
+    stalled_alone = [_step(i, i, "player", False) for i in range(3)]
+    alone = _episode("TicTacToe-vsMinimax-v0", ["player"], {"player": 0.0}, stalled_alone)
+    assert forfeits(alone) == ("player",) and seat_outcomes(alone) == {"player": "loss"}
+    # Two seats that forfeit in the same round both lose.
+    both = _episode(
+        "RockPaperScissors-v0", [a, b], {a: 0.0, b: 0.0}, [_step(i, i // 2, (a, b)[i % 2], False) for i in range(6)]
+    )
+    assert forfeits(both) == (a, b) and seat_outcomes(both) == {a: "loss", b: "loss"}
+    # A seat whose invalid streak ended rounds before the episode did is no forfeit.
+    earlier = [_step(0, 0, a, False), _step(1, 0, b), _step(2, 1, a, False), _step(3, 1, b), _step(4, 2, a, False)]
+    earlier += [_step(5, 2, b), _step(6, 3, b)]
+    assert forfeits(_episode("RockPaperScissors-v0", [a, b], {a: 0.0, b: 0.0}, earlier)) == ()
 
 
 def test_win_draw_loss_by_returns_and_by_success_tie_and_rank_as_documented():

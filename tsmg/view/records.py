@@ -351,7 +351,7 @@ def seat_results(raw: dict[str, Any]) -> dict[str, str] | None:
         return None
     gone = forfeits(episode)
     results = {}
-    for agent, result in seat_outcomes(episode).items():
+    for agent, result in seat_outcomes(episode, gone=gone).items():
         note = " (forfeited)" if agent in gone else " (by forfeit)" if gone and result == "win" else ""
         results[agent] = result + note
     return results
