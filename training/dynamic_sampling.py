@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from training.credit import CreditAssignment, carries_signal
+from training.selfplay import group_key
 from tsmg.episode import Episode
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def groups_with_signal(episodes: Sequence[Episode], credit: CreditAssignment) ->
     advantages: dict[str, list] = {}
     for trajectory in credit.trajectories:
         advantages.setdefault(trajectory.group_id, []).append(trajectory.advantages)
-    order = list(dict.fromkeys(episode.group_id or episode.episode_id for episode in episodes))
+    order = list(dict.fromkeys(map(group_key, episodes)))
     return [group for group in order if carries_signal(advantages.get(group, []))]
 
 
@@ -80,9 +81,10 @@ def refill_zero_signal(
     Returns:
         The kept episodes, their credit, the refill episodes played, and the metrics.
     """
-    first_groups = len(dict.fromkeys(episode.group_id or episode.episode_id for episode in episodes))
-    kept = groups_with_signal(episodes, credit)[:target_groups]
-    dropped = first_groups - len(groups_with_signal(episodes, credit))
+    first = set(map(group_key, episodes))
+    with_signal = groups_with_signal(episodes, credit)
+    kept = with_signal[:target_groups]
+    dropped = len(first) - len(with_signal)
     pool = list(episodes)
     played: list[Episode] = []
     rounds = 0
@@ -94,10 +96,9 @@ def refill_zero_signal(
         if not finished:
             continue
         signal = groups_with_signal(finished, credit_of(finished))
-        dropped += len(dict.fromkeys(episode.group_id or episode.episode_id for episode in finished)) - len(signal)
+        dropped += len(set(map(group_key, finished))) - len(signal)
         kept += signal[: target_groups - len(kept)]
         pool += finished
-    first = {episode.group_id or episode.episode_id for episode in episodes}
     refilled = sum(1 for group in kept if group not in first)
     metrics = {
         "sampler/dropped_groups": float(dropped),
@@ -108,5 +109,5 @@ def refill_zero_signal(
     if not kept:  # nothing carries signal even after the refills: the rollout as it was (the sampler draws nothing)
         return Refilled(list(episodes), credit, played, metrics)
     wanted = set(kept)
-    chosen = [episode for episode in pool if (episode.group_id or episode.episode_id) in wanted]
+    chosen = [episode for episode in pool if group_key(episode) in wanted]
     return Refilled(chosen, credit_of(chosen), played, metrics)
