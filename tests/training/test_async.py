@@ -150,6 +150,9 @@ def test_a_stale_samples_kept_tokens_are_weighted_by_pi_prox_over_pi_behaviour(t
     ]
     samples, metrics = source.training_samples(steps, episodes, batch, step=3)
     assert metrics["async/masked_token_fraction"] == 0.0 and metrics["async/stale_samples"] == 2
+    n0, n1 = len(samples[0].behaviour_logprobs), len(samples[1].behaviour_logprobs)  # the stale samples' tokens
+    mean_weight = (n0 * math.exp(-0.4) + n1 * math.exp(0.6)) / (n0 + n1)
+    assert metrics["async/importance_weight_mean"] == pytest.approx(mean_weight, rel=1e-4)
 
     data = UpdateData(samples, (), update.old_logprobs(samples, batch.temperature), None, batch.temperature)
     [planned] = plan_optimizer_steps(len(samples), 0, config.optim, np.random.default_rng(0))
