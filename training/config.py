@@ -463,7 +463,11 @@ class ModelConfig(_Section):
         default="all-linear", description="Modules that get an adapter, or 'all-linear'."
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        default="auto", description="Weights' dtype ('auto': bfloat16 where supported, else float32)."
+        default="auto",
+        description=(
+            "Weights' dtype; 'auto': the device's fast one, detected (backends.hf.auto_dtype): bfloat16 on CUDA "
+            "(float16 without bfloat16 support) and on a CPU with AMX-BF16, float32 on other CPUs."
+        ),
     )
     tiny: TinyModelOptions = Field(
         default_factory=TinyModelOptions,
