@@ -460,7 +460,7 @@ def cpu_flags_of_machine() -> frozenset[str]:
 
 
 def describe_dtype(dtype: DType, device: Device = "auto") -> str:
-    """How the model's weights will be held, as the trainer prints it, e.g. ``float32 (auto: CPU without AMX-BF16, ...)``.
+    """The weights' dtype as the trainer prints it, e.g. ``float32 (auto: CPU without AMX-BF16, ...)``.
 
     Raises:
         BackendError: An unknown dtype or device, or CUDA asked for where there is none.

@@ -423,6 +423,13 @@ class OptimConfig(_Section):
     epochs: int = Field(
         default=1, ge=1, description="Passes over an update's samples (ratios leave 1 after the first)."
     )
+    sort_by_length: bool = Field(
+        default=True,
+        description=(
+            "Cut each optimizer step's samples into micro-batches of similar length (less padding in the forward "
+            "passes; the same samples and loss normalisation per step); False: micro-batches in sampled order."
+        ),
+    )
     target_kl: float | None = Field(
         default=None,
         gt=0.0,
