@@ -125,6 +125,16 @@ class RolloutConfig(_Section):
             "(e.g. '[_OPG]+' keeps a Frozen Lake grid); None: the whole observation."
         ),
     )
+    merged_adapter: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description=(
+            "LoRA runs whose rollouts play on the trained HF model: sample them from a separate copy of the weights "
+            "with the adapter folded in (faster generation; refreshed after every update; the trained weights are "
+            "never merged). 'auto': on when the model is float32 on a CPU, where the copy's log-probabilities are "
+            "the trainer's to float rounding; 'on': whatever the device and dtype (outside float32 pi_old is then "
+            "recomputed under the trained weights); 'off': sample through the adapter."
+        ),
+    )
 
     shape: Literal["groups", "tree", "rtpo"] = Field(
         default="groups",
@@ -767,6 +777,20 @@ class TrainConfig(_Section):
                     f"({', '.join(sorted(ENGINES_TAKING_WEIGHTS))})"
                 )
         return data
+
+    @model_validator(mode="after")
+    def _merged_adapter_applies(self) -> TrainConfig:
+        if self.rollout.merged_adapter != "on":
+            return self
+        if self.model.finetune != "lora":
+            raise ValueError("rollout.merged_adapter 'on' folds a LoRA adapter into a copy: it needs finetune 'lora'")
+        if parse_model_spec(self.model.spec).kind == "vllm":
+            raise ValueError(
+                "rollout.merged_adapter 'on' applies to rollouts on the HF model; 'vllm:PATH' plays on vLLM"
+            )
+        if self.distributed.strategy == "fsdp":
+            raise ValueError("rollout.merged_adapter 'on' needs whole weights in each process; FSDP shards them")
+        return self
 
     @model_validator(mode="after")
     def _groups_available(self) -> TrainConfig:
