@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -62,8 +62,9 @@ class HFBackend(AdapterMixin):
     Args:
         model: A local folder (``save_pretrained`` layout), a ``.gguf`` file, or a hub id that
             is already in the local Hugging Face cache.
-        dtype: Weight dtype; ``auto`` is float32 on CPU and bfloat16 (float16 where bfloat16 is
-            unsupported) on CUDA.
+        dtype: Weight dtype; ``auto`` is the device's fast one (:func:`auto_dtype`): bfloat16 on
+            CUDA (float16 where bfloat16 is unsupported) and on a CPU with AMX-BF16, float32 on
+            any other CPU (without AMX a bfloat16 matmul runs slower than a float32 one).
         device: ``auto`` picks CUDA when available.
         chat: True: use the chat template (error if the model has none); False: plain-prompt
             mode (messages are laid out as ``Role: text`` lines ending with ``Assistant:``);
@@ -100,7 +101,7 @@ class HFBackend(AdapterMixin):
         if threads is not None:
             torch.set_num_threads(threads)
         self.device = _pick_device(device)
-        self.dtype = _pick_dtype(dtype, self.device)
+        self.dtype, _ = _pick_dtype(dtype, self.device)
         self.source = os.fspath(model)
         self.name = name or f"hf:{self.source}"
         self.max_batch_size = max_batch_size
@@ -404,13 +405,71 @@ def _pick_device(device: Device) -> str:
     return device
 
 
-def _pick_dtype(dtype: DType, device: str) -> torch.dtype:
+def _pick_dtype(dtype: DType, device: str) -> tuple[torch.dtype, str]:
     if dtype == "auto":
-        if device == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
+        return auto_dtype(device)
     resolved: torch.dtype = getattr(torch, dtype)
-    return resolved
+    return resolved, "asked for"
+
+
+def auto_dtype(
+    device: str, *, cpu_flags: Collection[str] | None = None, cuda_bf16: bool | None = None
+) -> tuple[torch.dtype, str]:
+    """The dtype ``auto`` means on ``device``, detected, and why: the fastest one that trains well there.
+
+    bfloat16 where the device has fast bfloat16 matmuls: CUDA with bfloat16 (float16 on older
+    GPUs), a CPU with AMX-BF16. On any other CPU float32: there a bfloat16 matmul is converted
+    in software and runs slower than float32 (74 against 128 GFLOP/s measured on an AVX-512 CPU
+    with ``avx512_bf16`` but no AMX).
+
+    Args:
+        device: ``cpu`` or ``cuda`` (``cuda:N``).
+        cpu_flags: The CPU's feature flags (None: read from the machine, :func:`cpu_flags`).
+        cuda_bf16: Whether the GPU supports bfloat16 (None: ask torch).
+
+    Returns:
+        ``(dtype, reason)``, the reason a short phrase for the model's printed description.
+
+    Example:
+        >>> auto_dtype("cpu", cpu_flags={"avx512f", "amx_bf16", "amx_tile"})
+        (torch.bfloat16, 'CPU with AMX-BF16')
+        >>> auto_dtype("cpu", cpu_flags={"avx2", "avx512_bf16"})[0]
+        torch.float32
+    """
+    if device.startswith("cuda"):
+        bf16 = torch.cuda.is_bf16_supported() if cuda_bf16 is None else cuda_bf16
+        return (torch.bfloat16, "CUDA with bfloat16") if bf16 else (torch.float16, "CUDA without bfloat16")
+    flags = frozenset(cpu_flags) if cpu_flags is not None else cpu_flags_of_machine()
+    if "amx_bf16" in flags:
+        return torch.bfloat16, "CPU with AMX-BF16"
+    return torch.float32, "CPU without AMX-BF16, where bfloat16 runs slower"
+
+
+def cpu_flags_of_machine() -> frozenset[str]:
+    """This CPU's feature flags: the ``flags`` line of ``/proc/cpuinfo``, else what torch detects (AMX only)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    # No /proc (macOS, Windows): torch's own check of the AMX tile unit, which comes with AMX-BF16.
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return frozenset({"amx_tile", "amx_bf16"}) if amx is not None and amx() else frozenset()
+
+
+def describe_dtype(dtype: DType, device: Device = "auto") -> str:
+    """The weights' dtype as the trainer prints it, e.g. ``float32 (auto: CPU without AMX-BF16, ...)``.
+
+    Raises:
+        BackendError: An unknown dtype or device, or CUDA asked for where there is none.
+    """
+    _check_choice("dtype", dtype, DType)
+    _check_choice("device", device, Device)
+    resolved, reason = _pick_dtype(dtype, _pick_device(device))
+    name = str(resolved).removeprefix("torch.")
+    return f"{name} (auto: {reason})" if dtype == "auto" else name
 
 
 def _load(source: str, dtype: torch.dtype) -> tuple[Any, Any]:

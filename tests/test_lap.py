@@ -135,3 +135,21 @@ def test_a_failed_model_call_fails_its_episode_not_a_scored_invalid_answer():
     assert [episode.seed for episode in failed] == list(range(0, 16, 2))  # per episode, not the whole batch
     assert all("the model call failed: HTTP 400: unsupported parameter" in e.error for e in failed)
     assert all(step.valid for episode in episodes for step in episode.steps)  # no invalid answer was scored
+
+
+def test_observation_last_moves_the_observation_after_the_instructions_and_lengthens_the_shared_prefix():
+    import os
+
+    prompts = {}
+    for last in (False, True):
+        model = ScriptedModel(lambda messages, r: "<action>down</action>")
+        config = LAPConfig(template=PromptTemplate(observation_last=last))
+        episodes = rollout("FrozenLake-NoSlip-v0", LAP(model, config), seeds=[1, 2], game_options={"max_steps": 1})
+        prompts[last] = [episode.steps[0].prompt[-1].content for episode in episodes]
+    as_written, moved = prompts[False], prompts[True]
+    for before, after in zip(as_written, moved, strict=True):
+        observation, instructions = before.split("\n\n")
+        assert after == f"{instructions}\n\n{observation}"  # the same texts, the observation last
+    assert len(os.path.commonprefix(moved)) > len(os.path.commonprefix(as_written)) + len(instructions)
+    template = PromptTemplate(user="Legal: {legal_actions}\n\n{observation}\n\nGo.", observation_last=True)
+    assert template.user_layout() == "Legal: {legal_actions}\n\nGo.\n\n{observation}"

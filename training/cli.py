@@ -224,6 +224,7 @@ def _progress_line(total: int, began: float, episodes: int | None = None) -> Any
 def cmd_train(args: argparse.Namespace) -> int:
     """``tsmg train``: build the config, train, and say where everything went."""
     import games  # noqa: F401  (registers the catalog)
+    from backends.hf import describe_dtype
     from training.config import IncompatibleGameError
     from training.distributed import DistributedSetupError, collective_failure, release_world
     from training.run_log import quiet_library_progress
@@ -241,8 +242,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{run.updates} updates" if run.episodes is None else f"{run.episodes} episodes (at most {run.updates} updates)"
     )
     echo(
-        f"training {config.model.spec} ({config.model.finetune}) on {config.rollout.game_id} with "
-        f"{config.credit.name} + {config.sampler.name} + {config.loss.name}, {budget} -> {run.out_dir}",
+        f"training {config.model.spec} ({config.model.finetune}, {describe_dtype(config.model.dtype)}) on "
+        f"{config.rollout.game_id} with {config.credit.name} + {config.sampler.name} + {config.loss.name}, "
+        f"{budget} -> {run.out_dir}",
         flush=True,
     )
     try:

@@ -125,6 +125,16 @@ class RolloutConfig(_Section):
             "(e.g. '[_OPG]+' keeps a Frozen Lake grid); None: the whole observation."
         ),
     )
+    merged_adapter: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description=(
+            "LoRA runs whose rollouts play on the trained HF model: sample them from a separate copy of the weights "
+            "with the adapter folded in (faster generation; refreshed after every update; the trained weights are "
+            "never merged). 'auto': on when the model is float32 on a CPU, where the copy's log-probabilities are "
+            "the trainer's to float rounding; 'on': whatever the device and dtype (outside float32 pi_old is then "
+            "recomputed under the trained weights); 'off': sample through the adapter."
+        ),
+    )
 
     shape: Literal["groups", "tree", "rtpo"] = Field(
         default="groups",
@@ -423,6 +433,13 @@ class OptimConfig(_Section):
     epochs: int = Field(
         default=1, ge=1, description="Passes over an update's samples (ratios leave 1 after the first)."
     )
+    sort_by_length: bool = Field(
+        default=True,
+        description=(
+            "Cut each optimizer step's samples into micro-batches of similar length (less padding in the forward "
+            "passes; the same samples and loss normalisation per step); False: micro-batches in sampled order."
+        ),
+    )
     target_kl: float | None = Field(
         default=None,
         gt=0.0,
@@ -463,7 +480,11 @@ class ModelConfig(_Section):
         default="all-linear", description="Modules that get an adapter, or 'all-linear'."
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        default="auto", description="Weights' dtype ('auto': bfloat16 where supported, else float32)."
+        default="auto",
+        description=(
+            "Weights' dtype; 'auto': the device's fast one, detected (backends.hf.auto_dtype): bfloat16 on CUDA "
+            "(float16 without bfloat16 support) and on a CPU with AMX-BF16, float32 on other CPUs."
+        ),
     )
     tiny: TinyModelOptions = Field(
         default_factory=TinyModelOptions,
@@ -756,6 +777,20 @@ class TrainConfig(_Section):
                     f"({', '.join(sorted(ENGINES_TAKING_WEIGHTS))})"
                 )
         return data
+
+    @model_validator(mode="after")
+    def _merged_adapter_applies(self) -> TrainConfig:
+        if self.rollout.merged_adapter != "on":
+            return self
+        if self.model.finetune != "lora":
+            raise ValueError("rollout.merged_adapter 'on' folds a LoRA adapter into a copy: it needs finetune 'lora'")
+        if parse_model_spec(self.model.spec).kind == "vllm":
+            raise ValueError(
+                "rollout.merged_adapter 'on' applies to rollouts on the HF model; 'vllm:PATH' plays on vLLM"
+            )
+        if self.distributed.strategy == "fsdp":
+            raise ValueError("rollout.merged_adapter 'on' needs whole weights in each process; FSDP shards them")
+        return self
 
     @model_validator(mode="after")
     def _groups_available(self) -> TrainConfig:

@@ -17,9 +17,10 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import torch
 
 from training.config import RolloutConfig, TrainConfig
 from training.distributed import ParallelModel, World
@@ -40,6 +41,7 @@ from tsmg.rollout import Brancher, EpisodePlan, plan_episodes, rollout
 
 if TYPE_CHECKING:
     from backends.base import TrainableModel
+    from backends.hf_lora import MergedAdapter
 
 logger = logging.getLogger(__name__)
 
@@ -175,9 +177,9 @@ class _LAPRolloutEngine:
     """
 
     #: Whether the log-probabilities ``backend`` records are the trainer's (see :class:`RolloutBatch`).
-    exact_logprobs: ClassVar[bool] = True
+    exact_logprobs: bool = True
     #: Whether the engine samples from the trained model itself (under FSDP it needs the weights gathered).
-    plays_trained_model: ClassVar[bool] = True
+    plays_trained_model: bool = True
 
     def __init__(
         self, backend: Any, config: RolloutConfig, model_seats: Sequence[str], opponent: Policy | None = None
@@ -308,15 +310,70 @@ def check_rollout(batch: RolloutBatch, rollout: RolloutConfig) -> None:
 class HFRolloutEngine(_LAPRolloutEngine):
     """Rollouts with the HF backend being trained: LAP decisions, one batched call per round.
 
+    With ``merged``, a LoRA model's rollouts are sampled from a separate copy of its weights with
+    the adapter folded in (:class:`backends.hf_lora.MergedAdapter`), refreshed by :meth:`sync`
+    after every update; the trained weights are never merged. In float32 the copy's
+    log-probabilities are the trainer's to float rounding and stand as pi_old; in another dtype
+    the batches say ``exact_logprobs=False`` and the trainer recomputes pi_old under its weights.
+
     Args:
         backend: The :class:`backends.hf.HFBackend` whose model is trained.
         config: The rollout section (game, LAP, compact view, opponent).
         model_seats: The seats the model plays.
         opponent: The policy of the other seats (None: self-play).
+        merged: Sample from a merged copy (the model must carry a LoRA adapter).
+
+    Attributes:
+        merged: The merged copy (None: the engine samples through the trained model itself).
     """
 
+    def __init__(
+        self,
+        backend: Any,
+        config: RolloutConfig,
+        model_seats: Sequence[str],
+        opponent: Policy | None = None,
+        *,
+        merged: bool = False,
+    ) -> None:
+        self.trained = backend
+        self.merged: MergedAdapter | None = None
+        if merged:
+            from backends.hf import HFBackend
+            from backends.hf_lora import MergedAdapter
+
+            self.merged = MergedAdapter(backend.model)
+            backend = HFBackend.from_model(
+                self.merged.model,
+                backend.tokenizer,
+                chat=backend.chat,
+                max_context=backend.context_window,
+                name=backend.name,
+                max_batch_size=backend.max_batch_size,
+            )
+            self.exact_logprobs = backend.dtype == torch.float32
+            self.plays_trained_model = False
+        super().__init__(backend, config, model_seats, opponent)
+
     def sync(self) -> None:
-        """Nothing to do: the engine samples from the trained model itself."""
+        """Refresh the merged copy from the trained weights (nothing to do without one: it samples from them)."""
+        if self.merged is not None:
+            self.merged.refresh()
+
+
+def merges_adapter(config: TrainConfig, backend: Any, parallel: ParallelModel | None) -> bool:
+    """Whether the HF rollout engine samples from a merged copy of the LoRA model (``rollout.merged_adapter``).
+
+    Raises:
+        ValueError: ``on`` where the weights are sharded (FSDP) or the model carries no adapter.
+    """
+    choice = config.rollout.merged_adapter
+    possible = getattr(backend, "has_adapter", False) and not (parallel is not None and parallel.sharded)
+    if choice == "on" and not possible:
+        raise ValueError("rollout.merged_adapter 'on' needs a LoRA model with whole weights in this process")
+    if choice == "auto":
+        return possible and str(backend.device) == "cpu" and backend.dtype == torch.float32
+    return choice == "on"
 
 
 class VLLMRolloutEngine(_LAPRolloutEngine):
@@ -346,8 +403,8 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
         syncs: Pushes done so far (a LoRA engine pushes its starting adapter when built).
     """
 
-    exact_logprobs: ClassVar[bool] = False
-    plays_trained_model: ClassVar[bool] = False
+    exact_logprobs = False
+    plays_trained_model = False
 
     def __init__(
         self,
@@ -442,7 +499,10 @@ def build_engine(
     spec = parse_model_spec(config.model.spec)
     path = spec.target
     if spec.kind != "vllm" or not on_vllm:
-        return HFRolloutEngine(backend, config.rollout, model_seats, opponent)
+        # An engine built with on_vllm=False plays evaluations on the trainer's current weights without
+        # syncs (asynchronous training), so only the rollout engine proper samples from a merged copy.
+        merged = on_vllm and merges_adapter(config, backend, parallel)
+        return HFRolloutEngine(backend, config.rollout, model_seats, opponent, merged=merged)
     require_vllm()
     from backends.vllm_engine import VLLMBackend
 

@@ -144,6 +144,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     import datasets
 
     import games  # noqa: F401  (registers the catalog)
+    from backends.hf import describe_dtype
     from training.run_log import quiet_library_progress
     from training.sft import SFTDatasetError, build_dataset, run_sft
 
@@ -156,6 +157,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     print(f"{len(samples)} samples from {', '.join(config.data.episodes)}; the first answer: {samples[0].answer!r}")
     if args.dry_run:
         return 0
+    print(f"fine-tuning {config.model.spec} in {describe_dtype(config.model.dtype)}", flush=True)
     quiet_library_progress()
     datasets.disable_progress_bars()
 

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from backends.scoring import ChoiceMasks, TokenScores, score_completions
+from backends.scoring import MIN_SHARED_PREFIX, ChoiceMasks, TokenScores, score_completions, shared_prefix_length
 from training.config import DistillConfig, LossConfig, OptimConfig, TrainConfig
 from training.credit import StepCredit
 from training.distill import Teacher, opd_advantages
@@ -146,7 +146,11 @@ class OptimizerStep:
 
 
 def plan_optimizer_steps(
-    samples: int, rollout_samples: int, optim: OptimConfig, rng: np.random.Generator
+    samples: int,
+    rollout_samples: int,
+    optim: OptimConfig,
+    rng: np.random.Generator,
+    lengths: Sequence[int] | None = None,
 ) -> list[OptimizerStep]:
     """The optimizer steps of an update, each with its micro-batches.
 
@@ -154,18 +158,30 @@ def plan_optimizer_steps(
     passes (the first in sampled order, later ones shuffled). The rollout's steps are split evenly
     over each epoch's optimizer steps (one step of their own when there are no samples).
 
+    With ``lengths`` (each sample's tokens, prompt and completion) and ``optim.sort_by_length``,
+    each optimizer step's samples are re-cut into micro-batches of similar length, so that little
+    of a forward pass goes into padding. A step keeps the very samples it had and its loss is
+    divided by the whole step's denominator, so only the float summation order changes.
+
     Example:
         >>> plan = plan_optimizer_steps(5, 0, OptimConfig(micro_batch_size=2), np.random.default_rng(0))
         >>> [[batch.tolist() for batch in step.policy] for step in plan]
         [[[0, 1], [2, 3], [4]]]
+        >>> lengths = [9, 1, 8, 2, 7]
+        >>> plan = plan_optimizer_steps(5, 0, OptimConfig(micro_batch_size=2), np.random.default_rng(0), lengths)
+        >>> [[batch.tolist() for batch in step.policy] for step in plan]
+        [[[1, 3], [4, 2], [0]]]
     """
     size = optim.micro_batch_size
+    sort_lengths = np.asarray(lengths) if lengths is not None and optim.sort_by_length else None
     plan: list[OptimizerStep] = []
     for epoch in range(optim.epochs):
         order = rng.permutation(samples) if epoch else np.arange(samples)
         batches = [order[first : first + size] for first in range(0, samples, size)]
         per_step = optim.grad_accumulation or max(len(batches), 1)
         groups = [batches[first : first + per_step] for first in range(0, len(batches), per_step)]
+        if sort_lengths is not None:
+            groups = [by_length(group, sort_lengths, size) for group in groups]
         if rollout_samples and not groups:
             groups = [[]]
         shares = np.array_split(np.arange(rollout_samples), len(groups)) if rollout_samples else []
@@ -173,6 +189,43 @@ def plan_optimizer_steps(
             share = shares[index] if rollout_samples else np.zeros(0, dtype=np.int64)
             plan.append(OptimizerStep(group, [share[first : first + size] for first in range(0, len(share), size)]))
     return plan
+
+
+def by_length(batches: Batches, lengths: np.ndarray, size: int) -> Batches:
+    """The samples of ``batches`` re-cut into micro-batches of ``size`` in order of length (a stable sort).
+
+    Example:
+        >>> [batch.tolist() for batch in by_length([np.array([0, 1]), np.array([2])], np.array([5, 3, 4]), 2)]
+        [[1, 2], [0]]
+    """
+    if not batches:
+        return batches
+    members = np.concatenate(batches)
+    members = members[np.argsort(lengths[members], kind="stable")]
+    return [members[first : first + size] for first in range(0, len(members), size)]
+
+
+def padding_share(samples: Sequence[TrainSample], batches: Batches) -> float:
+    """The share of padding among the tokens the micro-batches' forward passes compute.
+
+    Each micro-batch runs its rows' shared prompt prefix once (:func:`backends.scoring.score_completions`)
+    and the rest left-padded to its longest row.
+
+    Example:
+        >>> short, long = TrainSample([1], [2], None, 1.0), TrainSample([1, 2, 3], [4], None, 1.0)
+        >>> padding_share([short, long], [np.array([0, 1])])
+        0.25
+    """
+    padding = computed = 0
+    for batch in batches:
+        rows = [samples[int(index)].prompt_ids + samples[int(index)].completion_ids for index in batch]
+        if not rows:
+            continue
+        shared = shared_prefix_length(rows, MIN_SHARED_PREFIX) if len(rows) > 1 else 0
+        width = max(len(row) for row in rows) - shared
+        padding += sum(width - (len(row) - shared) for row in rows)
+        computed += shared + width * len(rows)
+    return padding / computed if computed else 0.0
 
 
 def rank_share(batches: Batches, micro_batch_size: int, world: World, rank: int | None = None) -> Batches:
@@ -398,7 +451,9 @@ class PolicyUpdate:
         scored = time.perf_counter()
         tally, grad_norms, stopped_early = LossTally(), list[float](), 0.0
         self.backend.model.train()
-        for index, planned in enumerate(plan_optimizer_steps(len(samples), len(rollout_samples), self.optim, rng)):
+        lengths = [len(sample.prompt_ids) + len(sample.completion_ids) for sample in samples]
+        plan = plan_optimizer_steps(len(samples), len(rollout_samples), self.optim, rng, lengths)
+        for index, planned in enumerate(plan):
             self.optimizer.zero_grad(set_to_none=True)
             losses, finite = self.backward_step(step, planned, data)
             if not finite:  # a non-finite loss on some rank: the update is skipped on every rank
@@ -426,6 +481,7 @@ class PolicyUpdate:
         )
         metrics["optim/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
         metrics["loss/choice_mismatches"] = float(mismatches)
+        metrics["optim/padding_share"] = padding_share(samples, [batch for planned in plan for batch in planned.policy])
         metrics.update(distill_metrics)
         # Where the update's time went: pi_old and reference scoring, then the optimizer steps.
         metrics["time/scoring_s"] = scored - began

@@ -76,12 +76,34 @@ class PromptTemplate(BaseModel):
         ),
     )
 
+    observation_last: bool = Field(
+        default=False,
+        description=(
+            "Lay the user turn out with the game's observation at its end, the rest of the user template (format "
+            "instructions, legal actions) before it: prompts of different states then share a longer token "
+            "prefix, which generation and training compute once. The model reads the same texts in another order "
+            "(the instructions before the board). False: the user template as written."
+        ),
+    )
+
     @field_validator("user")
     @classmethod
     def _needs_observation(cls, user: str) -> str:
         if "{observation}" not in user:
             raise ValueError("the user template must contain {observation}")
         return user
+
+    def user_layout(self) -> str:
+        r"""The user template as rendered: ``user``, or with ``observation_last`` the observation moved to its end.
+
+        Example:
+            >>> PromptTemplate(observation_last=True).user_layout()
+            '{format_instructions}\n\n{observation}'
+        """
+        if not self.observation_last:
+            return self.user
+        rest = re.sub(r"\n{3,}", "\n\n", self.user.replace("{observation}", "")).strip()
+        return f"{rest}\n\n{{observation}}" if rest else "{observation}"
 
 
 #: Decisions with more legal actions than this do not list them in the format instructions (a model
@@ -391,7 +413,7 @@ class LAP:
 
     def _user_text(self, observation: str, legal_actions: Sequence[str] | None) -> str:
         fmt = self.config.action_format
-        return self.config.template.user.format(
+        return self.config.template.user_layout().format(
             observation=observation,
             legal_actions=", ".join(legal_actions or ()),
             format_instructions=fmt.instructions_for(legal_actions),

@@ -185,3 +185,14 @@ def test_multi_agent_games_swap_seats_and_report_head_to_head_and_ratings(tmp_pa
     seats = {tuple(e.policies.values()) for e in read_episodes(tmp_path / "episodes.jsonl")}
     assert seats == {("random", "oracle"), ("oracle", "random")}
     assert "W/D/L" in (tmp_path / "report.md").read_text()
+
+
+def test_eval_observation_last_lays_prompts_out_as_a_run_trained_with_it():
+    from tsmg.cli import _build_parser
+    from tsmg.evaluation.cli import config_from_args
+
+    parser = _build_parser()
+    base = ["eval", "--game", "FrozenLake-NoSlip-v0", "--model", "random"]
+    assert not config_from_args(parser.parse_args(base)).lap.template.observation_last
+    config = config_from_args(parser.parse_args([*base, "--observation-last", "--history", "last_k"]))
+    assert config.lap.template.observation_last and config.lap.template.history == "last_k"

@@ -9,11 +9,12 @@ from test_trainer import make_config
 
 import tsmg
 from backends.hf import HFBackend
+from training.config import OptimConfig
 from training.credit import StepCredit
 from training.distributed import World
 from training.setup import set_up
 from training.trainer import train
-from training.update import PolicyUpdate, UpdateData, plan_optimizer_steps, training_samples
+from training.update import PolicyUpdate, UpdateData, padding_share, plan_optimizer_steps, training_samples
 from tsmg.core import Invalid, RulesGame
 from tsmg.lap import LAP, ActionFormat, LAPConfig, PromptTemplate
 from tsmg.rollout import plan_episodes, rollout
@@ -98,16 +99,18 @@ def samples(model_dir):
     return found
 
 
-def gradients_of_one_optimizer_step(config, tmp_path, samples, rollout_samples=()):
+def gradients_of_one_optimizer_step(config, tmp_path, samples, rollout_samples=(), *, lengths=None):
     setup = set_up(config, tmp_path, None, World())
     update = PolicyUpdate.from_config(setup, config, World())
     data = UpdateData(samples, rollout_samples, update.old_logprobs(samples, 1.0), None, 1.0)
-    [planned] = plan_optimizer_steps(len(samples), len(rollout_samples), config.optim, np.random.default_rng(0))
+    [planned] = plan_optimizer_steps(
+        len(samples), len(rollout_samples), config.optim, np.random.default_rng(0), lengths
+    )
     setup.optimizer.zero_grad(set_to_none=True)
     losses, finite = update.backward_step(1, planned, data)
     assert finite and losses
     grads = {name: parameter.grad.clone() for name, parameter in setup.backend.model.named_parameters()}
-    return grads, planned, update
+    return grads, planned, update, losses
 
 
 @pytest.mark.parametrize("aggregation", ["token-mean", "sequence-mean", "constant"])
@@ -120,7 +123,7 @@ def test_k_micro_batches_give_the_gradient_of_one_batch(model_dir, samples, tmp_
             loss={"aggregation": aggregation},
             optim={"micro_batch_size": micro_batch, "grad_accumulation": None},
         )
-        grads, planned, _ = gradients_of_one_optimizer_step(config, tmp_path, samples)
+        grads, planned, _, _ = gradients_of_one_optimizer_step(config, tmp_path, samples)
         assert len(planned.policy) == -(-12 // micro_batch)
         found[micro_batch] = grads
     assert any(grad.abs().sum() > 0 for grad in found[12].values())
@@ -128,13 +131,52 @@ def test_k_micro_batches_give_the_gradient_of_one_batch(model_dir, samples, tmp_
         torch.testing.assert_close(found[5][name], grad, rtol=1e-4, atol=1e-7, msg=name)
 
 
+@pytest.mark.parametrize("aggregation", ["token-mean", "sequence-mean"])
+def test_length_sorted_micro_batches_give_the_same_loss_and_gradient_with_less_padding(
+    model_dir, samples, tmp_path, aggregation
+):
+    # The samples run 2, 3, 4, 5, 6, 2, ... tokens: in sampled order every micro-batch of 5 pads to 6.
+    lengths = [len(sample.prompt_ids) + len(sample.completion_ids) for sample in samples]
+    found = {}
+    for sort in (False, True):
+        optim = {"micro_batch_size": 5, "grad_accumulation": None, "sort_by_length": sort}
+        config = free_text_config(tmp_path / "run", model_dir, loss={"aggregation": aggregation}, optim=optim)
+        grads, planned, _, losses = gradients_of_one_optimizer_step(config, tmp_path, samples, lengths=lengths)
+        members = sorted(int(index) for batch in planned.policy for index in batch)
+        assert members == list(range(12)) and all(len(batch) <= 5 for batch in planned.policy)
+        found[sort] = (
+            grads,
+            sum(metrics["loss/policy"] for metrics, _ in losses),
+            padding_share(samples, planned.policy),
+        )
+    (unsorted, loss, padding), (ordered, sorted_loss, sorted_padding) = found[False], found[True]
+    assert sorted_padding < 0.5 * padding, (sorted_padding, padding)
+    assert sorted_loss == pytest.approx(loss, rel=1e-5, abs=1e-7)
+    assert any(grad.abs().sum() > 0 for grad in unsorted.values())
+    for name, grad in unsorted.items():
+        torch.testing.assert_close(ordered[name], grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_sorting_by_length_keeps_each_optimizer_step_its_own_samples():
+    lengths = np.random.default_rng(1).integers(10, 90, size=23)
+    optim = OptimConfig(micro_batch_size=3, grad_accumulation=2, epochs=2)
+    rng_plain, rng_sorted = np.random.default_rng(5), np.random.default_rng(5)
+    plain = plan_optimizer_steps(23, 0, optim.model_copy(update={"sort_by_length": False}), rng_plain, lengths)
+    ordered = plan_optimizer_steps(23, 0, optim, rng_sorted, lengths)
+    assert len(plain) == len(ordered) == 2 * 4
+    for before, after in zip(plain, ordered, strict=True):
+        assert sorted(np.concatenate(before.policy).tolist()) == sorted(np.concatenate(after.policy).tolist())
+        flat = np.concatenate(after.policy)
+        assert (np.diff(lengths[flat]) >= 0).all() and [len(batch) for batch in after.policy][0] == 3
+
+
 def test_masked_tokens_add_nothing_to_the_gradient(model_dir, samples, tmp_path):
     # Asynchronous training masks off-policy tokens (TrainSample.token_mask): a fully masked sample
     # must leave the gradient (and the token-mean denominator) as if it were not there.
     config = free_text_config(tmp_path / "run", model_dir, optim={"micro_batch_size": 12, "grad_accumulation": None})
     masked = [replace(samples[0], token_mask=[False] * len(samples[0].completion_ids)), *samples[1:]]
-    with_mask, _, _ = gradients_of_one_optimizer_step(config, tmp_path / "masked", masked)
-    without, _, _ = gradients_of_one_optimizer_step(config, tmp_path / "without", samples[1:])
+    with_mask, *_ = gradients_of_one_optimizer_step(config, tmp_path / "masked", masked)
+    without, *_ = gradients_of_one_optimizer_step(config, tmp_path / "without", samples[1:])
     assert any(grad.abs().sum() > 0 for grad in without.values())
     for name, grad in without.items():
         torch.testing.assert_close(with_mask[name], grad, rtol=1e-4, atol=1e-7, msg=name)
@@ -143,7 +185,7 @@ def test_masked_tokens_add_nothing_to_the_gradient(model_dir, samples, tmp_path)
 def test_the_rollout_entropy_bonus_pushes_the_entropy_up(model_dir, samples, tmp_path):
     # Only the rollout-wide entropy term (no sampled steps): its gradient must point along -dH/dtheta.
     config = free_text_config(tmp_path / "run", model_dir, loss={"entropy_coef": 0.5, "entropy_scope": "rollout"})
-    grads, _, update = gradients_of_one_optimizer_step(config, tmp_path, [], rollout_samples=samples)
+    grads, _, update, _ = gradients_of_one_optimizer_step(config, tmp_path, [], rollout_samples=samples)
     model = update.backend.model
     model.zero_grad(set_to_none=True)
     scores = update.score(model, samples, 1.0, entropy_grad=True)

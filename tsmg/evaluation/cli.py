@@ -100,6 +100,11 @@ def add_commands(commands: Any) -> None:
     )
     lap.add_argument("--history-k", type=int, default=2, help="turns shown with --history last_k")
     lap.add_argument(
+        "--observation-last",
+        action="store_true",
+        help="the observation at the end of the user turn, the format instructions before it (as trained with it)",
+    )
+    lap.add_argument(
         "--action-format",
         choices=["tag", "regex", "choice", "raw", "tool"],
         default="tag",
@@ -176,7 +181,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         model, key, option = parse_model_option(value)
         model_options.setdefault(model, {})[key] = option
     prices = {value.rpartition("=")[0]: _price(value) for value in args.price}
-    template = PromptTemplate(history=args.history, history_k=args.history_k)
+    template = PromptTemplate(history=args.history, history_k=args.history_k, observation_last=args.observation_last)
     if args.system is not None:
         template = template.model_copy(update={"system": args.system})
     lap = LAPConfig(
