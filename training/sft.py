@@ -491,8 +491,8 @@ def run_sft(
     output = trainer.train()
     seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_started
     with open(run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:  # what the run cost, as tsmg train logs it
-        handle.write(json.dumps({"step": int(output.global_step), "time/elapsed_s": seconds, "time/cpu_s": cpu_seconds}))
-        handle.write("\n")
+        cost = {"step": int(output.global_step), "time/elapsed_s": seconds, "time/cpu_s": cpu_seconds}
+        handle.write(json.dumps(cost) + "\n")
     final, adapter = save_final_model(backend, lora, run_dir)  # trains backend.model in place
     shutil.rmtree(run_dir / "trainer", ignore_errors=True)
     return SFTResult(
