@@ -110,8 +110,8 @@ class SFTRunConfig(_Section):
         default=None,
         gt=0.0,
         description=(
-            "Stop after the optimizer step during which the fine-tune has used this much CPU time (every thread, "
-            "user + system; None: no limit). The learning-rate schedule still runs over max_steps or epochs."
+            "Stop after the optimizer step during which the run has used this much CPU time (every thread, user + "
+            "system, loading included; None: no limit). The learning-rate schedule still runs over max_steps or epochs."
         ),
     )
 
@@ -353,7 +353,7 @@ class SFTResult:
         steps: Optimizer steps done.
         train_loss: Mean training loss over the run.
         seconds: Wall time of the training itself.
-        cpu_seconds: CPU time of the training itself (every thread, user + system).
+        cpu_seconds: CPU time of the whole run, set-up included (every thread, user + system).
         log: The trainer's log rows (also in ``metrics.jsonl``).
     """
 
@@ -410,6 +410,7 @@ def run_sft(
         SFTDatasetError: The transcripts cannot make a dataset (before any model loads).
         FileExistsError: The run folder holds a finished run already.
     """
+    cpu_started = time.process_time()  # the budget counts set-up too (as tsmg train's does): what the run costs
     samples = list(samples) if samples is not None else build_dataset(config)
     run_dir = Path(config.run.out_dir)
     if (run_dir / FINAL_DIR).exists():
@@ -462,7 +463,6 @@ def run_sft(
                 dropout=model_config.lora_dropout,
             )
     log: list[dict[str, Any]] = []
-    cpu_started = time.process_time()
 
     class _CPUBudget(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
