@@ -64,6 +64,13 @@ _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
     ("--updates", "run", "updates", int, "policy updates"),
     ("--max-seconds", "run", "max_seconds", float, "stop after this much wall time (default: no limit)"),
     (
+        "--max-cpu-seconds",
+        "run",
+        "max_cpu_seconds",
+        float,
+        "stop after this much CPU time of the training process (default: no limit)",
+    ),
+    (
         "--episodes",
         "run",
         "episodes",
@@ -273,6 +280,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"stopped at run.updates={run.updates} with {played:.0f} of the {run.episodes} budgeted episodes played: "
             "raise run.updates and --resume to play the rest"
         )
+    if result.stop_reason in ("max_seconds", "max_cpu_seconds"):
+        budget = "wall-time" if result.stop_reason == "max_seconds" else "CPU-time"
+        echo(f"stopped after update {result.steps}: the {budget} budget (run.{result.stop_reason}) was spent")
     echo(f"final model: {result.final_model}  (tsmg eval --model hf:{result.final_model} ...)")
     if result.adapter is not None:
         echo(f"LoRA adapter: {result.adapter}")

@@ -560,6 +560,15 @@ class RunConfig(_Section):
     max_seconds: float | None = Field(
         default=None, gt=0.0, description="Stop after the update during which this much wall time has passed."
     )
+    max_cpu_seconds: float | None = Field(
+        default=None,
+        gt=0.0,
+        description=(
+            "Stop after the update during which the training process has used this much CPU time (every thread, "
+            "user + system, evaluations included, a resumed run's earlier sessions counted; not an asynchronous "
+            "rollout worker's): budgets that stay equal on a busy machine, where wall time does not."
+        ),
+    )
     episodes_every: int = Field(
         default=0, ge=0, description="Append every k-th update's training episodes to episodes.jsonl (0: never)."
     )

@@ -55,7 +55,14 @@ if TYPE_CHECKING:
 
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
 RESUMABLE_CHANGES = frozenset(
-    {("run", "updates"), ("run", "episodes"), ("run", "max_seconds"), ("run", "threads"), ("distributed", "timeout_s")}
+    {
+        ("run", "updates"),
+        ("run", "episodes"),
+        ("run", "max_seconds"),
+        ("run", "max_cpu_seconds"),
+        ("run", "threads"),
+        ("distributed", "timeout_s"),
+    }
 )
 
 

@@ -106,6 +106,14 @@ class SFTRunConfig(_Section):
     seed: int = Field(default=0, description="Seed of the data order and the adapter's initialisation.")
     threads: int | None = Field(default=None, ge=1, description="torch CPU threads (None: torch's default).")
     logging_steps: int = Field(default=5, ge=1, description="Log the training loss every this many steps.")
+    max_cpu_seconds: float | None = Field(
+        default=None,
+        gt=0.0,
+        description=(
+            "Stop after the optimizer step during which the run has used this much CPU time (every thread, user + "
+            "system, loading included; None: no limit). The learning-rate schedule still runs over max_steps or epochs."
+        ),
+    )
 
 
 class SFTConfig(_Section):
@@ -345,6 +353,7 @@ class SFTResult:
         steps: Optimizer steps done.
         train_loss: Mean training loss over the run.
         seconds: Wall time of the training itself.
+        cpu_seconds: CPU time of the whole run, set-up included (every thread, user + system).
         log: The trainer's log rows (also in ``metrics.jsonl``).
     """
 
@@ -355,6 +364,7 @@ class SFTResult:
     steps: int
     train_loss: float
     seconds: float
+    cpu_seconds: float
     log: list[dict[str, Any]]
 
 
@@ -400,6 +410,7 @@ def run_sft(
         SFTDatasetError: The transcripts cannot make a dataset (before any model loads).
         FileExistsError: The run folder holds a finished run already.
     """
+    cpu_started = time.process_time()  # the budget counts set-up too (as tsmg train's does): what the run costs
     samples = list(samples) if samples is not None else build_dataset(config)
     run_dir = Path(config.run.out_dir)
     if (run_dir / FINAL_DIR).exists():
@@ -453,6 +464,12 @@ def run_sft(
             )
     log: list[dict[str, Any]] = []
 
+    class _CPUBudget(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            budget = config.run.max_cpu_seconds
+            if budget is not None and time.process_time() - cpu_started >= budget:
+                control.should_training_stop = True
+
     class _Rows(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
             row = {"step": int(state.global_step), **(logs or {})}
@@ -467,12 +484,15 @@ def run_sft(
         args=arguments,
         train_dataset=dataset,
         processing_class=backend.tokenizer,
-        callbacks=[_Rows()],
+        callbacks=[_Rows(), _CPUBudget()],
     )
     trainer.remove_callback(PrinterCallback)  # without progress bars it prints every log row; on_log reports them
     began = time.perf_counter()
     output = trainer.train()
-    seconds = time.perf_counter() - began
+    seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_started
+    with open(run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:  # what the run cost, as tsmg train logs it
+        cost = {"step": int(output.global_step), "time/elapsed_s": seconds, "time/cpu_s": cpu_seconds}
+        handle.write(json.dumps(cost) + "\n")
     final, adapter = save_final_model(backend, lora, run_dir)  # trains backend.model in place
     shutil.rmtree(run_dir / "trainer", ignore_errors=True)
     return SFTResult(
@@ -483,5 +503,6 @@ def run_sft(
         steps=int(output.global_step),
         train_loss=float(output.training_loss),
         seconds=seconds,
+        cpu_seconds=cpu_seconds,
         log=log,
     )

@@ -40,6 +40,13 @@ _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
     ("--batch-size", "optim", "batch_size", int, "samples per forward/backward pass"),
     ("--seed", "run", "seed", int, "seed of the data order and the adapter's initialisation"),
     ("--threads", "run", "threads", int, "torch CPU threads (default: torch's own)"),
+    (
+        "--max-cpu-seconds",
+        "run",
+        "max_cpu_seconds",
+        float,
+        "stop after this much CPU time of the fine-tune (default: no limit)",
+    ),
 )
 
 
@@ -170,7 +177,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     except FileExistsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    took = f"{result.seconds:.0f} s"
+    took = f"{result.seconds:.0f} s ({result.cpu_seconds:.0f} CPU-s)"
     print(f"{result.steps} steps over {result.samples} samples in {took}, mean loss {result.train_loss:.4f}")
     print(f"final model: {result.final_model}  (tsmg eval --model hf:{result.final_model} ...)")
     return 0

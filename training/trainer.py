@@ -112,7 +112,7 @@ class TrainResult:
     Attributes:
         run_dir: The run folder.
         steps: Updates done (including those before a resume).
-        stop_reason: Why training ended ("updates", "episodes", "max_seconds", "hook").
+        stop_reason: Why training ended ("updates", "episodes", "max_seconds", "max_cpu_seconds", "hook").
         final_model: Full model folder that ``HFBackend`` (``tsmg eval --model hf:DIR``) loads.
         adapter: The LoRA adapter folder (LoRA runs only).
         checkpoint: The last checkpoint.
@@ -161,7 +161,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             it resumes once the game is fixed (an asynchronous rollout worker's failure included).
     """
     hooks = hooks or TrainHooks()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     run, rollout_config, sampler = config.run, config.rollout, config.sampler
 
     # --- 1. refuse what cannot work, before any model loads -----------------------------------
@@ -174,7 +174,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     check_world_divides_groups(world, rollout_config.groups_per_update)
     folder = RunFolder(Path(run.out_dir), world, run.keep_last)
     checkpoint = folder.open(config, resume, prepare=lambda: base_model_source(config, folder.path))
-    state: dict[str, Any] = {"skipped_updates": 0, "episodes_total": 0, "elapsed_s": 0.0}
+    state: dict[str, Any] = {"skipped_updates": 0, "episodes_total": 0, "elapsed_s": 0.0, "cpu_s": 0.0}
     if checkpoint is not None:
         state.update(checkpoint.state)
     setup = set_up(config, folder.path, checkpoint, world, episodes_played=lambda: int(state["episodes_total"]))
@@ -182,6 +182,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     if checkpoint is not None:
         restore_rng_state(checkpoint.rng)
     elapsed_before, start_step = float(state["elapsed_s"]), checkpoint.step if checkpoint else 0
+    cpu_before = float(state.get("cpu_s", 0.0))  # a checkpoint written before the CPU budget existed has none
     opponent = policy_from_spec(rollout_config.opponent, seed=run.seed) if rollout_config.opponent else None
     opponents = Opponents(
         config, agents, folder.path, world, fixed=opponent, resume_step=checkpoint.step if checkpoint else None
@@ -225,6 +226,10 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     def elapsed() -> float:
         return elapsed_before + time.perf_counter() - started
 
+    def cpu_used() -> float:
+        """This process's CPU seconds (every thread, user + system) since the run began, resumes included."""
+        return cpu_before + time.process_time() - cpu_started
+
     def evaluate() -> dict[str, float]:
         began = time.perf_counter()
         seating = opponents.eval_seating(eval_plans)
@@ -247,7 +252,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         )
 
     def save_checkpoint(step: int) -> Path:
-        state["elapsed_s"] = elapsed()
+        state["elapsed_s"], state["cpu_s"] = elapsed(), cpu_used()
         return folder.save_checkpoint(
             step,
             save_weights=save_weights,
@@ -347,11 +352,14 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                 stop_reason = "episodes"
             elif world.broadcast(run.max_seconds is not None and elapsed() >= run.max_seconds):  # rank 0's clock
                 stop_reason = "max_seconds"
+            elif world.broadcast(run.max_cpu_seconds is not None and cpu_used() >= run.max_cpu_seconds):
+                stop_reason = "max_cpu_seconds"
             last = stop_reason != "updates" or step == run.updates
             evaluated = bool(run.eval_every) and (step % run.eval_every == 0 or last)
             if evaluated:
                 metrics.update(evaluate())
             metrics["time/elapsed_s"] = elapsed()
+            metrics["time/cpu_s"] = cpu_used()
             if not last and world.broadcast(hooks.should_stop is not None and hooks.should_stop(step, metrics)):
                 stop_reason, last = "hook", True
                 if run.eval_every and not evaluated:

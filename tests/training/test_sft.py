@@ -156,6 +156,20 @@ def test_a_tiny_model_learns_to_answer_in_tags_and_the_result_loads(tiny_model, 
         run_sft(config, samples=samples)
 
 
+def test_a_cpu_budget_ends_the_fine_tune_and_its_cost_is_logged(tiny_model, tmp_path):
+    write_episodes(tmp_path / "oracle.jsonl", oracle_episodes([0], game="FrozenLake-v0"))
+    config = SFTConfig(
+        data={"episodes": [str(tmp_path / "oracle.jsonl")]},
+        model={"spec": f"hf:{tiny_model}", "finetune": "full", "dtype": "float32"},
+        optim={"lr": 1e-3, "max_steps": 500, "batch_size": 6},
+        run={"out_dir": str(tmp_path / "run"), "threads": 1, "max_cpu_seconds": 1e-3},
+    )
+    result = run_sft(config)
+    assert result.steps == 1 and 0 < result.cpu_seconds
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1] == {"step": 1, "time/elapsed_s": result.seconds, "time/cpu_s": result.cpu_seconds}
+
+
 def _greedy(backend, samples):
     requests = [GenerationRequest(messages=sample.messages) for sample in samples]
     return [c.text.strip() for c in backend.generate(requests, SamplingParams(temperature=0.0, max_tokens=16))]

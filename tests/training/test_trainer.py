@@ -202,6 +202,20 @@ def test_an_episode_budget_stops_the_run_and_clocks_the_schedule(tiny_model, tmp
     assert comparable(resumed.metrics) == comparable(by_episodes.metrics)
 
 
+def test_a_cpu_budget_stops_the_run_and_counts_the_sessions_before_a_resume(tiny_model, tmp_path):
+    tiny_budget = train(make_config(tmp_path / "tiny", tiny_model, run={"updates": 5, "max_cpu_seconds": 1e-3}))
+    assert tiny_budget.stop_reason == "max_cpu_seconds" and tiny_budget.steps == 1
+
+    first = make_config(tmp_path / "split", tiny_model, run={"updates": 2, "checkpoint_every": 1})
+    spent = [row["time/cpu_s"] for row in train(first).metrics if "time/cpu_s" in row]
+    assert len(spent) == 2 and 0 < spent[0] < spent[1]
+    # Resumed with a budget the first session already used up: one more update, not a fresh budget.
+    run = first.run.model_copy(update={"updates": 6, "max_cpu_seconds": spent[-1]})
+    resumed = train(first.model_copy(update={"run": run}), resume=True)
+    assert resumed.stop_reason == "max_cpu_seconds" and resumed.steps == 3
+    assert resumed.metrics[-1]["time/cpu_s"] > spent[-1]
+
+
 def test_rollout_entropy_bonus_acts_when_no_group_has_signal(tiny_model, tmp_path):
     # Holes all around the start: every episode fails, every group is zero-signal, AAW draws nothing.
     doomed = {"game_options": {"desc": ["SH", "HG"], "max_steps": 2}}

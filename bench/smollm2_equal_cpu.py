@@ -1,0 +1,450 @@
+"""SmolLM2-135M on held-out random maps at equal CPU time: SFT alone, SFT then MS-GRPO, MS-GRPO alone.
+
+The setting of docs/results.md ("SmolLM2-135M in the paper's setting"): FrozenLake-NoSlip-v0, a
+random 4x4 map per episode, 8 steps. Every arm of a seed gets the same CPU budget (``--budget``
+CPU-seconds of the training processes, user + system; model loading included; evaluations are
+not part of it), spent through the commands a user types (``tsmg sft`` / ``tsmg train`` with
+``--max-cpu-seconds``), with the shipped configs:
+
+* ``sft``: ``tsmg sft`` on oracle transcripts for the whole budget (``<action>`` tags);
+* ``sft+rl``: ``tsmg sft`` for ``--sft-share`` of the budget, then ``tsmg train`` (MS-GRPO with
+  AAW sampling, ``configs/frozen_lake_smollm2_equal_cpu_rl.yaml``) for what the SFT left of it;
+* ``rl-choice``: ``tsmg train`` from the zero-shot model under constrained choice, no SFT
+  (``configs/frozen_lake_smollm2_equal_cpu_choice.yaml``), for the whole budget.
+
+An SFT run's learning-rate schedule spans the steps its budget buys: ``OUT/calibration.json``
+holds an SFT run's fixed CPU-seconds (loading) and CPU-seconds per step, measured once (a 5-step and a
+``5 + --calibrate-steps``-step run), and each SFT run asks for the steps its budget buys, with the
+budget as a hard stop. The arms' actual CPU-seconds are in the
+table.
+
+Judged on the held-out maps (``tsmg eval --seed 0``, ``--episodes`` maps, greedy and at
+temperature 1); pilots (``--pilot NAME``, 20 CPU-minutes each, training seed 0) on the
+validation maps (``--seed 1000000``), never the held-out ones. Each arm's success with its
+Wilson 95 % interval, and exact McNemar tests over the held-out maps (per seed and pooled over
+seeds: the discordant maps summed) of ``sft+rl`` and ``rl-choice`` against ``sft``. For runs
+that trained with MS-GRPO: the share of zero-signal groups and the mean |advantage| (from their
+``metrics.jsonl``), and how far the policy moved: KL(trained || start) per decision, estimated on
+the trained model's own answers (:func:`kl_to_start`).
+
+Everything lands in ``OUT`` (one folder per seed and arm, ``OUT/runs.jsonl`` appended as each
+arm finishes): started again with the same ``--out``, the bench skips what is done, resumes an
+interrupted ``tsmg train`` with ``--resume`` (its CPU budget counts the sessions before) and
+restarts an interrupted ``tsmg sft`` (it has no checkpoints). ``--summarise`` prints the tables
+of what is there. Ends with one line holding a JSON object.
+
+    python bench/smollm2_equal_cpu.py --out runs/equal-cpu --seeds 3          # ~9 CPU-hours, one process
+    python bench/smollm2_equal_cpu.py --out runs/equal-cpu --pilot rl-lr1e-4  # one pilot, 20 CPU-minutes
+    python bench/smollm2_equal_cpu.py --out runs/equal-cpu --seeds 3 --summarise
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+GAME = "FrozenLake-NoSlip-v0"
+SFT_CONFIG = "configs/sft/frozen_lake_smollm2.yaml"
+RL_CONFIG = "configs/frozen_lake_smollm2_equal_cpu_rl.yaml"
+CHOICE_CONFIG = "configs/frozen_lake_smollm2_equal_cpu_choice.yaml"
+ORACLE_SEED = 5_000_000
+HELD_OUT_SEED = 0  # tsmg eval's default seeds: never a training (< 1,000,000 from run seeds) or oracle seed
+VALIDATION_SEED = 1_000_000
+ARMS = ("sft", "sft+rl", "rl-choice")
+#: Each arm's evaluation LAP: the action format it trained in.
+EVAL_FORMAT = {
+    "sft": ["--action-format", "tag"],
+    "sft+rl": ["--action-format", "tag"],
+    "rl-choice": ["--action-format", "choice"],
+}
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """A pilot of the recipe: an arm with ``tsmg train --set`` overrides, judged on validation maps."""
+
+    arm: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+
+#: At most eight pilots of 20 CPU-minutes (the issue's rule); the chosen recipe goes into the shipped configs.
+PILOTS: dict[str, Pilot] = {
+    "rl-base": Pilot("sft+rl", {}, "the shipped RL config as it is"),
+    "rl-lr1e-4": Pilot("sft+rl", {"optim.lr": 1e-4}, "a smaller step"),
+    "rl-t1.3": Pilot("sft+rl", {"rollout.lap.temperature": 1.3}, "more exploration in the rollouts"),
+    "rl-g16": Pilot("sft+rl", {"rollout.group_size": 16, "rollout.groups_per_update": 4}, "fewer maps, bigger groups"),
+    "rl-kl": Pilot("sft+rl", {"loss.kl_beta": 0.05}, "a KL penalty to the SFT model"),
+    "choice-base": Pilot("rl-choice", {}, "the shipped constrained-choice config as it is"),
+    "choice-t1": Pilot("rl-choice", {"rollout.lap.temperature": 1.0}, "temperature 1 instead of 2"),
+}
+
+
+def tsmg(*args: str) -> list[str]:
+    """The CLI command a user types (run through this interpreter)."""
+    return [sys.executable, "-m", "tsmg.cli", *args]
+
+
+def sets(settings: dict[str, Any]) -> list[str]:
+    """``--set`` flags of ``settings``."""
+    return [flag for key, value in settings.items() for flag in ("--set", f"{key}={json.dumps(value)}")]
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The JSON rows of a ``.jsonl`` file (none when it is missing)."""
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def cpu_spent(run_dir: Path) -> float:
+    """The CPU-seconds a finished ``tsmg sft`` / ``tsmg train`` run logged last (``time/cpu_s``)."""
+    spent = [row["time/cpu_s"] for row in read_rows(run_dir / "metrics.jsonl") if "time/cpu_s" in row]
+    if not spent:
+        raise SystemExit(f"{run_dir}: no time/cpu_s in metrics.jsonl (a run from before CPU budgets?)")
+    return float(spent[-1])
+
+
+class Bench:
+    """Runs (and resumes) the jobs under one output folder."""
+
+    def __init__(self, out: Path, args: argparse.Namespace) -> None:
+        self.out, self.args = out, args
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": str(REPO)}
+
+    def run(self, command: list[str], log: Path) -> None:
+        """Run one CLI command, its output into ``log``; a failure stops the bench with the log's tail."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        print("$ " + " ".join(command[2:]), flush=True)
+        with open(log, "a", encoding="utf-8") as handle:
+            done = subprocess.run(command, cwd=REPO, env=self.env, stdout=handle, stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+            raise SystemExit(f"{' '.join(command[2:])} failed (exit {done.returncode}); its log {log} ends:\n{tail}")
+
+    # ------------------------------------------------------------------ the pieces
+    def oracle(self) -> Path:
+        """Oracle transcripts (seeds from 5,000,000): more decisions than the longest SFT run uses."""
+        folder = self.out / "oracle"
+        if not (folder / "summary.json").is_file():
+            self.run(
+                tsmg("rollout", "--game", GAME, "--model", "oracle", "--episodes", str(self.args.oracle_episodes),
+                     "--seed", str(ORACLE_SEED), "--out", str(folder)),
+                self.out / "logs" / "oracle.log",
+            )  # fmt: skip
+        return folder / "episodes.jsonl"
+
+    def sft_cost(self) -> tuple[float, float]:
+        """An SFT run's fixed CPU-seconds (loading) and CPU-seconds per step: two timed runs, 5 and 5 + N steps."""
+        path = self.out / "calibration.json"
+        if not path.is_file():
+            costs = {}
+            for steps in (5, 5 + self.args.calibrate_steps):
+                folder = self.out / "calibration" / f"sft-{steps}"
+                shutil.rmtree(folder, ignore_errors=True)
+                log = self.out / "logs" / f"calibration-{steps}.log"
+                self.run(self.sft_command(folder, 0, steps=steps, budget=None), log)
+                costs[steps] = cpu_spent(folder)
+            per_step = (costs[5 + self.args.calibrate_steps] - costs[5]) / self.args.calibrate_steps
+            fixed = max(costs[5] - 5 * per_step, 0.0)
+            path.write_text(json.dumps({"cpu_s_per_step": per_step, "cpu_s_fixed": fixed, "runs": costs}) + "\n")
+        found = json.loads(path.read_text())
+        return float(found["cpu_s_fixed"]), float(found["cpu_s_per_step"])
+
+    def sft_command(self, folder: Path, seed: int, *, steps: int, budget: float | None) -> list[str]:
+        """``tsmg sft`` of ``steps`` steps (at most ``budget`` CPU-seconds) into ``folder``."""
+        command = tsmg("sft", "--config", SFT_CONFIG, "--episodes", str(self.out / "oracle" / "episodes.jsonl"),
+                       "--max-steps", str(steps), "--seed", str(seed), "--threads", str(self.args.threads),
+                       "--out", str(folder), *self.args.model_flags)  # fmt: skip
+        return command + (["--max-cpu-seconds", str(budget)] if budget is not None else [])
+
+    def sft(self, folder: Path, seed: int, budget: float) -> float:
+        """A finished SFT run of ``budget`` CPU-seconds in ``folder`` (restarted if interrupted); its CPU-seconds."""
+        if not (folder / "final").is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+            fixed, per_step = self.sft_cost()  # the schedule spans the steps the budget buys; the budget stops it
+            steps = max(1, int((budget - fixed) / per_step))
+            self.run(
+                self.sft_command(folder, seed, steps=steps, budget=budget), self.out / "logs" / f"{folder.name}.log"
+            )
+        return cpu_spent(folder)
+
+    def train_command(self, folder: Path, config: str, seed: int, budget: float, extra: list[str]) -> list[str]:
+        """``tsmg train`` of ``config`` until ``budget`` CPU-seconds are spent (``--resume`` once it started)."""
+        resume = ["--resume"] if (folder / "config.yaml").is_file() else []
+        return tsmg("train", "--config", config, "--seed", str(seed), "--threads", str(self.args.threads),
+                    "--max-cpu-seconds", str(budget), "--out", str(folder), *resume, *extra)  # fmt: skip
+
+    def train(self, folder: Path, config: str, seed: int, budget: float, extra: list[str]) -> float:
+        """A finished ``tsmg train`` run (resumed after an interruption); its CPU-seconds."""
+        if not (folder / "final").is_dir():
+            log = self.out / "logs" / f"{folder.parent.name}-{folder.name}.log"
+            self.run(self.train_command(folder, config, seed, budget, extra), log)
+        return cpu_spent(folder)
+
+    def evaluate(self, model: Path, arm: str, folder: Path, seed: int, temperature: float) -> Path:
+        """``tsmg eval`` of a trained model on ``--episodes`` maps from ``seed`` (it resumes by itself)."""
+        spec = f"hf:{model}"
+        self.run(
+            tsmg("eval", "--game", GAME, "--model", spec, "--episodes", str(self.args.episodes), "--seed", str(seed),
+                 "--temperature", str(temperature), "--max-tokens", "24", *EVAL_FORMAT[arm],
+                 "--model-option", f"{spec}:threads={self.args.threads}", "--no-progress", "--out", str(folder)),
+            self.out / "logs" / f"eval-{folder.parent.name}-{folder.name}.log",
+        )  # fmt: skip
+        return folder
+
+    # ------------------------------------------------------------------ arms
+    def arm(self, seed: int, arm: str, budget: float, pilot: str | None = None) -> dict[str, Any]:
+        """One arm of one seed, trained within ``budget`` CPU-seconds and evaluated; its record.
+
+        A pilot (``pilot``: a name of :data:`PILOTS`) trains its RL for ``--pilot-budget`` CPU-seconds from
+        the SFT every pilot shares (``OUT/pilots/sft-short``, the main runs' share of ``budget``) and is
+        judged on the validation maps.
+        """
+        root = self.out / "pilots" / pilot if pilot else self.out / f"seed-{seed}"
+        extra = sets(PILOTS[pilot].settings) if pilot else []
+        short_sft = self.out / "pilots" / "sft-short" if pilot else root / "sft-short"
+        eval_seed = VALIDATION_SEED if pilot else HELD_OUT_SEED
+        cpu: dict[str, float] = {}
+        if arm == "sft":
+            cpu["sft"] = self.sft(root / "sft", seed, budget)
+            model = root / "sft" / "final"
+        elif arm == "sft+rl":
+            cpu["sft"] = self.sft(short_sft, seed, self.args.sft_share * budget)
+            start = ["--set", f"model.spec=hf:{short_sft / 'final'}"]
+            rl_budget = self.args.pilot_budget if pilot else budget - cpu["sft"]
+            cpu["rl"] = self.train(root / "sft+rl", RL_CONFIG, seed, rl_budget, start + extra)
+            model = root / "sft+rl" / "final"
+        else:
+            rl_budget = self.args.pilot_budget if pilot else budget
+            cpu["rl"] = self.train(root / "rl-choice", CHOICE_CONFIG, seed, rl_budget, self.args.model_flags + extra)
+            model = root / "rl-choice" / "final"
+        evals = {
+            f"t{temperature:g}": str(
+                self.evaluate(model, arm, root / f"eval-{arm}-t{temperature:g}", eval_seed, temperature)
+            )
+            for temperature in (0.0, 1.0)
+        }
+        record = {"seed": seed, "arm": arm, "budget": budget, "cpu": cpu, "cpu_total": sum(cpu.values())}
+        record["evals"] = evals
+        if arm != "sft":  # how far MS-GRPO moved the policy from where it started
+            start = short_sft / "final" if arm == "sft+rl" else self.base_model()
+            record["kl_to_start"] = kl_to_start(Path(evals["t1"]), start, self.args.threads)
+        return record
+
+    def base_model(self) -> Path:
+        """The folder of the model the runs start from (``--model hf:DIR``, else the embedded SmolLM2)."""
+        if self.args.model:
+            return Path(self.args.model.removeprefix("hf:"))
+        from backends.embedded import embedded_model_dir
+
+        return Path(embedded_model_dir())
+
+    def zero_shot(self) -> dict[str, str]:
+        """The zero-shot model under constrained choice on the held-out maps (its tags row is in docs/results.md)."""
+        folders = {}
+        for temperature in (0.0, 1.0):
+            folder = self.out / "zero-shot" / f"eval-choice-t{temperature:g}"
+            self.run(
+                tsmg("eval", "--game", GAME, "--model", "smollm2", "--episodes", str(self.args.episodes), "--seed",
+                     str(HELD_OUT_SEED), "--temperature", str(temperature), "--action-format", "choice",
+                     "--model-option", f"smollm2:threads={self.args.threads}", "--no-progress", "--out", str(folder)),
+                self.out / "logs" / f"eval-zero-shot-t{temperature:g}.log",
+            )  # fmt: skip
+            folders[f"t{temperature:g}"] = str(folder)
+        return folders
+
+
+# ---------------------------------------------------------------------- the tables
+def solved(eval_dir: Path) -> dict[int, bool]:
+    """Which seeds the evaluation solved."""
+    from tsmg.episode import read_episodes
+
+    return {int(e.seed or 0): bool(e.success.get("player")) for e in read_episodes(eval_dir / "episodes.jsonl")}
+
+
+def mcnemar(arm: dict[int, bool], baseline: dict[int, bool]) -> dict[str, Any]:
+    """Exact McNemar test on the seeds both played: maps only one of the two solved."""
+    from scipy.stats import binomtest
+
+    shared = sorted(set(arm) & set(baseline))
+    only_arm = sum(arm[seed] and not baseline[seed] for seed in shared)
+    only_baseline = sum(baseline[seed] and not arm[seed] for seed in shared)
+    discordant = only_arm + only_baseline
+    p_value = binomtest(only_arm, discordant, 0.5).pvalue if discordant else 1.0
+    return {"only_arm": only_arm, "only_baseline": only_baseline, "p_value": p_value, "maps": len(shared)}
+
+
+def success(results: dict[int, bool]) -> dict[str, Any]:
+    """Success with its Wilson 95 % interval."""
+    from tsmg.evaluation.metrics import wilson_interval
+
+    wins = sum(results.values())
+    low, high = wilson_interval(wins, len(results))
+    return {"success": wins / max(len(results), 1), "ci95": [low, high], "episodes": len(results)}
+
+
+def kl_to_start(eval_dir: Path, start: Path, threads: int) -> float:
+    """KL(trained || start) per decision, estimated on the trained model's own answers at temperature 1.
+
+    Every decision of the evaluation at temperature 1 recorded its answer's tokens and their
+    log-probabilities under the trained model; the start model scores the same tokens (a constrained
+    choice under the same restriction), and the mean over decisions of the summed difference is an
+    unbiased estimate of the KL divergence from the start model.
+    """
+    from backends.hf import HFBackend
+    from tsmg.episode import read_episodes
+
+    steps = [step for episode in read_episodes(eval_dir / "episodes.jsonl") for step in episode.steps]
+    steps = [step for step in steps if step.token_ids and step.logprobs and step.prompt_token_ids]
+    backend = HFBackend(str(start), dtype="float32", threads=threads)
+    total = 0.0
+    for first in range(0, len(steps), 32):
+        batch = steps[first : first + 32]
+        scored = backend.sequence_logprobs(
+            [step.prompt_token_ids for step in batch],
+            [step.token_ids for step in batch],
+            1.0,
+            choices=[step.choices for step in batch],
+        )
+        total += sum(sum(step.logprobs) - float(start_logprobs.sum()) for step, start_logprobs in zip(batch, scored, strict=True))
+    return total / max(len(steps), 1)
+
+
+def training_signal(run_dir: Path) -> dict[str, float | None]:
+    """What MS-GRPO saw: updates, mean share of zero-signal groups, mean |advantage|, how far the policy moved."""
+    rows = [row for row in read_rows(run_dir / "metrics.jsonl") if "credit/groups" in row]
+    if not rows:
+        return {}
+    mean = lambda key: sum(row.get(key, 0.0) for row in rows) / len(rows)  # noqa: E731
+    return {
+        "updates": float(len(rows)),
+        "zero_signal_fraction": mean("credit/zero_signal_fraction"),
+        "mean_abs_advantage": mean("credit/mean_abs_advantage"),
+        "kl_ref_last": rows[-1].get("loss/kl_ref"),  # logged with a KL penalty only (loss.kl_beta > 0)
+        "rollout_success_first": float(rows[0].get("rollout/success_rate", float("nan"))),
+        "rollout_success_last": float(rows[-1].get("rollout/success_rate", float("nan"))),
+    }
+
+
+def summarise(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """Print the per-seed and pooled tables of ``records``; the headline figures."""
+
+    def pct(entry: dict[str, Any]) -> str:
+        low, high = entry["ci95"]
+        return f"{100 * entry['success']:.1f}% ({100 * low:.1f}–{100 * high:.1f}%)"
+
+    headline: dict[str, Any] = {"arms": {}, "paired": {}}
+    for temperature in ("t0", "t1"):
+        results = {(r["seed"], r["arm"]): solved(Path(r["evals"][temperature])) for r in records}
+        print(f"\nheld-out maps, {'greedy' if temperature == 't0' else 'temperature 1'}:")
+        print("| seed | arm | CPU-s (sft + rl) | success (95% CI) |")
+        print("|---|---|---|---|")
+        for r in records:
+            cpu = " + ".join(f"{r['cpu'][k]:.0f}" for k in ("sft", "rl") if k in r["cpu"])
+            print(f"| {r['seed']} | {r['arm']} | {cpu} | {pct(success(results[(r['seed'], r['arm'])]))} |")
+        for arm in ARMS:
+            pooled = {
+                (seed, s): ok for (seed, name), found in results.items() if name == arm for s, ok in found.items()
+            }
+            if pooled:
+                headline["arms"].setdefault(arm, {})[temperature] = success(pooled)  # type: ignore[arg-type]
+        for arm in ("sft+rl", "rl-choice"):
+            per_seed, totals = [], {"only_arm": 0, "only_baseline": 0}
+            for seed in sorted({r["seed"] for r in records}):
+                if (seed, arm) in results and (seed, "sft") in results:
+                    test = mcnemar(results[(seed, arm)], results[(seed, "sft")])
+                    per_seed.append({"seed": seed, **test})
+                    totals["only_arm"] += test["only_arm"]
+                    totals["only_baseline"] += test["only_baseline"]
+            if not per_seed:
+                continue
+            from scipy.stats import binomtest
+
+            discordant = totals["only_arm"] + totals["only_baseline"]
+            pooled_p = binomtest(totals["only_arm"], discordant, 0.5).pvalue if discordant else 1.0
+            headline["paired"][f"{arm} vs sft {temperature}"] = {"per_seed": per_seed, **totals, "p_value": pooled_p}
+            seeds = ", ".join(
+                f"seed {t['seed']}: {t['only_arm']} vs {t['only_baseline']}, p {t['p_value']:.3g}" for t in per_seed
+            )
+            print(f"{arm} vs sft (maps solved only by the first vs only by sft): {seeds}; pooled "
+                  f"{totals['only_arm']} vs {totals['only_baseline']}, exact McNemar p {pooled_p:.3g}")  # fmt: skip
+    signals = {}
+    for r in records:
+        folder = out / f"seed-{r['seed']}" / r["arm"]
+        if r["arm"] != "sft" and (signal := training_signal(folder)):
+            signal["kl_to_start"] = r.get("kl_to_start")
+            signals[f"{r['seed']}/{r['arm']}"] = signal
+            rounded = {key: value if value is None else round(value, 4) for key, value in signal.items()}
+            print(f"seed {r['seed']} {r['arm']}: {json.dumps(rounded)}")
+    headline["training_signal"] = signals
+    return headline
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/equal-cpu"), help="the bench's folder (resumable)")
+    parser.add_argument("--seeds", type=int, default=3, help="training seeds (0, 1, ...)")
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    parser.add_argument("--budget", type=float, default=3600.0, help="CPU-seconds per arm and seed")
+    parser.add_argument("--sft-share", type=float, default=0.25, help="sft+rl: the SFT's share of the budget")
+    parser.add_argument("--episodes", type=int, default=200, help="held-out (or validation) maps per evaluation")
+    parser.add_argument("--oracle-episodes", type=int, default=2000, help="oracle transcripts for SFT")
+    parser.add_argument("--calibrate-steps", type=int, default=20, help="SFT steps timed to size the SFT runs")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of every process")
+    parser.add_argument("--model", default=None, help="base model (default: the configs' smollm2), e.g. hf:DIR")
+    parser.add_argument("--pilot", choices=sorted(PILOTS), help="run one pilot (training seed 0, validation maps)")
+    parser.add_argument("--pilot-budget", type=float, default=1200.0, help="CPU-seconds of a pilot's RL")
+    parser.add_argument("--summarise", action="store_true", help="print the tables of the finished arms; train nothing")
+    args = parser.parse_args()
+    args.model_flags = ["--model", args.model] if args.model else []
+    bench = Bench(args.out, args)
+    records_path = args.out / ("pilots.jsonl" if args.pilot else "runs.jsonl")
+    records = read_rows(records_path)
+
+    if not args.summarise:
+        started = time.time()
+        bench.oracle()
+        if args.pilot:
+            pilot = PILOTS[args.pilot]
+            if not any(r.get("pilot") == args.pilot for r in records):
+                record = bench.arm(0, pilot.arm, args.budget, pilot=args.pilot)
+                record.update(pilot=args.pilot, note=pilot.note)
+                with open(records_path, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(record) + "\n")
+                records.append(record)
+        else:
+            if args.model is None:
+                bench.zero_shot()
+            for seed in range(args.seeds):
+                for arm in args.arms:
+                    if any(r["seed"] == seed and r["arm"] == arm for r in records):
+                        continue
+                    record = bench.arm(seed, arm, args.budget)
+                    with open(records_path, "a", encoding="utf-8") as handle:
+                        handle.write(json.dumps(record) + "\n")
+                    records.append(record)
+        print(f"wall time this session: {time.time() - started:.0f} s")
+    if args.pilot:
+        for r in records:
+            found = success(solved(Path(r["evals"]["t0"])))
+            share = f"{100 * found['success']:.1f}%"
+            print(f"pilot {r['pilot']} ({r['note']}): validation greedy {share}, CPU {r['cpu_total']:.0f} s")
+        print(json.dumps({"pilots": {r["pilot"]: success(solved(Path(r["evals"]["t0"]))) for r in records}}))
+        return
+    records = [r for r in records if r["seed"] < args.seeds and r["arm"] in args.arms]
+    print(json.dumps({"budget_cpu_s": args.budget, "seeds": args.seeds, **summarise(records, args.out)}))
+
+
+if __name__ == "__main__":
+    main()

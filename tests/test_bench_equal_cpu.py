@@ -1,0 +1,101 @@
+"""bench/smollm2_equal_cpu.py: pilots change only what they claim, and the paired statistics are exact."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from bench_modules import load_bench
+
+import games  # noqa: F401  (registers the catalog)
+from training.cli import add_commands, config_from_args
+from training.config import TrainConfig
+
+equal_cpu = load_bench("smollm2_equal_cpu")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench(tmp_path):
+    args = argparse.Namespace(threads=1, model_flags=[], pilot_budget=1200.0, sft_share=0.25)
+    return equal_cpu.Bench(tmp_path, args)
+
+
+def parsed(command):
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    return config_from_args(parser.parse_args(command[3:]))  # past "python -m tsmg.cli"
+
+
+def flat(data, prefix=""):
+    items = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key not in ("params", "game_options"):
+            items.update(flat(value, f"{prefix}{key}."))
+        else:
+            items[f"{prefix}{key}"] = value
+    return items
+
+
+@pytest.mark.parametrize("name", sorted(equal_cpu.PILOTS))
+def test_a_pilot_changes_only_its_settings_and_the_budget(name, tmp_path):
+    pilot = equal_cpu.PILOTS[name]
+    config = equal_cpu.RL_CONFIG if pilot.arm == "sft+rl" else equal_cpu.CHOICE_CONFIG
+    shipped = flat(TrainConfig.from_yaml(REPO / config).model_dump())
+    command = bench(tmp_path).train_command(tmp_path / name, config, 0, 1200.0, equal_cpu.sets(pilot.settings))
+    changed = {key: value for key, value in flat(parsed(command).model_dump()).items() if shipped[key] != value}
+    assert changed == {**pilot.settings, "run.max_cpu_seconds": 1200.0, "run.out_dir": str(tmp_path / name)}
+    assert len(equal_cpu.PILOTS) <= 8  # the issue's rule: at most eight pilots
+
+
+def test_the_arms_train_in_their_own_action_format_and_are_judged_in_it():
+    for arm, config in (("sft+rl", equal_cpu.RL_CONFIG), ("rl-choice", equal_cpu.CHOICE_CONFIG)):
+        kind = TrainConfig.from_yaml(REPO / config).rollout.lap.action_format.kind
+        assert equal_cpu.EVAL_FORMAT[arm] == ["--action-format", kind]
+        assert TrainConfig.from_yaml(REPO / config).run.eval_every == 0  # evaluations would spend the budget
+
+
+def test_mcnemar_counts_the_discordant_maps_and_gives_the_exact_two_sided_p():
+    arm = {seed: seed < 7 for seed in range(10)}  # solves 0-6
+    baseline = {seed: 2 <= seed < 8 for seed in range(10)}  # solves 2-7
+    test = equal_cpu.mcnemar(arm, baseline)
+    assert (test["only_arm"], test["only_baseline"], test["maps"]) == (2, 1, 10)
+    assert test["p_value"] == pytest.approx(1.0)  # 2 vs 1 of 3: as likely as not
+    lopsided = equal_cpu.mcnemar({s: True for s in range(6)}, {s: False for s in range(6)})
+    assert lopsided["p_value"] == pytest.approx(2 / 2**6)  # 6 vs 0: 2 * 0.5**6
+    assert equal_cpu.success({0: True, 1: False, 2: False, 3: True})["success"] == 0.5
+
+
+def test_training_signal_reads_what_ms_grpo_saw(tmp_path):
+    rows = [
+        {"step": 1, "credit/groups": 8, "credit/zero_signal_fraction": 0.5, "credit/mean_abs_advantage": 0.2,
+         "loss/approx_kl": 0.01, "rollout/success_rate": 0.25},
+        {"step": 2, "credit/groups": 8, "credit/zero_signal_fraction": 0.25, "credit/mean_abs_advantage": 0.4,
+         "loss/approx_kl": 0.02, "loss/kl_ref": 0.03, "rollout/success_rate": 0.5},
+        {"step": 2, "time/cpu_s": 12.0},
+    ]  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    signal = equal_cpu.training_signal(tmp_path)
+    assert signal == {
+        "updates": 2.0,
+        "zero_signal_fraction": 0.375,
+        "mean_abs_advantage": pytest.approx(0.3),
+        "kl_ref_last": 0.03,
+        "rollout_success_first": 0.25,
+        "rollout_success_last": 0.5,
+    }
+    assert equal_cpu.cpu_spent(tmp_path) == 12.0
+
+
+def test_kl_to_start_is_zero_against_the_model_that_answered_and_positive_against_another(tmp_path):
+    from backends.hf import HFBackend
+    from backends.tiny import build_tiny_model
+    from tsmg.episode import write_episodes
+    from tsmg.lap import LAP, LAPConfig
+    from tsmg.rollout import rollout
+
+    answered, other = build_tiny_model(tmp_path / "a", seed=0), build_tiny_model(tmp_path / "b", seed=1)
+    config = LAPConfig.model_validate({"action_format": {"kind": "choice"}, "temperature": 1.0})
+    episodes = rollout("FrozenLake-NoSlip-v0", LAP(HFBackend(str(answered), threads=1), config), seeds=range(2))
+    write_episodes(tmp_path / "episodes.jsonl", episodes)
+    assert abs(equal_cpu.kl_to_start(tmp_path, answered, threads=1)) < 1e-5
+    assert equal_cpu.kl_to_start(tmp_path, other, threads=1) > 0.01
