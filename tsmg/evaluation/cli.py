@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from tsmg.assignments import parse_assignments, parse_model_option
-from tsmg.cli_parser import examples
+from tsmg.cli_parser import UsageError, examples
 from tsmg.evaluation.config import EvalConfig
-from tsmg.evaluation.plan import plan_evaluation
+from tsmg.evaluation.plan import plan_evaluation, seat_spec
+from tsmg.evaluation.suites import SUITES, Suite, get_suite
 from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 from tsmg.registry import is_openspiel
@@ -34,14 +35,25 @@ def add_commands(commands: Any) -> None:
             "tsmg eval --game KuhnPoker-v0 --model openai:gpt-4o-mini --episodes 50 --dry-run",
             "# a local model on a CPU is slow (100 episodes of smollm2 take over an hour): start small",
             "tsmg eval --game FrozenLake-v0 --model smollm2 --episodes 10 --temperature 0",
+            "# a suite: its games, episodes, seeds and opponent are fixed; each model gets one score",
+            "tsmg eval --suite openspiel-small-v1 --model random --model openspiel-mcts --out runs/suite",
+            "tsmg eval --suite openspiel-small-v1 --model openai:gpt-4o-mini --price openai:gpt-4o-mini=0.15,0.6 "
+            "--dry-run",
         ),
     )
-    run.add_argument("--game", action="append", required=True, metavar="ID", help="game id (repeatable)")
+    run.add_argument("--game", action="append", metavar="ID", help="game id (repeatable; required unless --suite)")
+    run.add_argument(
+        "--suite",
+        metavar="NAME",
+        help=f"play a named, versioned suite and score each model on it ({', '.join(SUITES)}; default: none)",
+    )
     run.add_argument(
         "--model", action="append", metavar="SPEC", help=f"model spec (repeatable; default: {DEFAULT_MODEL})"
     )
-    run.add_argument("--episodes", type=int, default=100, help="episodes per game and matchup")
-    run.add_argument("--seed", type=int, default=0, help="first episode seed (seeds are consecutive)")
+    run.add_argument(
+        "--episodes", type=int, help="episodes per game and matchup (default: 100; a suite fixes its own)"
+    )
+    run.add_argument("--seed", type=int, help="base seed of the episode seeds (default: 0; a suite fixes its own)")
     run.add_argument("--out", type=Path, help="run folder (default: runs/eval-SEED)")
     run.add_argument("--concurrency", type=int, default=64, help="episodes live at once")
     run.add_argument("--retries", type=int, default=1, help="extra attempts for failed episodes")
@@ -170,6 +182,9 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     models = args.model or [DEFAULT_MODEL]
     for model in models:
         parse_model_spec(model)  # a bad spec is one clear line, before anything else happens
+    suite = _suite_of(args)
+    games = list(suite.games) if suite is not None else args.game
+    seed = suite.seed if suite is not None else (0 if args.seed is None else args.seed)
     game_options = parse_assignments(args.option, "--option")
     model_options: dict[str, dict[str, Any]] = {}
     for value in args.model_option:
@@ -188,18 +203,37 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         temperature=args.temperature,
         top_p=args.top_p,
         max_tokens=args.max_tokens,
-        seed=args.seed,
+        seed=seed,
     )
     return EvalConfig(
-        games=args.game,
+        games=games,
         models=models,
-        episodes=args.episodes,
-        seed=args.seed,
-        game_options={game: dict(game_options) for game in args.game} if game_options else {},
+        episodes=suite.episodes if suite is not None else (100 if args.episodes is None else args.episodes),
+        seed=seed,
+        game_options={game: dict(game_options) for game in games} if game_options else {},
         lap=lap,
         model_options=model_options,
         prices=prices,
+        opponent=suite.opponent if suite is not None else None,
+        suite=suite.name if suite is not None else None,
     )
+
+
+def _suite_of(args: argparse.Namespace) -> Suite | None:
+    """The suite ``--suite`` names (None without it); refuses what would change a suite's plan, and no game at all."""
+    if args.suite is None:
+        if not args.game:
+            raise UsageError("tsmg eval needs --game ID (repeatable) or --suite NAME (see: tsmg eval --help)")
+        return None
+    suite = get_suite(args.suite)
+    given = {"--game": args.game, "--episodes": args.episodes, "--seed": args.seed, "--option": args.option}
+    fixed = [flag for flag, value in given.items() if value not in (None, [])]
+    if fixed:
+        raise UsageError(
+            f"--suite {suite.name} fixes its games, episodes, seeds and game options: drop {', '.join(fixed)} "
+            "(a changed suite is a new suite version)"
+        )
+    return suite
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -219,7 +253,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(estimate_from_samples(config, args.sample).text())
         return 0
 
-    out = args.out or Path("runs") / f"eval-{config.seed}"
+    out = args.out or Path("runs") / (config.suite or f"eval-{config.seed}")
     result = run_eval(
         config,
         out,
@@ -262,7 +296,7 @@ def dry_run_text(config: EvalConfig) -> str:
     if priced:
         cost = 0.0
         for (_, model), (tokens_in, tokens_out) in bounds.items():
-            price_in, price_out = config.prices.get(model, (0.0, 0.0))
+            price_in, price_out = config.prices.get(seat_spec(model), (0.0, 0.0))
             cost += (tokens_in * price_in + tokens_out * price_out) / 1e6
         lines.append(
             f"estimated cost at most: ${cost:,.4f} (every turn using its whole token budget, thinking included; "

@@ -17,7 +17,7 @@ from typing import Any
 
 from tsmg.episode import Episode
 from tsmg.evaluation.config import EvalConfig
-from tsmg.evaluation.plan import plan_evaluation
+from tsmg.evaluation.plan import plan_evaluation, seat_spec
 from tsmg.evaluation.runner import PolicyFactory, build_policy, is_language_model
 from tsmg.registry import make
 from tsmg.rollout import EpisodePlan, rollout
@@ -49,7 +49,7 @@ def upper_bound_tokens(config: EvalConfig) -> dict[tuple[str, str], tuple[int, i
             for _, model in planned.seats:
                 if is_language_model(model):
                     tokens_in, tokens_out = bounds.get((game_id, model), (0, 0))
-                    budget = _token_budget(config, model)
+                    budget = _token_budget(config, seat_spec(model))
                     bounds[(game_id, model)] = (tokens_in + rounds * prompt_tokens, tokens_out + rounds * budget)
     return bounds
 
@@ -117,7 +117,7 @@ def estimate_from_samples(
             continue
         for _, model in seats:
             if model not in policies:
-                policies[model] = policy_factory(model, config)
+                policies[model] = policy_factory(seat_spec(model), config)
         sample = [EpisodePlan(seed=planned.seed, episode_id=planned.episode_id) for planned in list(group)[:episodes]]
         played = rollout(
             game_id,
