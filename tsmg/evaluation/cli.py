@@ -250,7 +250,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.sample:
             from tsmg.evaluation.estimate import estimate_from_samples
 
-            print(estimate_from_samples(config, args.sample).text())
+            print(estimate_from_samples(config, args.sample).text(args.concurrency))
         return 0
 
     out = args.out or Path("runs") / (config.suite or f"eval-{config.seed}")
@@ -263,9 +263,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         budget=budget,
         token_ids=not args.no_token_ids,
     )
-    from tsmg.evaluation.report import comparison_rows, markdown_table
+    from tsmg.evaluation.report import comparison_rows, markdown_table, suite_rows
 
-    print(markdown_table(comparison_rows([(out.name, result.summary)])))
+    runs = [(out.name, result.summary)]
+    print(markdown_table(comparison_rows(runs), totals=suite_rows(runs)))
     print(f"\n{result.completed}/{result.planned} episodes completed; report: {out / REPORT_FILE}")
     errors = Counter(failure.error or "unknown error" for failure in result.failures)
     for error, count in errors.most_common(5):  # the same server message once, with its count
@@ -278,7 +279,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def dry_run_text(config: EvalConfig) -> str:
     """The plan: games, matchups, seeds, episode count, and upper estimates of tokens and cost."""
-    from tsmg.evaluation.estimate import upper_bound_tokens
+    from tsmg.evaluation.estimate import model_turns, upper_bound_tokens
 
     plan = plan_evaluation(config)
     lines = [f"{len(plan)} episodes planned (seed {config.seed}):"]
@@ -291,7 +292,17 @@ def dry_run_text(config: EvalConfig) -> str:
     bounds = upper_bound_tokens(config)
     total_in = sum(tokens_in for tokens_in, _ in bounds.values())
     total_out = sum(tokens_out for _, tokens_out in bounds.values())
-    lines.append(f"estimated tokens at most: {total_in:,} in, {total_out:,} out (model-played seats only)")
+    turns = sum(model_turns(config).values())
+    if config.suite is not None:  # a suite's games take the turns its reference run took, not their step limit
+        measured = "as many turns a seat as random play and MCTS took on the suite's episodes"
+        lines.append(f"model turns: about {turns:,} ({measured}); --sample N measures the time a turn takes")
+        lines.append(
+            f"estimated tokens: {total_in:,} in, {total_out:,} out (every turn writing its whole token budget, "
+            "model-played seats only)"
+        )
+    else:
+        lines.append(f"estimated tokens at most: {total_in:,} in, {total_out:,} out (model-played seats only)")
+        lines.append(f"model turns at most: {turns:,}; --sample N measures the time a turn takes")
     priced = [model for model in config.models if model in config.prices]
     if priced:
         cost = 0.0
@@ -299,7 +310,7 @@ def dry_run_text(config: EvalConfig) -> str:
             price_in, price_out = config.prices.get(seat_spec(model), (0.0, 0.0))
             cost += (tokens_in * price_in + tokens_out * price_out) / 1e6
         lines.append(
-            f"estimated cost at most: ${cost:,.4f} (every turn using its whole token budget, thinking included; "
+            f"estimated cost{'' if config.suite else ' at most'}: ${cost:,.4f} (every turn using its whole token budget, thinking included; "
             f"priced: {', '.join(priced)}); --sample N measures it instead"
         )
     return "\n".join(lines)
@@ -349,7 +360,7 @@ def _price(value: str) -> tuple[float, float]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Merge several run folders into one comparison table (and plots with --out)."""
-    from tsmg.evaluation.report import comparison_rows, current_summary, markdown_table, plot_rows
+    from tsmg.evaluation.report import comparison_rows, current_summary, markdown_table, plot_rows, suite_rows
 
     summaries = []
     for folder in args.runs:
@@ -358,10 +369,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise ValueError(f"{folder} has no summary.json: is it a `tsmg eval` run folder?")
         summaries.append((folder.name, current_summary(json.loads(path.read_text()), folder)))
     rows = comparison_rows(summaries)
+    totals = suite_rows(summaries)
     if args.json:
-        print(json.dumps([{k: v for k, v in row.items() if k != "returns"} for row in rows], indent=2))
+        print(json.dumps([{k: v for k, v in row.items() if k != "returns"} for row in totals + rows], indent=2))
         return 0
-    table = markdown_table(rows, with_run=True)
+    table = markdown_table(rows, with_run=True, totals=totals)
     print(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

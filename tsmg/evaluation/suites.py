@@ -76,8 +76,8 @@ SUITES: dict[str, Suite] = {
         Suite(
             name="openspiel-small-v1",
             description=(
-                "Ten small OpenSpiel games of four families (board, dice, card, single-player) where OpenSpiel's "
-                "MCTS bot at 100 simulations clearly beats random play and an episode is cheap."
+                "Ten small OpenSpiel games of four families (board, dice, card, single-player; two to three seats) "
+                "where OpenSpiel's MCTS bot at 100 simulations clearly beats random play and an episode is cheap."
             ),
             games=(
                 "OpenSpiel/tic_tac_toe-v0",
@@ -88,8 +88,8 @@ SUITES: dict[str, Suite] = {
                 "openspiel:pig(winscore=20)",
                 "OpenSpiel/bargaining-v0",
                 "OpenSpiel/oh_hell-v0",
+                "OpenSpiel/clobber-v0",
                 "OpenSpiel/catch-v0",
-                "OpenSpiel/blackjack-v0",
             ),
             episodes=30,
             seed=0,
@@ -125,8 +125,8 @@ def references(suite: Suite) -> dict[str, Any] | None:
     """The stored reference figures of ``suite``, or None when none were measured on its current definition.
 
     Returns:
-        ``{"random": {game: mean return}, "reference": {game: mean return}, "fingerprint", "command",
-        "date", "commit"}``.
+        ``{"random": {game: mean return}, "reference": {game: mean return}, "turns": {game: turns a
+        seat takes}, "fingerprint", "command", "date", "commit"}`` (:func:`measured_references`).
     """
     stored = _stored_references().get(suite.name)
     if not isinstance(stored, dict) or stored.get("fingerprint") != suite.fingerprint():
@@ -232,17 +232,24 @@ def reference_config(suite: Suite) -> Any:
 
 
 def measured_references(suite: Suite, summary: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-    """``{"random": {game: mean return}, "reference": {...}}`` read from the summary of :func:`reference_config`'s run.
+    """The figures a suite stores, read from the summary of :func:`reference_config`'s run.
+
+    Returns:
+        ``{"random": {game: mean return}, "reference": {game: mean return}, "turns": {game: turns}}``,
+        ``turns`` the most turns a seat took on average (random play's or the bot's): what
+        ``--dry-run`` plans a model's seat to take.
 
     Raises:
         ValueError: A game of the suite has no completed episodes of ``random`` or the reference bot.
     """
-    found: dict[str, dict[str, float]] = {"random": {}, "reference": {}}
+    found: dict[str, dict[str, float]] = {"random": {}, "reference": {}, "turns": {}}
     for game in summary["games"]:
         for row in game["rows"]:
             role = {"random": "random", suite.reference: "reference"}.get(row["model"])
             if role is not None and row["episodes"]:
                 found[role][row["game"]] = float(row["mean_return"])
+                turns = max(found["turns"].get(row["game"], 0.0), float(row["mean_turns"]))
+                found["turns"][row["game"]] = round(turns, 3)
     for role, values in found.items():
         missing = [game for game in suite.games if game not in values]
         if missing:
