@@ -48,4 +48,3 @@ def test_a_new_game_or_refusal_changes_the_page():
     assert "## Elsewhere (1)\n\n| id | agents | turns | description |\n|---|---|---|---|\n" in after
     assert "| `Elsewhere/Catalog-Demo-v0` | 1 | turn-based | a \\| piped description |" in after
     assert "| `demo:unplayable` | it needs the network at run time |" in after
-

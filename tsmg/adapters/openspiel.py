@@ -113,7 +113,7 @@ REFUSED: dict[str, str] = {
 
 
 def refused_games() -> dict[str, str]:
-    """The refused games as listings name them (``openspiel:NAME``), with the reason (:func:`tsmg.registry.refusals`)."""
+    """The refused games as listings name them (``openspiel:NAME``), with the reason (for tsmg.registry.refusals)."""
     return {f"{PREFIX}{name}": reason for name, reason in REFUSED.items()}
 
 

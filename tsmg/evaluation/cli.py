@@ -50,9 +50,7 @@ def add_commands(commands: Any) -> None:
     run.add_argument(
         "--model", action="append", metavar="SPEC", help=f"model spec (repeatable; default: {DEFAULT_MODEL})"
     )
-    run.add_argument(
-        "--episodes", type=int, help="episodes per game and matchup (default: 100; a suite fixes its own)"
-    )
+    run.add_argument("--episodes", type=int, help="episodes per game and matchup (default: 100; a suite fixes its own)")
     run.add_argument("--seed", type=int, help="base seed of the episode seeds (default: 0; a suite fixes its own)")
     run.add_argument("--out", type=Path, help="run folder (default: runs/eval-SEED)")
     run.add_argument("--concurrency", type=int, default=64, help="episodes live at once")
@@ -310,8 +308,8 @@ def dry_run_text(config: EvalConfig) -> str:
             price_in, price_out = config.prices.get(seat_spec(model), (0.0, 0.0))
             cost += (tokens_in * price_in + tokens_out * price_out) / 1e6
         lines.append(
-            f"estimated cost{'' if config.suite else ' at most'}: ${cost:,.4f} (every turn using its whole token budget, thinking included; "
-            f"priced: {', '.join(priced)}); --sample N measures it instead"
+            f"estimated cost{'' if config.suite else ' at most'}: ${cost:,.4f} (every turn using its whole token "
+            f"budget, thinking included; priced: {', '.join(priced)}); --sample N measures it instead"
         )
     return "\n".join(lines)
 

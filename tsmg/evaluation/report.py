@@ -71,7 +71,9 @@ def suite_rows(summaries: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str
         if not isinstance(suite, dict):
             continue
         for model, entry in suite.get("scores", {}).items():
-            seats = sum(row.get("episodes", 0) for game in summary["games"] for row in game["rows"] if row["model"] == model)
+            seats = sum(
+                row.get("episodes", 0) for game in summary["games"] for row in game["rows"] if row["model"] == model
+            )
             rows.append(
                 {
                     "run": run,
@@ -102,7 +104,9 @@ def suite_score_cell(row: dict[str, Any]) -> str:
         return "—"
     from tsmg.evaluation.suites import score_text
 
-    return score_text({"score": row["suite_score"], "stderr": row.get("suite_score_stderr"), "games": row.get("suite_games")})
+    return score_text(
+        {"score": row["suite_score"], "stderr": row.get("suite_score_stderr"), "games": row.get("suite_games")}
+    )
 
 
 def result_text(row: dict[str, Any]) -> str:

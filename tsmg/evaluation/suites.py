@@ -257,7 +257,7 @@ def measured_references(suite: Suite, summary: Mapping[str, Any]) -> dict[str, d
     tied = [game for game in suite.games if found["reference"][game] <= found["random"][game]]
     if tied:
         raise ValueError(
-            f"{suite.reference_label} does not beat random play on {', '.join(tied)}: no score can be normalised there; "
-            "make a suite version without those games"
+            f"{suite.reference_label} does not beat random play on {', '.join(tied)}: no score can be normalised "
+            "there; make a suite version without those games"
         )
     return found
