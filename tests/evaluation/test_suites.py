@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,13 @@ def test_the_dry_run_of_a_suite_plans_the_turns_its_reference_run_took(capsys):
         "estimated cost: $" in printed
         and f"{sum(SUITE.episodes * n for n in seats.values())} episodes planned" in printed
     )
+
+
+def test_the_docs_table_holds_the_stored_references():
+    """docs/suites.md quotes each game's two reference returns: they are the ones the scores use."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "suites.md").read_text(encoding="utf-8")
+    stored = references(SUITE)
+    for game in SUITE.games:
+        [line] = [line for line in page.splitlines() if line.startswith(f"| `{game}` |")]
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        assert cells[3:5] == [f"{stored['random'][game]:+.3f}", f"{stored['reference'][game]:+.3f}"], line
