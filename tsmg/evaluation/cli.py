@@ -41,7 +41,9 @@ def add_commands(commands: Any) -> None:
             "--dry-run",
         ),
     )
-    run.add_argument("--game", action="append", metavar="ID", help="game id (repeatable; required unless --suite)")
+    run.add_argument(
+        "--game", action="append", metavar="ID", help="game id (repeatable; default: none, then --suite is required)"
+    )
     run.add_argument(
         "--suite",
         metavar="NAME",
