@@ -76,7 +76,7 @@ SUITES: dict[str, Suite] = {
         Suite(
             name="openspiel-small-v1",
             description=(
-                "Ten small OpenSpiel games of four families (board, dice, card, single-player; two to three seats) "
+                "Ten small OpenSpiel games of four families (board, dice, card, single-player; one to three seats) "
                 "where OpenSpiel's MCTS bot at 100 simulations clearly beats random play and an episode is cheap."
             ),
             games=(
