@@ -17,7 +17,7 @@ is registered when OpenSpiel is not installed (``pip install 'tsmg[openspiel]'``
 
 import importlib.util
 
-from tsmg.registry import register
+from tsmg.registry import register, register_refusals
 
 #: Games that load with default parameters, are not refused, and fail tsmg's checker, with the reason: none
 #: (a test keeps it so). morpion_solitaire failed it and is refused instead: it reads uninitialised memory.
@@ -132,6 +132,7 @@ OPENSPIEL_GAMES: tuple[tuple[str, str, int], ...] = (
 )
 
 if importlib.util.find_spec("pyspiel") is not None:
+    register_refusals("tsmg.adapters.openspiel:refused_games")  # listed apart by `tsmg games`, with the reason
     for _name, _family, _players in OPENSPIEL_GAMES:
         register(
             f"OpenSpiel/{_name}-v0",

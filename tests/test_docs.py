@@ -90,6 +90,9 @@ EXPECTED_OUTPUT = {
     "GameRollout(": lambda out: out.count("reward ") == 2 and "8 episodes of the last step" in out,
     "register_env()": lambda out: out.startswith("4 0.0 False 5\n") and "That answer was invalid" in out,
     "export_run(": lambda out: " rows; " in out and "with a positive advantage" in out,
+    'get_suite("openspiel-small-v1")': lambda out: (
+        out == "openspiel-mcts (simulations=100) 10 30 random\n0.0 0.933\n0.536\n"
+    ),
     "openspiel:goofspiel(num_cards=4": lambda out: (
         "You are player_0 (2 players).\nCurrent point card: 4" in out
         and "Your legal moves: [P0]Bid: 1, [P0]Bid: 2, [P0]Bid: 3, [P0]Bid: 4." in out

@@ -143,9 +143,20 @@ def _build_parser() -> argparse.ArgumentParser:
         "games",
         help="list the registered games",
         description="List the registered games: id, number of agents, turn-based or simultaneous, description.",
-        epilog=examples("tsmg games", "tsmg games --json", "tsmg --import my_games games"),
+        epilog=examples(
+            "tsmg games",
+            "tsmg games --json",
+            "tsmg --import my_games games",
+            "# the docs' catalog page is this listing: python -m tsmg.cli games --markdown > docs/catalog.md",
+            "tsmg games --markdown",
+        ),
     )
     games.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
+    games.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the catalog page (docs/catalog.md): every id by source, and the refused games with the reason",
+    )
     games.set_defaults(handler=_cmd_games)
 
     check = commands.add_parser(
@@ -280,6 +291,9 @@ def _cmd_games(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(items, indent=2))
         return 0
+    if args.markdown:
+        print(catalog_markdown(items, tsmg.registry.refusals()), end="")
+        return 0
     width = max(len(item["id"]) for item in items)
     print(f"{'id':<{width}}  agents  turns         description")
     for item in items:
@@ -288,6 +302,59 @@ def _cmd_games(args: argparse.Namespace) -> int:
         missing = f" ({item['error']})" if "error" in item else ""  # what to install to play it
         print(f"{item['id']:<{width}}  {agents!s:>6}  {turns:<12}  {item['description'] or ''}{missing}".rstrip())
     return 0
+
+
+#: The command that writes docs/catalog.md (tests/test_catalog_page.py compares the page with its output).
+CATALOG_COMMAND = "python -m tsmg.cli games --markdown > docs/catalog.md"
+
+
+def catalog_markdown(items: Sequence[dict[str, Any]], refused: dict[str, str]) -> str:
+    """The catalog page: one table per source of games (the id's namespace), then the refused games.
+
+    Args:
+        items: :func:`game_listing`'s entries.
+        refused: What a user would type for each refused game, with the reason (:func:`tsmg.registry.refusals`).
+    """
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        namespace, _, name = item["id"].rpartition("/")
+        by_source.setdefault(namespace, []).append(item)
+    lines = [
+        "# Game catalog",
+        "",
+        f"<!-- Generated from the registry by `{CATALOG_COMMAND}`; do not edit by hand. -->",
+        "",
+        f"Every registered id ({len(items)}), by source, as `tsmg games` lists them; play one with "
+        "`tsmg play --game ID`, check it with `tsmg check --game ID`. Generated from the registry "
+        f"(`{CATALOG_COMMAND}`); a test fails when this page and the registry disagree. "
+        "[games.md](games.md) explains the catalog and [openspiel.md](openspiel.md) the OpenSpiel adapter.",
+    ]
+    for namespace in sorted(by_source, key=lambda name: (name != "", name.lower())):
+        listed = by_source[namespace]
+        title = namespace or "tsmg's own games"
+        lines += ["", f"## {title} ({len(listed)})", "", "| id | agents | turns | description |", "|---|---|---|---|"]
+        for item in listed:
+            turns = {True: "turn-based", False: "simultaneous", None: "?"}[item["turn_based"]]
+            agents = item["num_agents"] if item["num_agents"] is not None else "?"
+            description = (item["description"] or "") + (f" ({item['error']})" if "error" in item else "")
+            lines.append(f"| `{item['id']}` | {agents} | {turns} | {_cell(description)} |")
+    if refused:
+        lines += [
+            "",
+            f"## Refused ({len(refused)})",
+            "",
+            "Offered by a library tsmg adapts, and refused by name with the reason (`tsmg play` says the same).",
+            "",
+            "| game | why tsmg refuses it |",
+            "|---|---|",
+        ]
+        lines += [f"| `{name}` | {_cell(reason)} |" for name, reason in refused.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """``text`` inside a Markdown table cell (one line, its pipes escaped)."""
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -168,6 +168,37 @@ def unregister(id: str) -> None:
     _registry.pop(id, None)
 
 
+_refusal_sources: list[str] = []
+
+
+def register_refusals(reference: str) -> None:
+    """Name the games a library offers that tsmg refuses to play, so that listings show them apart with the reason.
+
+    Args:
+        reference: ``"module:attribute"`` of a mapping, or of a function returning one, from what a
+            user would type (``openspiel:crossword``) to why it is refused; imported only when a
+            listing asks (:func:`refusals`), so registering stays free.
+    """
+    if reference not in _refusal_sources:
+        _refusal_sources.append(reference)
+
+
+def refusals() -> dict[str, str]:
+    """Every refused game of the registered libraries, by the name a user would type, with the reason, sorted.
+
+    A library that is not installed refuses nothing (its module cannot be imported, so it offers no game).
+    """
+    load_plugins()
+    found: dict[str, str] = {}
+    for reference in _refusal_sources:
+        try:
+            value = loading.load(reference)
+        except ImportError:
+            continue
+        found.update(value() if callable(value) else value)
+    return dict(sorted(found.items()))
+
+
 def load_plugins() -> None:
     """Import every package that declares games in the ``tsmg.games`` entry-point group.
 

@@ -263,3 +263,24 @@ def test_dry_run_samples_episodes_to_estimate_thinking_and_cost(
     text = capsys.readouterr().out
     assert "estimated from sampled episodes" in text and "(thinking" in text and "estimated cost of the run: $" in text
     assert len({request_key(body) for body in server.bodies}) >= 1 and not (tmp_path / "dry").exists()
+
+
+def test_a_suites_dry_run_measures_the_time_a_hosted_models_turn_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each sampled turn takes the server at least ``slow_s``: the time projected to the suite's plan counts it."""
+    import re
+
+    with FaultServer(plan=lambda key, attempt: "slow", slow_s=0.02, reply=lambda body: "<action>x</action>") as slow:
+        spec = "openai:fault-model"
+        args = eval_args(slow, "fault-model", tmp_path / "dry", "--price", f"{spec}=1,4", "--dry-run", "--sample", "1")
+        args = [word for word in args if word not in ("--game", "FrozenLake-v0", "--episodes", "4")]
+        assert main([*args, "--suite", "openspiel-small-v1", "--concurrency", "8"]) == 0
+    text = capsys.readouterr().out
+    found = re.search(
+        r"estimated time of the run: ([\d.]+) (s|min|h) of model time one decision at a time; about", text
+    )
+    assert found is not None, text
+    seconds = float(found[1]) * {"s": 1, "min": 60, "h": 3600}[found[2]]
+    assert seconds >= 0.02 * 600  # 600 planned seats of the model, each of one turn at least
+    assert "with 8 episodes live at once" in text and not (tmp_path / "dry").exists()

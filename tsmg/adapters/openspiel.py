@@ -78,6 +78,7 @@ __all__ = [
     "openspiel_spec",
     "quiet_openspiel",
     "refusal_reason",
+    "refused_games",
 ]
 
 #: The id prefix of an OpenSpiel game given by its OpenSpiel name: ``openspiel:NAME(PARAMS)``.
@@ -109,6 +110,13 @@ REFUSED: dict[str, str] = {
     "tarok": _SAMPLED_CHANCE,
     "morpion_solitaire": _UNSAFE,
 }
+
+
+def refused_games() -> dict[str, str]:
+    """The refused games as listings name them (``openspiel:NAME``), with the reason (for tsmg.registry.refusals)."""
+    return {f"{PREFIX}{name}": reason for name, reason in REFUSED.items()}
+
+
 #: Refused for a fault of their implementation, not for what their game type says.
 _BROKEN = frozenset({"morpion_solitaire"})
 _PLAYER = re.compile(r"^player_(\d+)$")

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from tsmg.assignments import parse_assignments, parse_model_option
-from tsmg.cli_parser import examples
+from tsmg.cli_parser import UsageError, examples
 from tsmg.evaluation.config import EvalConfig
-from tsmg.evaluation.plan import plan_evaluation
+from tsmg.evaluation.plan import plan_evaluation, seat_spec
+from tsmg.evaluation.suites import SUITES, Suite, get_suite
 from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 from tsmg.registry import is_openspiel
@@ -34,14 +35,25 @@ def add_commands(commands: Any) -> None:
             "tsmg eval --game KuhnPoker-v0 --model openai:gpt-4o-mini --episodes 50 --dry-run",
             "# a local model on a CPU is slow (100 episodes of smollm2 take over an hour): start small",
             "tsmg eval --game FrozenLake-v0 --model smollm2 --episodes 10 --temperature 0",
+            "# a suite: its games, episodes, seeds and opponent are fixed; each model gets one score",
+            "tsmg eval --suite openspiel-small-v1 --model random --model openspiel-mcts --out runs/suite",
+            "tsmg eval --suite openspiel-small-v1 --model openai:gpt-4o-mini --price openai:gpt-4o-mini=0.15,0.6 "
+            "--dry-run",
         ),
     )
-    run.add_argument("--game", action="append", required=True, metavar="ID", help="game id (repeatable)")
+    run.add_argument(
+        "--game", action="append", metavar="ID", help="game id (repeatable; default: none, then --suite is required)"
+    )
+    run.add_argument(
+        "--suite",
+        metavar="NAME",
+        help=f"play a named, versioned suite and score each model on it ({', '.join(SUITES)}; default: none)",
+    )
     run.add_argument(
         "--model", action="append", metavar="SPEC", help=f"model spec (repeatable; default: {DEFAULT_MODEL})"
     )
-    run.add_argument("--episodes", type=int, default=100, help="episodes per game and matchup")
-    run.add_argument("--seed", type=int, default=0, help="first episode seed (seeds are consecutive)")
+    run.add_argument("--episodes", type=int, help="episodes per game and matchup (default: 100; a suite fixes its own)")
+    run.add_argument("--seed", type=int, help="base seed of the episode seeds (default: 0; a suite fixes its own)")
     run.add_argument("--out", type=Path, help="run folder (default: runs/eval-SEED)")
     run.add_argument("--concurrency", type=int, default=64, help="episodes live at once")
     run.add_argument("--retries", type=int, default=1, help="extra attempts for failed episodes")
@@ -175,6 +187,9 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     models = args.model or [DEFAULT_MODEL]
     for model in models:
         parse_model_spec(model)  # a bad spec is one clear line, before anything else happens
+    suite = _suite_of(args)
+    games = list(suite.games) if suite is not None else args.game
+    seed = suite.seed if suite is not None else (0 if args.seed is None else args.seed)
     game_options = parse_assignments(args.option, "--option")
     model_options: dict[str, dict[str, Any]] = {}
     for value in args.model_option:
@@ -193,18 +208,37 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         temperature=args.temperature,
         top_p=args.top_p,
         max_tokens=args.max_tokens,
-        seed=args.seed,
+        seed=seed,
     )
     return EvalConfig(
-        games=args.game,
+        games=games,
         models=models,
-        episodes=args.episodes,
-        seed=args.seed,
-        game_options={game: dict(game_options) for game in args.game} if game_options else {},
+        episodes=suite.episodes if suite is not None else (100 if args.episodes is None else args.episodes),
+        seed=seed,
+        game_options={game: dict(game_options) for game in games} if game_options else {},
         lap=lap,
         model_options=model_options,
         prices=prices,
+        opponent=suite.opponent if suite is not None else None,
+        suite=suite.name if suite is not None else None,
     )
+
+
+def _suite_of(args: argparse.Namespace) -> Suite | None:
+    """The suite ``--suite`` names (None without it); refuses what would change a suite's plan, and no game at all."""
+    if args.suite is None:
+        if not args.game:
+            raise UsageError("tsmg eval needs --game ID (repeatable) or --suite NAME (see: tsmg eval --help)")
+        return None
+    suite = get_suite(args.suite)
+    given = {"--game": args.game, "--episodes": args.episodes, "--seed": args.seed, "--option": args.option}
+    fixed = [flag for flag, value in given.items() if value not in (None, [])]
+    if fixed:
+        raise UsageError(
+            f"--suite {suite.name} fixes its games, episodes, seeds and game options: drop {', '.join(fixed)} "
+            "(a changed suite is a new suite version)"
+        )
+    return suite
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -221,10 +255,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.sample:
             from tsmg.evaluation.estimate import estimate_from_samples
 
-            print(estimate_from_samples(config, args.sample).text())
+            print(estimate_from_samples(config, args.sample).text(args.concurrency))
         return 0
 
-    out = args.out or Path("runs") / f"eval-{config.seed}"
+    out = args.out or Path("runs") / (config.suite or f"eval-{config.seed}")
     result = run_eval(
         config,
         out,
@@ -234,9 +268,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         budget=budget,
         token_ids=not args.no_token_ids,
     )
-    from tsmg.evaluation.report import comparison_rows, markdown_table
+    from tsmg.evaluation.report import comparison_rows, markdown_table, suite_rows
 
-    print(markdown_table(comparison_rows([(out.name, result.summary)])))
+    runs = [(out.name, result.summary)]
+    print(markdown_table(comparison_rows(runs), totals=suite_rows(runs)))
     print(f"\n{result.completed}/{result.planned} episodes completed; report: {out / REPORT_FILE}")
     errors = Counter(failure.error or "unknown error" for failure in result.failures)
     for error, count in errors.most_common(5):  # the same server message once, with its count
@@ -249,7 +284,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def dry_run_text(config: EvalConfig) -> str:
     """The plan: games, matchups, seeds, episode count, and upper estimates of tokens and cost."""
-    from tsmg.evaluation.estimate import upper_bound_tokens
+    from tsmg.evaluation.estimate import model_turns, upper_bound_tokens
 
     plan = plan_evaluation(config)
     lines = [f"{len(plan)} episodes planned (seed {config.seed}):"]
@@ -262,16 +297,26 @@ def dry_run_text(config: EvalConfig) -> str:
     bounds = upper_bound_tokens(config)
     total_in = sum(tokens_in for tokens_in, _ in bounds.values())
     total_out = sum(tokens_out for _, tokens_out in bounds.values())
-    lines.append(f"estimated tokens at most: {total_in:,} in, {total_out:,} out (model-played seats only)")
+    turns = sum(model_turns(config).values())
+    if config.suite is not None:  # a suite's games take the turns its reference run took, not their step limit
+        measured = "as many turns a seat as random play and MCTS took on the suite's episodes"
+        lines.append(f"model turns: about {turns:,} ({measured}); --sample N measures the time a turn takes")
+        lines.append(
+            f"estimated tokens: {total_in:,} in, {total_out:,} out (every turn writing its whole token budget, "
+            "model-played seats only)"
+        )
+    else:
+        lines.append(f"estimated tokens at most: {total_in:,} in, {total_out:,} out (model-played seats only)")
+        lines.append(f"model turns at most: {turns:,}; --sample N measures the time a turn takes")
     priced = [model for model in config.models if model in config.prices]
     if priced:
         cost = 0.0
         for (_, model), (tokens_in, tokens_out) in bounds.items():
-            price_in, price_out = config.prices.get(model, (0.0, 0.0))
+            price_in, price_out = config.prices.get(seat_spec(model), (0.0, 0.0))
             cost += (tokens_in * price_in + tokens_out * price_out) / 1e6
         lines.append(
-            f"estimated cost at most: ${cost:,.4f} (every turn using its whole token budget, thinking included; "
-            f"priced: {', '.join(priced)}); --sample N measures it instead"
+            f"estimated cost{'' if config.suite else ' at most'}: ${cost:,.4f} (every turn using its whole token "
+            f"budget, thinking included; priced: {', '.join(priced)}); --sample N measures it instead"
         )
     return "\n".join(lines)
 
@@ -320,7 +365,7 @@ def _price(value: str) -> tuple[float, float]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Merge several run folders into one comparison table (and plots with --out)."""
-    from tsmg.evaluation.report import comparison_rows, current_summary, markdown_table, plot_rows
+    from tsmg.evaluation.report import comparison_rows, current_summary, markdown_table, plot_rows, suite_rows
 
     summaries = []
     for folder in args.runs:
@@ -329,10 +374,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise ValueError(f"{folder} has no summary.json: is it a `tsmg eval` run folder?")
         summaries.append((folder.name, current_summary(json.loads(path.read_text()), folder)))
     rows = comparison_rows(summaries)
+    totals = suite_rows(summaries)
     if args.json:
-        print(json.dumps([{k: v for k, v in row.items() if k != "returns"} for row in rows], indent=2))
+        print(json.dumps([{k: v for k, v in row.items() if k != "returns"} for row in totals + rows], indent=2))
         return 0
-    table = markdown_table(rows, with_run=True)
+    table = markdown_table(rows, with_run=True, totals=totals)
     print(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

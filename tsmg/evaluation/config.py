@@ -50,6 +50,14 @@ class EvalConfig(BaseModel):
     prices: dict[str, tuple[float, float]] = Field(
         default_factory=dict, description="USD per million input and output tokens, per model spec."
     )
+    opponent: str | None = Field(
+        default=None,
+        description=(
+            "Model spec holding the other seats of a many-seat game: each model plays every seat in turn against "
+            "it (None: the models play each other)."
+        ),
+    )
+    suite: str | None = Field(default=None, description="The suite this run plays (tsmg.evaluation.suites), if any.")
 
     @field_validator("models")
     @classmethod
@@ -60,9 +68,19 @@ class EvalConfig(BaseModel):
             parse_model_spec(model)  # an unknown kind fails here, before any folder or model
         return models
 
+    @field_validator("opponent")
+    @classmethod
+    def _known_opponent(cls, opponent: str | None) -> str | None:
+        if opponent is not None:
+            parse_model_spec(opponent)
+        return opponent
+
     def to_json(self) -> str:
         """Canonical JSON (sorted keys) used to detect a changed configuration; secrets are redacted."""
         data = self.model_dump(mode="json")
+        for key in ("opponent", "suite"):  # absent unless used, so earlier runs' folders still resume
+            if data[key] is None:
+                del data[key]
         data["model_options"] = {
             model: {key: ("<redacted>" if _is_secret(key) else value) for key, value in options.items()}
             for model, options in data["model_options"].items()

@@ -20,6 +20,7 @@ from typing import Any
 
 from tsmg.episode import Episode
 from tsmg.evaluation.config import EvalConfig
+from tsmg.evaluation.plan import opponent_label
 from tsmg.summary import EpisodeSummary, outcome_kind, standings, summarize_seats
 
 
@@ -178,6 +179,12 @@ def summarize_eval(config: EvalConfig, episodes_by_game: Mapping[str, Sequence[E
             entry["outcome"] = outcome_kind(episodes[0])
         if episodes and len(episodes[0].agents) > 1:
             entry["head_to_head"] = head_to_head(episodes)
-            entry["ratings"] = ratings(episodes, config.models)
+            rated = list(config.models) + ([opponent_label(config.opponent)] if config.opponent else [])
+            entry["ratings"] = ratings(episodes, rated)
         games.append(entry)
-    return {"config": json.loads(config.to_json()), "games": games}
+    summary: dict[str, Any] = {"config": json.loads(config.to_json()), "games": games}
+    if config.suite is not None:
+        from tsmg.evaluation.suites import get_suite, score_summary
+
+        summary["suite"] = score_summary(get_suite(config.suite), games, config.models)
+    return summary

@@ -2,7 +2,10 @@
 
 Every model meets the same starts: a game's seed list depends only on the base seed, the game
 id and its options. Multi-agent games are played by every ordered pair of distinct models
-(seats swapped), or by one model against itself when only one is listed.
+(seats swapped), or by one model against itself when only one is listed; with an opponent
+(``EvalConfig.opponent``, a suite's), each model takes every seat in turn and the opponent holds
+the others, named :func:`opponent_label` in the episodes so that its seats never count for a
+model of the same spec.
 """
 
 from __future__ import annotations
@@ -50,10 +53,34 @@ def episode_seeds(game_id: str, options: Mapping[str, Any], seed: int, count: in
     return [int(s) for s in np.random.SeedSequence([seed, variant]).generate_state(count) % (2**31 - 1)]
 
 
-def matchups(agents: Sequence[str], models: Sequence[str]) -> list[tuple[tuple[str, str], ...]]:
-    """Seat assignments: one per model for single-agent games; rotations for multi-agent games."""
+#: How the opponent's seats are named in a plan and its episodes: ``random (opponent)``.
+OPPONENT_SUFFIX = " (opponent)"
+
+
+def opponent_label(spec: str) -> str:
+    """The seat name of the opponent ``spec`` (distinct from a model with the same spec)."""
+    return spec + OPPONENT_SUFFIX
+
+
+def seat_spec(seat_name: str) -> str:
+    """The model spec behind a seat name of the plan (the opponent's label or a model spec)."""
+    return seat_name.removesuffix(OPPONENT_SUFFIX)
+
+
+def matchups(
+    agents: Sequence[str], models: Sequence[str], opponent: str | None = None
+) -> list[tuple[tuple[str, str], ...]]:
+    """Seat assignments: one per model for single-agent games; rotations for multi-agent games.
+
+    With an ``opponent``, each model takes each seat in turn and :func:`opponent_label` the others.
+    """
     if len(agents) == 1:
         return [((agents[0], model),) for model in models]
+    if opponent is not None:
+        label = opponent_label(opponent)
+        return [
+            tuple((agent, model if agent == seat else label) for agent in agents) for model in models for seat in agents
+        ]
     if len(models) == 1:
         return [tuple((agent, models[0]) for agent in agents)]
     if len(agents) == 2:
@@ -73,7 +100,7 @@ def plan_evaluation(config: EvalConfig) -> list[PlannedEpisode]:
         options = config.game_options.get(game_id, {})
         agents = make(game_id, **options).agents
         seeds = episode_seeds(game_id, options, config.seed, config.episodes)
-        for seats in matchups(agents, config.models):
+        for seats in matchups(agents, config.models, config.opponent):
             label = " vs ".join(model for _, model in seats)
             for index, seed in enumerate(seeds):
                 planned.append(PlannedEpisode(f"{game_id}|{label}|{index}", game_id, seed, seats, index))

@@ -57,6 +57,58 @@ def comparison_rows(summaries: Sequence[tuple[str, dict[str, Any]]]) -> list[dic
     return rows
 
 
+def suite_rows(summaries: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per run of a suite and model: its suite score, and its wins, draws and losses over the suite's games.
+
+    A row holds ``run``, ``game`` (the suite's name), ``suite`` (True), ``model``, ``episodes``
+    (the model's seats over all games), ``outcomes`` (wins, draws and losses summed over the
+    win/draw/loss games), ``suite_score`` and ``suite_score_stderr`` (None until every game is
+    played); runs of no suite give none.
+    """
+    rows = []
+    for run, summary in summaries:
+        suite = summary.get("suite")
+        if not isinstance(suite, dict):
+            continue
+        for model, entry in suite.get("scores", {}).items():
+            seats = sum(
+                row.get("episodes", 0) for game in summary["games"] for row in game["rows"] if row["model"] == model
+            )
+            rows.append(
+                {
+                    "run": run,
+                    "game": suite["name"],
+                    "suite": True,
+                    "model": model,
+                    "episodes": seats,
+                    "outcomes": entry.get("outcomes"),
+                    "suite_score": entry.get("score"),
+                    "suite_score_stderr": entry.get("stderr"),
+                    "suite_games": entry.get("games"),
+                    "reference": suite.get("reference"),
+                }
+            )
+    return rows
+
+
+def suite_score_cell(row: dict[str, Any]) -> str:
+    """A row's suite score (a game's or the whole suite's) with its standard error; ``—`` outside a suite.
+
+    Example:
+        >>> suite_score_cell({"suite_score": 0.5, "suite_score_stderr": 0.1})
+        '0.500 ± 0.100'
+        >>> suite_score_cell({"suite": True, "suite_score": None, "suite_games": 3})
+        'incomplete (3 games)'
+    """
+    if "suite_score" not in row:
+        return "—"
+    from tsmg.evaluation.suites import score_text
+
+    return score_text(
+        {"score": row["suite_score"], "stderr": row.get("suite_score_stderr"), "games": row.get("suite_games")}
+    )
+
+
 def result_text(row: dict[str, Any]) -> str:
     """A row's result: success with its Wilson 95 % interval, or, in a win/draw/loss game, W/D/L.
 
@@ -93,14 +145,29 @@ def wdl_text(counts: dict[str, Any]) -> str:
     return "/".join(str(counts.get(key, "?")) for key in ("wins", "draws", "losses"))
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], with_run: bool = False) -> str:
-    """A Markdown table of success (Wilson 95 %) or W/D/L, return ± s.e., invalid rate, turns, tokens, cost."""
+def markdown_table(
+    rows: Sequence[dict[str, Any]], with_run: bool = False, totals: Sequence[dict[str, Any]] = ()
+) -> str:
+    """A Markdown table of success (Wilson 95 %) or W/D/L, return ± s.e., invalid rate, turns, tokens, cost.
+
+    A suite's run adds the suite score column (each game's normalised score) and ``totals``, its
+    :func:`suite_rows`: each model's suite score and W/D/L over the suite, below the games.
+    """
     header = ["game", "model", "episodes", "success (95% CI) or W/D/L", "return ± s.e.", "invalid", "turns"]
     header += ["tokens in/out"]
     header += ["cost $"]
+    scored = bool(totals) or any("suite_score" in row for row in rows)
+    if scored:
+        header.append("suite score (random 0, MCTS 1)")
     if with_run:
         header.insert(0, "run")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in totals:
+        cells = [f"**{row['game']}** (all games)", row["model"], str(row["episodes"]), result_text(row)]
+        cells += ["—"] * 5 + [f"**{suite_score_cell(row)}**"]
+        if with_run:
+            cells.insert(0, row["run"])
+        lines.append("| " + " | ".join(cells) + " |")
     for row in rows:
         cells = [
             row["game"],
@@ -114,6 +181,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], with_run: bool = False) -> st
             f"{row['cost_usd']:.4f}"
             + ("" if row.get("reasoning_cost_usd") is None else f" ({row['reasoning_cost_usd']:.4f} thinking)"),
         ]
+        if scored:
+            cells.append(suite_score_cell(row))
         if with_run:
             cells.insert(0, row["run"])
         lines.append("| " + " | ".join(cells) + " |")
@@ -161,7 +230,7 @@ def write_report(summary: dict[str, Any], folder: Path) -> None:
         f"Planned episodes: {summary.get('planned')}, completed: {summary.get('completed')}, "
         f"failed: {summary.get('failed')}.",
         "",
-        markdown_table(rows),
+        markdown_table(rows, totals=suite_rows([(folder.name, summary)])),
     ]
     if any(row.get("reasoning_tokens_per_episode") is not None for row in rows):
         parts += [

@@ -32,7 +32,7 @@ from tsmg.core import GameCodeError, Invalid
 from tsmg.episode import Episode, read_episodes
 from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.metrics import summarize_eval
-from tsmg.evaluation.plan import PlannedEpisode, plan_evaluation
+from tsmg.evaluation.plan import PlannedEpisode, plan_evaluation, seat_spec
 from tsmg.model_spec import parse_model_spec
 from tsmg.policies import Decision, DecisionRequest, OraclePolicy, Policy, policy_from_spec
 from tsmg.registry import make
@@ -190,7 +190,7 @@ def run_eval(
     todo = [planned for planned in plan if planned.episode_id not in done]
     policies: dict[str, Policy] = {}
     for spec in dict.fromkeys(spec for p in todo for _, spec in p.seats):
-        policy = policy_factory(spec, config)
+        policy = policy_factory(seat_spec(spec), config)
         _check_reachable(policy)
         policies[spec] = policy if budget is None else BudgetedPolicy(policy, spec, budget, config)
     _check_oracles(config, todo)
@@ -250,7 +250,8 @@ def _check_oracles(config: EvalConfig, todo: Sequence[PlannedEpisode]) -> None:
     """Refuse the oracle policy in a game that has no oracle, on the first seed it would play there."""
     checked = set()
     for planned in todo:
-        if planned.game_id in checked or not any(parse_model_spec(spec).kind == "oracle" for _, spec in planned.seats):
+        kinds = {parse_model_spec(seat_spec(spec)).kind for _, spec in planned.seats}
+        if planned.game_id in checked or "oracle" not in kinds:
             continue
         checked.add(planned.game_id)
         game = make(planned.game_id, **config.game_options.get(planned.game_id, {}))
@@ -392,7 +393,7 @@ class Budget:
         """Count what a finished episode spent, seat by seat (each seat at its model's price)."""
         for step in episode.steps:
             spec = episode.policies.get(step.agent, "")
-            self.charge(step.prompt_tokens or 0, step.completion_tokens or 0, prices.get(spec))
+            self.charge(step.prompt_tokens or 0, step.completion_tokens or 0, prices.get(seat_spec(spec)))
 
     def stop_message(self) -> str:
         """What the summary says when the run stopped at its budget."""
@@ -420,7 +421,7 @@ class BudgetedPolicy:
         self.policy = policy
         self.name = policy.name
         self.budget = budget
-        self.price = config.prices.get(spec)
+        self.price = config.prices.get(seat_spec(spec))
         self.prefers_independent_episodes = bool(getattr(policy, "prefers_independent_episodes", False))
 
     def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
@@ -435,5 +436,5 @@ class BudgetedPolicy:
 
 
 def is_language_model(spec: str) -> bool:
-    """Whether a model spec names a language model (not a scripted policy)."""
-    return not parse_model_spec(spec).scripted
+    """Whether a model spec (or the opponent's seat name) names a language model (not a scripted policy)."""
+    return not parse_model_spec(seat_spec(spec)).scripted

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tsmg.evaluation.report import current_summary, predates_outcomes
+from tsmg.evaluation.report import current_summary, predates_outcomes, suite_rows
 from tsmg.view import page
 from tsmg.view.data import ChunkWriter, EpisodeIndex, write_script
 from tsmg.view.records import ReadProblem
@@ -193,7 +193,7 @@ def _summary_section(number: int, run: RunFolder, out: Path, plots: bool) -> str
     if all(isinstance(count, int) for count in counts):
         note += f" Planned episodes: {counts[0]}, completed: {counts[1]}, failed: {counts[2]}."
     parts.append(f'<p class="source">{page.escape(note)}</p>')
-    parts.append(page.summary_table(number, rows))
+    parts.append(page.summary_table(number, rows, totals=suite_rows([(run.name, summary)])))
     for game in summary["games"]:
         parts.append(page.head_to_head_table(game))
     if plots:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from tsmg.evaluation.report import result_text, wdl_text
+from tsmg.evaluation.report import result_text, suite_score_cell, wdl_text
 from tsmg.view.records import ReadProblem
 
 #: Problems listed per run before "and N more".
@@ -48,11 +48,13 @@ def browse_link(text: str, **filters: Any) -> str:
     return f'<a class="browse" href="#browse?{escape(query)}">{escape(text)}</a>'
 
 
-def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
+def summary_table(run_number: int, rows: Sequence[dict[str, Any]], totals: Sequence[dict[str, Any]] = ()) -> str:
     """Game × model figures: success with its Wilson 95 % interval or W/D/L, return, invalid rate, turns, tokens, cost.
 
     A row of a win/draw/loss game shows its wins, draws and losses (by seat, forfeits named)
-    where a goal game's shows success: :func:`tsmg.evaluation.report.result_text`.
+    where a goal game's shows success: :func:`tsmg.evaluation.report.result_text`. A suite's run
+    adds the suite score column and, above the games, ``totals``
+    (:func:`tsmg.evaluation.report.suite_rows`): each model's suite score and W/D/L.
     """
     header = [
         "game",
@@ -66,9 +68,19 @@ def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
         "cost $",
         "transcripts",
     ]
+    scored = bool(totals) or any("suite_score" in row for row in rows)
+    if scored:
+        header.append("suite score (random 0, MCTS 1)")
     lines = ['<table class="summary"><thead><tr>']
     lines += [f"<th>{escape(name)}</th>" for name in header]
     lines.append("</tr></thead><tbody>")
+    for row in totals:
+        model = str(row.get("model", "?"))
+        cells = [f"<strong>{escape(row.get('game', '?'))}</strong> (all games)", escape(model)]
+        cells += [escape(row.get("episodes", "?")), f'<span class="outcomes">{escape(result_text(row))}</span>']
+        cells += ["—"] * 5 + [browse_link("browse", run=run_number, model=model)]
+        cells.append(f"<strong>{escape(suite_score_cell(row))}</strong>")
+        lines.append('<tr class="suite-total">' + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     for row in rows:
         game, model = str(row.get("game", "?")), str(row.get("model", "?"))
         rate = row.get("success_rate")
@@ -103,6 +115,8 @@ def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
             escape(number(row.get("cost_usd"), ".4f")),
             browse_link("browse", run=run_number, game=game, model=model),
         ]
+        if scored:
+            cells.append(escape(suite_score_cell(row)))
         lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     lines.append("</tbody></table>")
     return "\n".join(lines)
