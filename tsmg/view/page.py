@@ -1,7 +1,8 @@
-"""The report's HTML page: summary tables, plots, training curves and the problems panel.
+"""The report's HTML page: summary tables, plots, the training tab and the problems panel.
 
 Everything here is static HTML written by Python; every value from a run goes through
-:func:`html.escape`. The transcript browser is drawn by ``assets/view.js`` from the data files.
+:func:`html.escape`. The transcript browser is drawn by ``assets/view.js`` from the data files, the learning curves
+by ``assets/curves.js``.
 The page's Content-Security-Policy allows scripts and styles from the report's own files only,
 so even markup that slipped into the page could not run a script.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -48,11 +49,14 @@ def browse_link(text: str, **filters: Any) -> str:
     return f'<a class="browse" href="#browse?{escape(query)}">{escape(text)}</a>'
 
 
-def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
+def summary_table(rows: Sequence[dict[str, Any]], run_numbers: Mapping[str, int]) -> str:
     """Game × model figures: success with its Wilson 95 % interval or W/D/L, return, invalid rate, turns, tokens, cost.
 
-    A row of a win/draw/loss game shows its wins, draws and losses (by seat, forfeits named)
-    where a goal game's shows success: :func:`tsmg.evaluation.report.result_text`.
+    ``rows`` are ``tsmg report``'s (:func:`tsmg.evaluation.report.comparison_rows`: a summary row
+    with its ``run`` name); ``run_numbers`` numbers the runs for the transcript links, and with
+    several runs the table starts with a run column. A row of a win/draw/loss game shows its
+    wins, draws and losses (by seat, forfeits named) where a goal game's shows success:
+    :func:`tsmg.evaluation.report.result_text`.
     """
     header = [
         "game",
@@ -66,10 +70,14 @@ def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
         "cost $",
         "transcripts",
     ]
+    with_run = len(run_numbers) > 1
+    if with_run:
+        header.insert(0, "run")
     lines = ['<table class="summary"><thead><tr>']
     lines += [f"<th>{escape(name)}</th>" for name in header]
     lines.append("</tr></thead><tbody>")
     for row in rows:
+        run_number = run_numbers[row["run"]]
         game, model = str(row.get("game", "?")), str(row.get("model", "?"))
         rate = row.get("success_rate")
         interval = row.get("success_ci95")
@@ -103,6 +111,8 @@ def summary_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
             escape(number(row.get("cost_usd"), ".4f")),
             browse_link("browse", run=run_number, game=game, model=model),
         ]
+        if with_run:
+            cells.insert(0, escape(row["run"]))
         lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     lines.append("</tbody></table>")
     return "\n".join(lines)
@@ -186,6 +196,21 @@ def metrics_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def training_section(runs: Sequence[str], curves: bool) -> str:
+    """The training tab: the curves' mount point (drawn by ``assets/curves.js``), then each run's figures.
+
+    ``runs`` holds each training run's HTML (already escaped); ``curves`` says whether
+    ``data/curves.js`` was written (some run has metrics).
+    """
+    mount = (
+        '<div id="curves" class="curves"><noscript>The learning curves need JavaScript; '
+        "their data is in data/curves.js.</noscript></div>"
+        if curves
+        else ""
+    )
+    return '<section id="training"><h2>Training</h2>' + mount + "\n".join(runs) + "</section>"
+
+
 def problems_panel(problems_by_run: Sequence[tuple[str, Sequence[ReadProblem], int]]) -> str:
     """The "could not read" panel: per run, the problems found and how many episodes carry issues."""
     if not any(problems or flagged for _, problems, flagged in problems_by_run):
@@ -232,6 +257,7 @@ def page(title: str, sections: Sequence[str], navigation: Sequence[tuple[str, st
             "<noscript>The transcript browser needs JavaScript; the episodes are in data/e-*.js.</noscript>",
             '<div id="browser"><p class="loading">Loading the episode index…</p></div></section>',
             "</main>",
+            '<script src="assets/curves.js"></script>',
             '<script src="assets/view.js"></script>',
             "</body></html>",
             "",
