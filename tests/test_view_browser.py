@@ -379,6 +379,16 @@ def test_two_training_runs_overlaid_with_hover_smoothing_legend_and_zoom(runs_re
     assert float(shown[0].find_element("css selector", ".raw").text) == pytest.approx(a[7], rel=1e-3)
     assert float(shown[1].find_element("css selector", ".raw").text) == pytest.approx(b[7], rel=1e-3)
     assert a[7] != b[7]
+    # The hover dots sit where the axes put update 7 and each run's value (read back through the tick labels).
+    x0, x1 = float(svg.get_attribute("data-x0")), float(svg.get_attribute("data-x1"))
+    left, width = (float(overlay.get_attribute(name)) for name in ("x", "width"))
+    ticks = [(float(tick.text), float(tick.get_attribute("y"))) for tick in chart.find_elements("css selector", "text.y-tick")]
+    (low, low_y), (high, high_y) = ticks[0], ticks[-1]
+    dots = chart.find_elements("css selector", "g.hover circle")
+    for dot, value in zip(dots, (a[7], b[7]), strict=True):
+        assert float(dot.get_attribute("cx")) == pytest.approx(left + (7 - x0) / (x1 - x0) * width, abs=0.01)
+        read = low + (float(dot.get_attribute("cy")) - low_y) / (high_y - low_y) * (high - low)
+        assert read == pytest.approx(value, abs=1e-3)
     # Past the end of the shorter run: the longer one's value, and a dash for the other.
     shown = hover(19)
     assert float(shown[0].find_element("css selector", ".raw").text) == pytest.approx(a[19], rel=1e-3)

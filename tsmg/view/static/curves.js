@@ -183,7 +183,7 @@
       for (const tick of ticks(this.range[0], this.range[1], 5)) {
         const at = this.y(tick);
         this.axes.append(shape("line", { x1: LEFT, x2: LEFT + PLOT_WIDTH, y1: at, y2: at, stroke: "#e6e8ee" }));
-        const label = shape("text", { x: LEFT - 6, y: at + 4, "text-anchor": "end", class: "tick y-tick" });
+        const label = shape("text", { x: LEFT - 6, y: at, "text-anchor": "end", "dominant-baseline": "middle", class: "tick y-tick" });
         label.textContent = number(tick);
         this.axes.append(label);
       }
