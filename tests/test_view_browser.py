@@ -329,8 +329,12 @@ def test_the_model_by_game_table_holds_every_eval_runs_rows_by_game(runs_report,
     rows = comparison_rows(summaries)  # the figures `tsmg report` prints
     expected = [row for game in ("FrozenLake-NoSlip-v0", "TicTacToe-v0") for row in rows if row["game"] == game]
     table = driver.find_element("css selector", "table.summary")
-    assert [th.text for th in table.find_elements("css selector", "thead th")][:4] == ["run", "game", "model", "episodes"]
-    shown = [[td.text for td in tr.find_elements("css selector", "td")] for tr in table.find_elements("css selector", "tbody tr")]
+    header = [th.text for th in table.find_elements("css selector", "thead th")]
+    assert header[:4] == ["run", "game", "model", "episodes"]
+    shown = [
+        [td.text for td in row.find_elements("css selector", "td")]
+        for row in table.find_elements("css selector", "tbody tr")
+    ]
     assert [cells[:4] for cells in shown] == [
         [row["run"], row["game"], row["model"], str(row["episodes"])] for row in expected
     ]
@@ -382,8 +386,10 @@ def test_two_training_runs_overlaid_with_hover_smoothing_legend_and_zoom(runs_re
     # The hover dots sit where the axes put update 7 and each run's value (read back through the tick labels).
     x0, x1 = float(svg.get_attribute("data-x0")), float(svg.get_attribute("data-x1"))
     left, width = (float(overlay.get_attribute(name)) for name in ("x", "width"))
-    ticks = [(float(tick.text), float(tick.get_attribute("y"))) for tick in chart.find_elements("css selector", "text.y-tick")]
-    (low, low_y), (high, high_y) = ticks[0], ticks[-1]
+    labels = chart.find_elements("css selector", "text.y-tick")
+    (low, low_y), (high, high_y) = (
+        (float(label.text), float(label.get_attribute("y"))) for label in (labels[0], labels[-1])
+    )
     dots = chart.find_elements("css selector", "g.hover circle")
     for dot, value in zip(dots, (a[7], b[7]), strict=True):
         assert float(dot.get_attribute("cx")) == pytest.approx(left + (7 - x0) / (x1 - x0) * width, abs=0.01)

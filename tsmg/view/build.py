@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 #: A file that marks a folder as a report this module wrote (and may therefore rewrite).
 MARKER = ".tsmg-view"
 
+
 class ReportFolderError(ValueError):
     """The output folder exists and is not a report this command wrote."""
 
@@ -169,9 +170,11 @@ def _summary_section(evaluated: Sequence[tuple[int, RunFolder]], out: Path, plot
     same summaries), grouped by game so that the runs' models on one game sit together.
     """
     summaries, details = [], []
-    for number, run in evaluated:
+    for _, run in evaluated:
         summary, source = _eval_summary(run)
-        parts = [f"<h3>{page.escape(run.name)} <small>({page.escape(run.kind)} run, {page.escape(run.path)})</small></h3>"]
+        parts = [
+            f"<h3>{page.escape(run.name)} <small>({page.escape(run.kind)} run, {page.escape(run.path)})</small></h3>"
+        ]
         if summary is None:
             parts.append("<p>No summary and no readable episodes: nothing to tabulate.</p>")
             details.append("\n".join(parts))
