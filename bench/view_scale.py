@@ -9,7 +9,7 @@ the last episode, a text search that stops at its first 500 matching steps and o
 every episode (a text no step holds), and records the longest main-thread task (a frozen page
 shows up there). Last, two training runs of ``--curve-updates`` updates each (their metrics
 written by this script: random walks, seeded, 14 metrics) are charted: the time until the
-curves are drawn, and a hover readout.
+curves are drawn, a hover readout, and redrawing every chart when the smoothing changes.
 
 Usage: python bench/view_scale.py [--episodes 100000] [--baseline 1000] [--out runs/view-scale]
        [--reuse-runs] [--curve-updates 10000]
@@ -184,6 +184,11 @@ def curves(folder: Path, updates: int) -> dict[str, Any]:
         ActionChains(driver).move_to_element_with_offset(overlay, 10, 0).perform()
         view_helpers.wait_until(lambda: readout.get_attribute("data-step"), what="the hover readout")
         figures["hover_s"] = time.perf_counter() - started
+        figures["smoothing_redraw_ms"] = driver.execute_async_script(
+            "const done = arguments[0], slider = document.querySelector('input[name=smoothing]');"
+            "const started = performance.now(); slider.value = '0.9'; slider.dispatchEvent(new Event('input'));"
+            "requestAnimationFrame(() => setTimeout(() => done(performance.now() - started), 0));"
+        )
         figures["longest_task_ms"] = float(driver.execute_script("return Math.max(0, ...window.__longTasks)"))
     return figures
 

@@ -118,9 +118,9 @@
       return low === high ? [low - 1, high + 1] : [low, high];
     }
 
-    x(step) { const [low, high] = this.domain(); return LEFT + (step - low) / (high - low) * PLOT_WIDTH; }
+    x(step) { return LEFT + (step - this.low) / (this.high - this.low) * PLOT_WIDTH; }
 
-    step(pixel) { const [low, high] = this.domain(); return low + (pixel - LEFT) / PLOT_WIDTH * (high - low); }
+    step(pixel) { return this.low + (pixel - LEFT) / PLOT_WIDTH * (this.high - this.low); }
 
     // The SVG x coordinate of a mouse event (the chart is scaled to its box).
     pixel(event) {
@@ -135,6 +135,7 @@
 
     draw() {
       const [low, high] = this.domain();
+      [this.low, this.high] = [low, high];  // the update axis of x() and step() until the next draw
       const series = this.visible();
       this.svg.dataset.x0 = String(low);
       this.svg.dataset.x1 = String(high);
@@ -165,8 +166,26 @@
 
     y(value) { const [bottom, top] = this.range; return TOP + (top - value) / (top - bottom) * PLOT_HEIGHT; }
 
+    // The line through the points in the zoomed range (and one beyond each end). Of the points
+    // falling in one pixel column only the first, lowest, highest and last are kept: a run of
+    // 10,000 updates draws as a line of a few per column, the same shape.
     path(steps, values, run, className) {
-      const points = steps.map((step, i) => `${this.x(step).toFixed(1)},${this.y(values[i]).toFixed(1)}`);
+      const [low, high] = this.domain();
+      const from = Math.max(0, lowerBound(steps, low) - 1), to = Math.min(steps.length, lowerBound(steps, high) + 1);
+      const points = [];
+      for (let i = from; i < to;) {
+        const column = Math.floor(this.x(steps[i]));
+        let end = i, lowest = i, highest = i;
+        while (end + 1 < to && Math.floor(this.x(steps[end + 1])) === column) {
+          end++;
+          if (values[end] < values[lowest]) lowest = end;
+          if (values[end] > values[highest]) highest = end;
+        }
+        for (const kept of [...new Set([i, lowest, highest, end])].sort((a, b) => a - b)) {
+          points.push(`${this.x(steps[kept]).toFixed(1)},${this.y(values[kept]).toFixed(1)}`);
+        }
+        i = end + 1;
+      }
       return shape("path", { class: className, "data-run": run, d: "M" + points.join("L"), fill: "none", stroke: colour(run),
         "stroke-width": className === "series" ? 1.8 : 1, opacity: className === "series" ? 1 : 0.25 });
     }
@@ -293,10 +312,13 @@
   function smoothingControl() {
     const slider = el("input", { type: "range", name: "smoothing", min: 0, max: 0.99, step: 0.01, value: 0 });
     const shown = el("output", {}, "0 (off)");
+    let pending = false;  // a slider drag fires many events: redraw once per frame
     slider.addEventListener("input", () => {
       smoothing = Number(slider.value);
       shown.textContent = smoothing > 0 ? slider.value : "0 (off)";
-      for (const chart of charts) chart.draw();
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; for (const chart of charts) chart.draw(); });
     });
     return el("label", { class: "smoothing" }, "smoothing (moving average weight) ", slider, " ", shown);
   }
@@ -320,8 +342,12 @@
     mount.replaceChildren(el("div", { class: "curve-controls" }, legend(), smoothingControl(),
       rest.length ? el("label", {}, "add a chart: ", more) : null,
       el("span", { class: "hint" }, "drag across a chart or use the wheel to zoom; double-click to reset")), grid);
-    data.metrics.slice(0, data.shown).forEach(add);
-    mount.dataset.status = "ready";
+    // One chart per task: the page stays responsive while many long runs are drawn.
+    const first = data.metrics.slice(0, data.shown);
+    const next = () => {
+      if (first.length) { add(first.shift()); setTimeout(next, 0); } else mount.dataset.status = "ready";
+    };
+    next();
   }
 
   const script = document.createElement("script");
