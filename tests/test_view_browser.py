@@ -484,3 +484,29 @@ def test_text_search_lists_every_matching_step_and_opens_it_highlighted(runs_rep
     click_and_wait(driver, driver.find_element("css selector", "a.back"))
     assert len(driver.find_elements("css selector", "li.search-hit")) == len(narrowed)
     assert driver.find_element("css selector", "input[name=q]").get_attribute("value") == "taken"
+
+
+def test_a_long_run_is_drawn_with_a_few_points_per_pixel_and_keeps_its_extremes(driver, tmp_path):
+    run = tmp_path / "long"
+    run.mkdir()
+    updates = 5000
+    values = [0.5 + 0.1 * math.sin(step / 50) for step in range(updates)]
+    values[1234], values[3210] = 3.0, -2.0  # one update each far above and below the rest
+    lines = (json.dumps({"step": step, "loss/total": value}) for step, value in enumerate(values))
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    report = build_report([run], tmp_path / "report", plots=False)
+    open_report(driver, report.index_html, "#training")
+    wait_until(lambda: driver.execute_script("return document.getElementById('curves').dataset.status") == "ready")
+    chart = driver.find_element("css selector", "figure.chart[data-metric='loss/total']")
+    path = chart.find_element("css selector", "path.series").get_attribute("d")
+    points = [tuple(map(float, point.split(","))) for point in path[1:].split("L")]
+    width = float(chart.find_element("css selector", "rect.overlay").get_attribute("width"))
+    assert len(points) <= 4 * (width + 1) < updates
+    assert [x for x, _ in points] == sorted(x for x, _ in points)
+    # The spikes are drawn: the line reaches the y of 3.0 and of -2.0 (read through the tick labels).
+    labels = chart.find_elements("css selector", "text.y-tick")
+    (low, low_y), (high, high_y) = (
+        (float(label.text), float(label.get_attribute("y"))) for label in (labels[0], labels[-1])
+    )
+    values_drawn = [low + (y - low_y) / (high_y - low_y) * (high - low) for _, y in points]
+    assert max(values_drawn) == pytest.approx(3.0, abs=0.02) and min(values_drawn) == pytest.approx(-2.0, abs=0.02)
