@@ -1,8 +1,9 @@
 """Build the report: read run folders, write chunked data, plots and the page into one folder.
 
 The output folder holds ``index.html``, ``assets/`` (the page's script and style),
-``data/`` (``meta.js``, ``index-NNN.js``, ``e-NNNNN.js``, ``curves.js``) and ``plots/``. It opens from disk
-(``file://``) with no network; ``tsmg view --serve`` only adds a local HTTP server.
+``data/`` (``meta.js``, ``index-NNN.js``, ``e-NNNNN.js``, ``curves.js``) and ``plots/``. It
+opens from disk (``file://``) with no network; ``tsmg view --serve`` only adds a local HTTP
+server.
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def _summary_section(evaluated: Sequence[tuple[int, RunFolder]], out: Path, plot
     rows = comparison_rows(summaries)
     games = list(dict.fromkeys(row["game"] for row in rows))
     rows.sort(key=lambda row: games.index(row["game"]))  # stable: the runs' order within a game
-    numbers = {run.name: number for number, run in evaluated}
+    tabulated = {name for name, _ in summaries}
+    numbers = {run.name: number for number, run in evaluated if run.name in tabulated}
     title = "Model × game" + (f" across {len(summaries)} runs" if len(summaries) > 1 else "")
     table = [f"<h3>{page.escape(title)}</h3>", page.summary_table(rows, numbers)] if rows else []
     return '<section id="summary"><h2>Summary</h2>' + "\n".join([*table, *details]) + "</section>"

@@ -1,10 +1,10 @@
 """The report's HTML page: summary tables, plots, the training tab and the problems panel.
 
 Everything here is static HTML written by Python; every value from a run goes through
-:func:`html.escape`. The transcript browser is drawn by ``assets/view.js`` from the data files, the learning curves
-by ``assets/curves.js``.
-The page's Content-Security-Policy allows scripts and styles from the report's own files only,
-so even markup that slipped into the page could not run a script.
+:func:`html.escape`. The transcript browser is drawn by ``assets/view.js`` from the data
+files, the learning curves by ``assets/curves.js``. The page's Content-Security-Policy allows
+scripts and styles from the report's own files only, so even markup that slipped into the page
+could not run a script.
 """
 
 from __future__ import annotations
