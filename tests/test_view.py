@@ -13,6 +13,7 @@ from view_helpers import SCRIPT, THINKING, damage
 from tsmg.cli import main
 from tsmg.evaluation import EvalConfig, run_eval
 from tsmg.view import build_report
+from tsmg.view.curves import curve_data
 from tsmg.view.data import script_literal
 from tsmg.view.records import normalise_episode, read_jsonl
 from tsmg.view.runs import open_run, recompute_summary
@@ -187,9 +188,57 @@ def test_training_run_report_has_curves_and_the_chosen_updates(tmp_path):
     )
     assert sorted({row[11] for row in index}) == [1, 3]  # the update column
     page = (out / "index.html").read_text()
-    assert "success-rate.png" in page and (out / "plots" / "train-success-rate.png").stat().st_size > 0
+    # The learning curves are data the page draws (data/curves.js), every metric of metrics.jsonl in it.
+    assert '<div id="curves"' in page and not list((out / "plots").iterdir())
+    curves = _script_value(out / "data" / "curves.js", "tsmgCurves(")
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert curves["runs"] == ["train"]
+    by_key = {metric["key"]: metric["series"] for metric in curves["metrics"]}
+    success = {row["step"]: row["rollout/success_rate"] for row in rows if "rollout/success_rate" in row}
+    [[number, steps, values]] = by_key["rollout/success_rate"]
+    assert number == 0 and steps == [1, 2, 3] and values == [success[step] for step in steps]
+    [[_, steps, _]] = by_key["eval/success_rate"]
+    assert steps == [0, 3]  # held out before training and every 3rd update
     assert page.count('href="#browse?run=0&amp;game=FrozenLake-v0&amp;model=') == 2  # one link per stored update
     assert main(["view", str(run), "--updates", "1,x"]) == 2
+
+
+def _script_value(path, callback):
+    text = path.read_text()
+    assert text.startswith(callback) and text.endswith(");\n")
+    return json.loads(text[len(callback) : -3])
+
+
+def test_curve_data_holds_each_runs_finite_metrics_by_update(tmp_path):
+    runs = []
+    for name, lines in {
+        "a": [
+            {"step": 2, "rollout/success_rate": 0.5, "loss/total": float("nan"), "note": "text", "z/custom": 3},
+            {"step": 1, "rollout/success_rate": 0.25, "loss/total": 1.5, "flag": True},
+            {"step": 2, "rollout/success_rate": 0.75},  # a resumed run wrote update 2 again: the last one counts
+        ],
+        "b": [{"step": 5, "a/custom": -1.0}, {"step": 6, "rollout/success_rate": 1}],
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        runs.append(open_run(tmp_path / name))
+    data = curve_data(runs)
+    assert data["runs"] == ["a", "b"]
+    assert [(metric["key"], metric["series"]) for metric in data["metrics"]] == [
+        ("rollout/success_rate", [[0, [1, 2], [0.25, 0.75]], [1, [6], [1.0]]]),
+        ("loss/total", [[0, [1], [1.5]]]),
+        ("a/custom", [[1, [5], [-1.0]]]),
+        ("z/custom", [[0, [2], [3.0]]]),
+    ]
+    assert data["metrics"][0]["title"] == "success rate of the sampled training episodes"
+    assert data["shown"] == 2  # the known metrics; the others are offered in a list
+    assert curve_data([open_run(tmp_path / "b")])["shown"] == 1  # its one known metric
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "metrics.jsonl").write_text('{"step": 1, "x": 1}\n{"step": 2, "y": 2}\n')
+    assert curve_data([open_run(tmp_path / "c")])["shown"] == 2  # none known: the first ones by name
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "metrics.jsonl").write_text('{"step": 1, "note": "no numbers"}\n')
+    assert curve_data([open_run(tmp_path / "d")]) is None
 
 
 def test_serve_hands_out_the_report_on_loopback(bad_report):

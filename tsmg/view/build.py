@@ -1,8 +1,9 @@
 """Build the report: read run folders, write chunked data, plots and the page into one folder.
 
 The output folder holds ``index.html``, ``assets/`` (the page's script and style),
-``data/`` (``meta.js``, ``index-NNN.js``, ``e-NNNNN.js``) and ``plots/``. It opens from disk
-(``file://``) with no network; ``tsmg view --serve`` only adds a local HTTP server.
+``data/`` (``meta.js``, ``index-NNN.js``, ``e-NNNNN.js``, ``curves.js``) and ``plots/``. It
+opens from disk (``file://``) with no network; ``tsmg view --serve`` only adds a local HTTP
+server.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tsmg.evaluation.report import current_summary, predates_outcomes, suite_rows
+from tsmg.evaluation.report import comparison_rows, current_summary, predates_outcomes, suite_rows
 from tsmg.view import page
+from tsmg.view.curves import write_curves
 from tsmg.view.data import ChunkWriter, EpisodeIndex, write_script
 from tsmg.view.records import ReadProblem
 from tsmg.view.runs import RunFolder, metric_value, open_run, recompute_summary, update_rows
@@ -25,17 +27,6 @@ logger = logging.getLogger(__name__)
 
 #: A file that marks a folder as a report this module wrote (and may therefore rewrite).
 MARKER = ".tsmg-view"
-#: The learning-curve panels of a training run: title and metrics, drawn when present.
-CURVE_PANELS = (
-    ("success rate", ("rollout/success_rate", "eval/success_rate")),
-    ("mean return", ("rollout/mean_return", "eval/mean_return")),
-    ("invalid answers per decision", ("rollout/invalid_rate", "eval/invalid_rate")),
-    ("loss", ("loss/total", "loss/policy")),
-    ("KL", ("loss/approx_kl", "loss/kl_ref")),
-    ("entropy", ("loss/entropy", "loss/rollout_entropy")),
-    ("gradient norm", ("optim/grad_norm",)),
-    ("learning rate", ("optim/lr",)),
-)
 
 
 class ReportFolderError(ValueError):
@@ -112,21 +103,20 @@ def build_report(
 
     sections, navigation = [], []
     problems_by_run = []
-    summaries: list[str] = []
-    training: list[str] = []
+    evaluated = [(number, run) for number, run in enumerate(folders) if run.kind != "train"]
+    trained = [(number, run) for number, run in enumerate(folders) if run.kind == "train"]
+    if evaluated:
+        sections.append(_summary_section(evaluated, out, plots))
+        navigation.append(("summary", "Summary"))
+    if trained:
+        curves_bytes = write_curves([run for _, run in trained], out / "data")
+        report.data_bytes += curves_bytes
+        runs_shown = [_training_section(number, run, wanted) for number, run in trained]
+        sections.append(page.training_section(runs_shown, curves=curves_bytes > 0))
+        navigation.append(("training", "Training"))
     for number, run in enumerate(folders):
-        if run.kind == "train":
-            training.append(_training_section(number, run, out, wanted, plots))
-        else:
-            summaries.append(_summary_section(number, run, out, plots))
         problems_by_run.append((run.name, run.problems, flagged_by_run[number]))
         report.problems[run.name] = list(run.problems)
-    if summaries:
-        sections.append('<section id="summary"><h2>Summary</h2>' + "\n".join(summaries) + "</section>")
-        navigation.append(("summary", "Summary"))
-    if training:
-        sections.append('<section id="training"><h2>Training</h2>' + "\n".join(training) + "</section>")
-        navigation.append(("training", "Training"))
     navigation.append(("browse", "Transcripts"))
     panel = page.problems_panel(problems_by_run)
     if panel:
@@ -144,7 +134,7 @@ def build_report(
     }
     meta_bytes = write_script(out / "data" / "meta.js", "tsmgMeta", meta)
     report.chunks = chunks.chunks
-    report.data_bytes = chunks.bytes_written + index_bytes + meta_bytes
+    report.data_bytes += chunks.bytes_written + index_bytes + meta_bytes
     title = "tsmg view: " + ", ".join(run.name for run in folders)
     report.index_html.write_text(page.page(title, sections, navigation), encoding="utf-8")
     _copy_assets(out / "assets")
@@ -170,12 +160,50 @@ def _prepare(out: Path) -> Path:
 def _copy_assets(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     static = resources.files("tsmg.view") / "static"
-    for name in ("view.js", "view.css"):
+    for name in ("view.js", "curves.js", "view.css"):
         (folder / name).write_bytes((static / name).read_bytes())
 
 
-def _summary_section(number: int, run: RunFolder, out: Path, plots: bool) -> str:
-    """Tables (and plots) of an evaluation or episodes-only run."""
+def _summary_section(evaluated: Sequence[tuple[int, RunFolder]], out: Path, plots: bool) -> str:
+    """The model × game table across the evaluation runs, then each run's head-to-head tables and plots.
+
+    The table's rows are ``tsmg report``'s (:func:`~tsmg.evaluation.report.comparison_rows` of the
+    same summaries), grouped by game so that the runs' models on one game sit together.
+    """
+    summaries, details = [], []
+    for _, run in evaluated:
+        summary, source = _eval_summary(run)
+        parts = [
+            f"<h3>{page.escape(run.name)} <small>({page.escape(run.kind)} run, {page.escape(run.path)})</small></h3>"
+        ]
+        if summary is None:
+            parts.append("<p>No summary and no readable episodes: nothing to tabulate.</p>")
+            details.append("\n".join(parts))
+            continue
+        summaries.append((run.name, summary))
+        counts = [summary.get(key) for key in ("planned", "completed", "failed")]
+        note = f"Figures {source}."
+        if all(isinstance(count, int) for count in counts):
+            note += f" Planned episodes: {counts[0]}, completed: {counts[1]}, failed: {counts[2]}."
+        parts.append(f'<p class="source">{page.escape(note)}</p>')
+        for game in summary["games"]:
+            parts.append(page.head_to_head_table(game))
+        if plots:
+            rows = [row for game in summary["games"] for row in game["rows"]]
+            parts.append(_eval_plots(run, rows, out))
+        details.append("\n".join(parts))
+    rows = comparison_rows(summaries)
+    games = list(dict.fromkeys(row["game"] for row in rows))
+    rows.sort(key=lambda row: games.index(row["game"]))  # stable: the runs' order within a game
+    tabulated = {name for name, _ in summaries}
+    numbers = {run.name: number for number, run in evaluated if run.name in tabulated}
+    title = "Model × game" + (f" across {len(summaries)} runs" if len(summaries) > 1 else "")
+    table = [f"<h3>{page.escape(title)}</h3>", page.summary_table(rows, numbers, suite_rows(summaries))] if rows else []
+    return '<section id="summary"><h2>Summary</h2>' + "\n".join([*table, *details]) + "</section>"
+
+
+def _eval_summary(run: RunFolder) -> tuple[dict[str, Any] | None, str]:
+    """The run's summary (current, or recomputed from its episodes) and where its figures come from."""
     summary, source = run.summary, "from summary.json"
     if summary is not None and predates_outcomes(summary):
         summary = current_summary(summary, run.path)
@@ -183,22 +211,7 @@ def _summary_section(number: int, run: RunFolder, out: Path, plots: bool) -> str
             source = "from summary.json, wins, draws and losses recounted from episodes.jsonl (it predates them)"
     if summary is None:
         summary, source = recompute_summary(run), "recomputed from episodes.jsonl (no usable summary.json)"
-    parts = [f"<h3>{page.escape(run.name)} <small>({page.escape(run.kind)} run, {page.escape(run.path)})</small></h3>"]
-    if summary is None:
-        parts.append("<p>No summary and no readable episodes: nothing to tabulate.</p>")
-        return "\n".join(parts)
-    rows = [row for game in summary["games"] for row in game["rows"]]
-    counts = [summary.get(key) for key in ("planned", "completed", "failed")]
-    note = f"Figures {source}."
-    if all(isinstance(count, int) for count in counts):
-        note += f" Planned episodes: {counts[0]}, completed: {counts[1]}, failed: {counts[2]}."
-    parts.append(f'<p class="source">{page.escape(note)}</p>')
-    parts.append(page.summary_table(number, rows, totals=suite_rows([(run.name, summary)])))
-    for game in summary["games"]:
-        parts.append(page.head_to_head_table(game))
-    if plots:
-        parts.append(_eval_plots(run, rows, out))
-    return "\n".join(parts)
+    return summary, source
 
 
 def _eval_plots(run: RunFolder, rows: list[dict[str, Any]], out: Path) -> str:
@@ -233,11 +246,9 @@ def _slug(name: str) -> str:
     return "".join(char if char.isalnum() or char in "-_." else "_" for char in name)
 
 
-def _training_section(number: int, run: RunFolder, out: Path, wanted: set[int] | None, plots: bool) -> str:
-    """Learning curves, last metrics and the stored episodes per update of a training run."""
+def _training_section(number: int, run: RunFolder, wanted: set[int] | None) -> str:
+    """A training run's figures: its metrics' last values and the stored episodes per update (curves: ``curves.js``)."""
     parts = [f"<h3>{page.escape(run.name)} <small>(training run, {page.escape(run.path)})</small></h3>"]
-    if plots and run.metrics:
-        parts.append(_training_plots(run, out))
     if run.metrics:
         steps = [int(row["step"]) for row in run.metrics]
         success = [metric_value(row, "eval/success_rate") for row in run.metrics]
@@ -261,19 +272,3 @@ def _training_section(number: int, run: RunFolder, out: Path, wanted: set[int] |
             "to keep every k-th update's episodes).</p>"
         )
     return "\n".join(parts)
-
-
-def _training_plots(run: RunFolder, out: Path) -> str:
-    try:
-        from training.run_log import plot_learning_curve
-    except ImportError:  # pragma: no cover - a stripped install without training/
-        run.problems.append(ReadProblem("(plots)", None, "the training package is missing: no learning curves"))
-        return ""
-    images = []
-    for title, keys in CURVE_PANELS:
-        name = f"{_slug(run.name)}-{_slug(title.replace(' ', '-'))}.png"
-        rows = [{"step": row["step"], **{key: metric_value(row, key) for key in keys}} for row in run.metrics]
-        path = plot_learning_curve(rows, out / "plots" / name, title=f"{run.name}: {title}", keys=keys)
-        if path is not None:
-            images.append(_image(path.name))
-    return '<div class="plots">' + "".join(images) + "</div>"

@@ -15,8 +15,9 @@ def add_commands(commands: Any) -> None:
         "view",
         help="a browsable HTML report of eval and training runs, with transcripts",
         description=(
-            "Build a static HTML report of run folders (eval, train, rollout --out): summaries, plots and every "
-            "stored episode's transcript; --serve also serves it on 127.0.0.1."
+            "Build a static HTML report of run folders (eval, train, rollout --out): the model x game table of the "
+            "eval runs, the training runs' learning curves overlaid, and every stored episode's transcript, "
+            "filtered and searched; --serve also serves it on 127.0.0.1."
         ),
         epilog=examples(
             "tsmg view runs/eval-fl",
@@ -31,7 +32,7 @@ def add_commands(commands: Any) -> None:
     view.add_argument(
         "--updates", help="training runs: the updates whose stored episodes to include, e.g. 10,50,100 (default: all)"
     )
-    view.add_argument("--no-plots", action="store_true", help="skip the matplotlib plots")
+    view.add_argument("--no-plots", action="store_true", help="skip the eval runs' matplotlib plots")
     view.add_argument("--serve", action="store_true", help="also serve the report on 127.0.0.1 until Ctrl-C")
     view.add_argument("--port", type=int, default=8000, help="port for --serve (0: any free port)")
     view.set_defaults(handler=cmd_view)

@@ -1,16 +1,17 @@
-"""The report's HTML page: summary tables, plots, training curves and the problems panel.
+"""The report's HTML page: summary tables, plots, the training tab and the problems panel.
 
 Everything here is static HTML written by Python; every value from a run goes through
-:func:`html.escape`. The transcript browser is drawn by ``assets/view.js`` from the data files.
-The page's Content-Security-Policy allows scripts and styles from the report's own files only,
-so even markup that slipped into the page could not run a script.
+:func:`html.escape`. The transcript browser is drawn by ``assets/view.js`` from the data
+files, the learning curves by ``assets/curves.js``. The page's Content-Security-Policy allows
+scripts and styles from the report's own files only, so even markup that slipped into the page
+could not run a script.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -48,13 +49,18 @@ def browse_link(text: str, **filters: Any) -> str:
     return f'<a class="browse" href="#browse?{escape(query)}">{escape(text)}</a>'
 
 
-def summary_table(run_number: int, rows: Sequence[dict[str, Any]], totals: Sequence[dict[str, Any]] = ()) -> str:
+def summary_table(
+    rows: Sequence[dict[str, Any]], run_numbers: Mapping[str, int], totals: Sequence[dict[str, Any]] = ()
+) -> str:
     """Game × model figures: success with its Wilson 95 % interval or W/D/L, return, invalid rate, turns, tokens, cost.
 
-    A row of a win/draw/loss game shows its wins, draws and losses (by seat, forfeits named)
-    where a goal game's shows success: :func:`tsmg.evaluation.report.result_text`. A suite's run
-    adds the suite score column and, above the games, ``totals``
-    (:func:`tsmg.evaluation.report.suite_rows`): each model's suite score and W/D/L.
+    ``rows`` are ``tsmg report``'s (:func:`tsmg.evaluation.report.comparison_rows`: a summary row
+    with its ``run`` name); ``run_numbers`` numbers the runs for the transcript links, and with
+    several runs the table starts with a run column. A row of a win/draw/loss game shows its
+    wins, draws and losses (by seat, forfeits named) where a goal game's shows success:
+    :func:`tsmg.evaluation.report.result_text`. A suite's run adds the suite score column and,
+    above the games, ``totals`` (:func:`tsmg.evaluation.report.suite_rows`): each model's suite
+    score and W/D/L.
     """
     header = [
         "game",
@@ -71,17 +77,24 @@ def summary_table(run_number: int, rows: Sequence[dict[str, Any]], totals: Seque
     scored = bool(totals) or any("suite_score" in row for row in rows)
     if scored:
         header.append("suite score (random 0, MCTS 1)")
+    with_run = len(run_numbers) > 1
+    if with_run:
+        header.insert(0, "run")
     lines = ['<table class="summary"><thead><tr>']
     lines += [f"<th>{escape(name)}</th>" for name in header]
     lines.append("</tr></thead><tbody>")
     for row in totals:
+        run_number = run_numbers[row["run"]]
         model = str(row.get("model", "?"))
         cells = [f"<strong>{escape(row.get('game', '?'))}</strong> (all games)", escape(model)]
         cells += [escape(row.get("episodes", "?")), f'<span class="outcomes">{escape(result_text(row))}</span>']
         cells += ["—"] * 5 + [browse_link("browse", run=run_number, model=model)]
         cells.append(f"<strong>{escape(suite_score_cell(row))}</strong>")
+        if with_run:
+            cells.insert(0, escape(row["run"]))
         lines.append('<tr class="suite-total">' + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     for row in rows:
+        run_number = run_numbers[row["run"]]
         game, model = str(row.get("game", "?")), str(row.get("model", "?"))
         rate = row.get("success_rate")
         interval = row.get("success_ci95")
@@ -117,6 +130,8 @@ def summary_table(run_number: int, rows: Sequence[dict[str, Any]], totals: Seque
         ]
         if scored:
             cells.append(escape(suite_score_cell(row)))
+        if with_run:
+            cells.insert(0, escape(row["run"]))
         lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     lines.append("</tbody></table>")
     return "\n".join(lines)
@@ -200,6 +215,21 @@ def metrics_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def training_section(runs: Sequence[str], curves: bool) -> str:
+    """The training tab: the curves' mount point (drawn by ``assets/curves.js``), then each run's figures.
+
+    ``runs`` holds each training run's HTML (already escaped); ``curves`` says whether
+    ``data/curves.js`` was written (some run has metrics).
+    """
+    mount = (
+        '<div id="curves" class="curves"><noscript>The learning curves need JavaScript; '
+        "their data is in data/curves.js.</noscript></div>"
+        if curves
+        else ""
+    )
+    return '<section id="training"><h2>Training</h2>' + mount + "\n".join(runs) + "</section>"
+
+
 def problems_panel(problems_by_run: Sequence[tuple[str, Sequence[ReadProblem], int]]) -> str:
     """The "could not read" panel: per run, the problems found and how many episodes carry issues."""
     if not any(problems or flagged for _, problems, flagged in problems_by_run):
@@ -246,6 +276,7 @@ def page(title: str, sections: Sequence[str], navigation: Sequence[tuple[str, st
             "<noscript>The transcript browser needs JavaScript; the episodes are in data/e-*.js.</noscript>",
             '<div id="browser"><p class="loading">Loading the episode index…</p></div></section>',
             "</main>",
+            '<script src="assets/curves.js"></script>',
             '<script src="assets/view.js"></script>',
             "</body></html>",
             "",

@@ -4,6 +4,8 @@
 // file:// page, where it would refuse fetch). The index (a few numbers per episode) loads at
 // start; episode chunks load when an episode of theirs is shown. Text from a run only ever
 // reaches the page through textContent and attribute setters: it is never parsed as HTML.
+// One file of about 650 lines: the list, search, episode and side-by-side views share the index,
+// the chunk cache and the state in the URL; the learning curves live apart, in curves.js.
 "use strict";
 
 (function () {
@@ -13,6 +15,8 @@
   const CHUNK_CACHE = 40;          // chunks kept in memory (each at most a few hundred kB)
   const STEPS_PER_BATCH = 200;     // steps drawn at once in an episode view
   const COMPARE_CANDIDATES = 20;   // other episodes offered for a side-by-side
+  const SEARCH_HITS = 500;         // a search stops after this many matching steps
+  const SNIPPET_CHARS = 70;        // characters shown either side of a match
 
   let meta = null;
   const indexParts = [];
@@ -20,6 +24,7 @@
   const chunkStore = new Map();    // chunk number -> episodes (also an LRU: re-inserted on use)
   const chunkWaiters = new Map();  // chunk number -> promise
   const bySeedKey = new Map();     // "game|options|seed" -> row numbers
+  let searchGeneration = 0;        // counts views: a search stops between chunks once another view is shown
 
   window.tsmgMeta = function (value) { meta = value; };
   window.tsmgIndex = function (part, value) { indexParts[part] = value; };
@@ -131,7 +136,7 @@
   }
 
   // ------------------------------------------------------------------ state in the URL hash
-  const FILTERS = ["run", "game", "model", "seat", "outcome", "invalid", "seed", "update", "issues"];
+  const FILTERS = ["run", "game", "model", "seat", "outcome", "invalid", "seed", "update", "issues", "q"];
 
   function readState() {
     const hash = location.hash.startsWith("#browse") ? location.hash.slice("#browse".length) : null;
@@ -169,12 +174,14 @@
   }
 
   function route() {
+    searchGeneration++;
     const { active, state } = readState();
     const tab = location.hash.slice(1);
     if (active) {
       showTab("transcripts");
       if (state.ep !== undefined && state.cmp !== undefined) showCompare(state);
       else if (state.ep !== undefined) showEpisode(state);
+      else if (state.q !== undefined) showSearch(state);
       else showList(state);
       return;
     }
@@ -267,6 +274,14 @@
       go(next);
     });
     bar.append(el("label", {}, "seed ", seed));
+    const query = el("input", { type: "search", name: "q", "data-filter": "q", size: 24, value: state.q || "",
+      placeholder: "text in any step" });
+    query.addEventListener("change", () => {
+      const next = filtersOf(state);
+      if (query.value === "") delete next.q; else next.q = query.value;
+      go(next);
+    });
+    bar.append(el("label", { class: "search" }, "search transcripts ", query));
     for (const [name, text] of [["invalid", "invalid answers only"], ["issues", "unreadable fields only"]]) {
       const box = el("input", { type: "checkbox", name, "data-filter": name, checked: state[name] === "1" ? "checked" : null });
       box.addEventListener("change", () => {
@@ -367,6 +382,99 @@
     }
   }
 
+  // ------------------------------------------------------------------ text search
+  // The texts of a step a search reads, each with the name a result shows.
+  function stepTexts(step) {
+    const texts = [["answer", step.completion], ["action", step.action], ["move", step.parsed_action],
+      ["why invalid", step.reason], ["thinking", step.reasoning], ["observation", step.observation]];
+    for (const [role, content] of step.prompt || []) texts.push([role + " prompt", content]);
+    return texts.filter(([, text]) => typeof text === "string" && text !== "");
+  }
+
+  // Every step that the filtered episodes' selected seats played (with the invalid filter: every
+  // such invalid step) holding the text, case-insensitively, read chunk by chunk; stops after
+  // SEARCH_HITS matching steps.
+  async function showSearch(state) {
+    const generation = searchGeneration;
+    browser.dataset.status = "loading";
+    const query = state.q.toLowerCase();
+    const model = state.model === undefined ? undefined : indexOf("models", state.model);
+    const seat = state.seat === undefined ? undefined : indexOf("agents", state.seat);
+    const items = filter(state).map((item) => Array.isArray(item) ? item : [item, null]);
+    const count = el("p", { class: "count" }, `Searching ${items.length} episodes…`);
+    const list = el("ol", { class: "search-results" });
+    browser.replaceChildren(filterBar(state), count, list);
+    let hits = 0, searched = 0, next = 0, last = null;
+    while (next < items.length && hits < SEARCH_HITS) {
+      const chunk = rows[items[next][0]][CHUNK];
+      let episodes;
+      try { episodes = await loadChunk(chunk); } catch (error) {
+        list.append(el("li", { class: "error" }, error.message));
+        while (next < items.length && rows[items[next][0]][CHUNK] === chunk) next++;
+        continue;
+      }
+      if (generation !== searchGeneration) return;
+      for (; next < items.length && rows[items[next][0]][CHUNK] === chunk && hits < SEARCH_HITS; next++) {
+        const [number, only] = items[next];
+        const episode = episodes[rows[number][POSITION]];
+        if (number !== last) { searched++; last = number; }
+        const row = rows[number];
+        const seats = new Set(focusSeats(row, model, seat).map((place) => meta.agents[row[AGENTS][place]]));
+        episode.steps.forEach((step, position) => {
+          if (hits >= SEARCH_HITS || (only !== null && position !== only) || !seats.has(step.agent)) return;
+          const found = stepTexts(step).find(([, text]) => text.toLowerCase().includes(query));
+          if (!found) return;
+          hits++;
+          list.append(searchHit(state, number, episode, step, position, found));
+        });
+      }
+      count.textContent = `Searching: ${hits} matching steps in ${searched} of ${items.length} episodes…`;
+    }
+    const episodesTotal = new Set(items.map(([number]) => number)).size;
+    const stopped = hits >= SEARCH_HITS && next < items.length;
+    count.dataset.count = String(hits);
+    count.textContent = `${hits} steps hold “${state.q}”` + (stopped
+      ? ` (the first ${SEARCH_HITS}; search stopped at ${searched} of ${episodesTotal} episodes: narrow the filters or the text)`
+      : ` (in ${episodesTotal} episodes searched)`);
+    browser.dataset.status = "ready";
+  }
+
+  function searchHit(state, number, episode, step, position, [field, text]) {
+    const at = text.toLowerCase().indexOf(state.q.toLowerCase());
+    const from = Math.max(0, at - SNIPPET_CHARS), to = Math.min(text.length, at + state.q.length + SNIPPET_CHARS);
+    const snippet = el("span", { class: "snippet" }, (from > 0 ? "…" : "") + text.slice(from, to) + (to < text.length ? "…" : ""));
+    markMatches(snippet, state.q);
+    return el("li", { class: "search-hit", "data-row": number, "data-episode": episode.episode_id, "data-step": position },
+      el("a", { href: link({ ...filtersOf(state), ep: number, step: position }), class: "open" },
+        `${episode.episode_id}, step ${step.index}`),
+      ` · ${meta.runs[rows[number][RUN]].name} · ${step.agent} (${episode.policies[step.agent] || "?"}) · `,
+      el("span", { class: "field" }, field), snippet);
+  }
+
+  // Wrap each occurrence of `query` (any case) in the text of `root`'s transcript parts in <mark>,
+  // splitting text nodes (no markup is parsed); opens the folded parts holding one.
+  function markMatches(root, query) {
+    const needle = query.toLowerCase();
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, { acceptNode: (node) =>
+      node.parentElement.closest("pre, .reason, .move, .choices, .snippet") ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_REJECT });
+    const nodes = [];
+    while (walker.nextNode()) nodes.push(walker.currentNode);
+    for (const node of nodes) {
+      let rest = node;
+      let at = rest.data.toLowerCase().indexOf(needle);
+      while (at >= 0) {
+        const match = rest.splitText(at);
+        rest = match.splitText(needle.length);
+        match.replaceWith(el("mark", {}, match.data));
+        at = rest.data.toLowerCase().indexOf(needle);
+      }
+    }
+    for (const mark of root.querySelectorAll("mark")) {
+      const folded = mark.closest("details");
+      if (folded) folded.open = true;
+    }
+  }
+
   // ------------------------------------------------------------------ one episode
   function metaList(episode, row) {
     const items = [
@@ -405,7 +513,7 @@
     return box;
   }
 
-  function stepCard(episode, step, position, highlighted) {
+  function stepCard(episode, step, position, highlighted, query) {
     const invalid = !step.valid;
     const card = el("article", { class: "step" + (invalid ? " invalid" : "") + (highlighted ? " highlighted" : ""),
       id: "step-" + position, "data-step": position, "data-index": step.index });
@@ -449,15 +557,16 @@
     if (counts.length) card.append(el("p", { class: "tokens" }, counts.join(" · ")));
     const extra = extraFields(step.extra, "Other fields");
     if (extra) card.append(extra);
+    if (query) markMatches(card, query);
     return card;
   }
 
-  function drawSteps(container, episode, highlight) {
+  function drawSteps(container, episode, highlight, query) {
     let drawn = 0;
     const more = el("button", { type: "button", class: "more" });
     const drawBatch = (until) => {
       const end = Math.min(episode.steps.length, until);
-      for (; drawn < end; drawn++) container.insertBefore(stepCard(episode, episode.steps[drawn], drawn, drawn === highlight), more);
+      for (; drawn < end; drawn++) container.insertBefore(stepCard(episode, episode.steps[drawn], drawn, drawn === highlight, query), more);
       if (drawn >= episode.steps.length) more.remove();
       else more.textContent = `show ${Math.min(STEPS_PER_BATCH, episode.steps.length - drawn)} more steps (${episode.steps.length - drawn} left)`;
     };
@@ -501,7 +610,7 @@
     const steps = el("div", { class: "steps" });
     view.append(el("h4", {}, `${episode.steps.length} steps`), steps);
     const highlight = state.step === undefined ? null : Number(state.step);
-    drawSteps(steps, episode, highlight);
+    drawSteps(steps, episode, highlight, state.q);
     browser.replaceChildren(view);
     if (highlight !== null) {
       const target = document.getElementById("step-" + highlight);
