@@ -91,7 +91,10 @@ EXPECTED_OUTPUT = {
     "load_environment(": lambda out: (
         out.startswith("8 training rows, 4 evaluation rows\n{'seed': 7, 'agent': 'player_1'}\nYou are playing")
         and "Valid actions: " in out
-        and "\n5 None\n['episode_return', 'invalid_answers', 'return_player_0', 'return_player_1', 'success']" in out
+        and out.endswith(
+            "\n5 None\n{'episode_return': 1.0, 'success': 0.0, 'invalid_answers': 0.0, 'return_player_0': 0.0, "
+            "'return_player_1': 0.0}\n"
+        )
     ),
     "register_env()": lambda out: out.startswith("4 0.0 False 5\n") and "That answer was invalid" in out,
     "export_run(": lambda out: " rows; " in out and "with a positive advantage" in out,

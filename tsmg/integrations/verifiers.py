@@ -160,6 +160,7 @@ class GameEnv(vf.MultiTurnEnv):
             rubric.add_metric(metric)
         for seat in probe.agents:
             rubric.add_metric(_seat_return(seat))
+        self.game_rubric = rubric  # verifiers adds its own monitor rubric (num_turns) beside it
         super().__init__(
             dataset=self.rows(seeds),
             eval_dataset=self.rows(eval_seeds),
