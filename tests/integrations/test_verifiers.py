@@ -130,3 +130,18 @@ def test_one_seat_and_bad_settings():
         load_environment("TicTacToe-v0", agent="nobody")
     with pytest.raises(ValueError, match="needs tsmg's own sampler"):
         load_environment("TicTacToe-v0", action_format="choice")
+
+
+def test_every_seats_return_is_the_rollout_engines():
+    # The per-seat rewards the rubric reports: the model's seat answered by an oracle written as a model would,
+    # the other by the oracle opponent, against tsmg's own rollout of the same seeds with the oracle in both seats.
+    from tsmg.policies import OraclePolicy
+    from tsmg.rollout import rollout
+
+    oracle = OraclePolicy()
+    for seed, episode in zip(range(6), rollout("KuhnPoker-v0", OraclePolicy(), seeds=list(range(6))), strict=True):
+        seat = SeatEpisode("KuhnPoker-v0", seed=seed, agent="player_1", opponent="oracle")
+        seat.start()
+        while not seat.done:
+            seat.play(f"<think>by the book</think><action>{oracle.act([seat.request()])[0].action}</action>")
+        assert seat.returns == episode.returns and seat.episode_return == episode.returns["player_1"]

@@ -135,6 +135,8 @@ def test_a_token_set_at_export_is_required_where_the_project_runs(tmp_path, monk
     project = export_project(tmp_path / "ttt", "TicTacToe-v0", settings, require_token=True)
     assert sorted(path.name for path in project.glob("*.py")) == ["__init__.py", "client.py", "models.py"]
     assert "SECRET" not in (project / "server/tsmg_serve.json").read_text()
+    # The reward range openenv.yaml declares: random play over 8 seeds both wins and loses tic-tac-toe.
+    assert "  reward:\n    range: [-1.0, 1.0]\n" in (project / "openenv.yaml").read_text()
     monkeypatch.delenv("TSMG_SERVE_TOKEN", raising=False)
     with pytest.raises(ValueError, match="exported to require a token: set TSMG_SERVE_TOKEN"):
         read_project(project / "server/tsmg_serve.json")
