@@ -86,7 +86,8 @@ def add_command(commands: Any) -> None:
         metavar="DIR",
         default=None,
         help="write an OpenEnv environment project of the one --game into DIR (new or empty), carrying the "
-        "settings above, instead of serving (its README says how to start it; --token makes it require one)",
+        "settings above, instead of serving (its README says how to start it; --token makes it require one; "
+        "default: serve, write nothing)",
     )
     serve.set_defaults(handler=cmd_serve)
 
