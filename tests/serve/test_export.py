@@ -6,6 +6,7 @@ with OpenEnv's own client; ``openenv validate`` checks the folder and the runnin
 verifiers' ``vf-build``/``OpenEnvEnv`` code reads the project as it would before deploying it.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import httpx
 import pytest
 from openenv.core.generic_client import GenericEnvClient
 
+import tsmg
 from tsmg.serve.environment import ServeSettings
 from tsmg.serve.limits import OptionRules
 from tsmg.serve.project import export_project, read_project
@@ -30,12 +32,6 @@ USER_GAMES = ROOT / "tests" / "data" / "user-games" / "my_games.py.txt"
 
 def _env(**extra):
     return {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **extra}
-
-
-def _tsmg(*arguments, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", *arguments], capture_output=True, text=True, env=_env(), cwd=cwd, timeout=300
-    )
 
 
 def _start(project, log, **env):
@@ -73,14 +69,19 @@ def _stop(process):
         process.wait()
 
 
-def test_a_users_game_exports_validates_starts_and_keeps_the_operators_limits(tmp_path):
+def test_a_users_game_exports_validates_starts_and_keeps_the_operators_limits(tmp_path, monkeypatch):
+    from tsmg.cli import main
+
     shutil.copyfile(USER_GAMES, tmp_path / "my_games.py")
     project = tmp_path / "guess-env"
-    exported = _tsmg(
-        "--import", "my_games.py", "serve", "--game", "my/GuessNumber-v0", "--client-options", "high",
-        "--option-limit", "high=32", "--opponent", "oracle", "--export-project", str(project), cwd=tmp_path,
-    )  # fmt: skip
-    assert exported.returncode == 0, exported.stderr
+    monkeypatch.chdir(tmp_path)
+    try:  # the CLI in this process (its imports are loaded already); the game is registered for this test only
+        assert main([
+            "--import", "my_games.py", "serve", "--game", "my/GuessNumber-v0", "--client-options", "high",
+            "--option-limit", "high=32", "--opponent", "oracle", "--export-project", str(project),
+        ]) == 0  # fmt: skip
+    finally:
+        tsmg.registry.unregister("my/GuessNumber-v0")
     for name in ("openenv.yaml", "pyproject.toml", "README.md", "client.py", "models.py", "server/app.py",
                  "server/Dockerfile", "server/tsmg_serve.json", "vendor/tsmg/pyproject.toml",
                  "my_games.py"):  # fmt: skip
@@ -107,6 +108,13 @@ def test_a_users_game_exports_validates_starts_and_keeps_the_operators_limits(tm
                 env.reset(seed=3, game_options={"high": 64})
             with pytest.raises(Exception, match="does not let clients set it"):
                 env.reset(seed=3, game_options={"max_steps": 99})
+        # The project's own typed client (what TRL's and AutoEnv's OpenEnv routes import), loaded from its file.
+        spec = importlib.util.spec_from_file_location("exported_client", project / "client.py")
+        client = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(client)
+        with client.MyGuessnumberV0Env(base_url=base).sync() as typed:
+            result = typed.reset(seed=3)
+            assert result.observation.legal_actions[:2] == ["1", "2"] and not result.done
         runtime = subprocess.run(
             [str(OPENENV), "validate", "--url", base, "--json"], capture_output=True, text=True, timeout=120
         )
@@ -152,10 +160,14 @@ def test_bad_exports_are_refused_in_one_sentence(tmp_path, capsys):
     (tmp_path / "full" / "x").write_text("")
     for arguments, expected in (
         (["--game", "TicTacToe-v0", "--export-project", str(tmp_path / "full")], "is not an empty directory"),
-        (["--game", "TicTacToe-v0", "--game", "FrozenLake-v0", "--export-project", str(tmp_path / "two")],
-         "give exactly one --game"),  # fmt: skip
-        (["--game", "http://127.0.0.1:9/TicTacToe-v0", "--export-project", str(tmp_path / "url")],
-         "is served elsewhere already"),  # fmt: skip
+        (
+            ["--game", "TicTacToe-v0", "--game", "FrozenLake-v0", "--export-project", str(tmp_path / "two")],
+            "give exactly one --game",
+        ),  # fmt: skip
+        (
+            ["--game", "http://127.0.0.1:9/TicTacToe-v0", "--export-project", str(tmp_path / "url")],
+            "is served elsewhere already",
+        ),  # fmt: skip
     ):
         assert main(["serve", *arguments]) == 2
         err = capsys.readouterr().err
