@@ -88,6 +88,14 @@ EXPECTED_OUTPUT = {
     "policy = LAP(model, config)": lambda out: out.endswith("invalid answers from an untrained model\n"),
     'model = load_model("smollm2")': lambda out: True,  # builds both backends (no server is contacted)
     "GameRollout(": lambda out: out.count("reward ") == 2 and "8 episodes of the last step" in out,
+    "load_environment(": lambda out: (
+        out.startswith("8 training rows, 4 evaluation rows\n{'seed': 7, 'agent': 'player_1'}\nYou are playing")
+        and "Valid actions: " in out
+        and out.endswith(
+            "\n5 None\n{'episode_return': 1.0, 'success': 0.0, 'invalid_answers': 0.0, 'return_player_0': 0.0, "
+            "'return_player_1': 0.0}\n"
+        )
+    ),
     "register_env()": lambda out: out.startswith("4 0.0 False 5\n") and "That answer was invalid" in out,
     "export_run(": lambda out: " rows; " in out and "with a positive advantage" in out,
     'get_suite("openspiel-small-v1")': lambda out: (
@@ -151,7 +159,13 @@ OTHER_TOOLS = {
     "curl": lambda words: any(word.startswith(("localhost:", "http://")) for word in words),
     "chromium": lambda words: "--headless" in words,
     "bash": lambda words: (ROOT / words[1]).is_file(),
-    "python": lambda words: words[1] == "-c" or (ROOT / words[1]).is_file(),
+    # python -m server.app: an exported OpenEnv project's start (tests/serve/test_export.py runs it).
+    "python": lambda words: words[1] == "-c" or (ROOT / words[1]).is_file() or words[1:3] == ["-m", "server.app"],
+    "cd": lambda words: len(words) == 2,
+    # OpenEnv's CLI on an exported project (tests/serve/test_export.py runs both forms).
+    "openenv": lambda words: words[1] == "validate",
+    # verifiers' evaluation entry point on tsmg's environment (tests/integrations/test_verifiers.py).
+    "vf-eval": lambda words: words[1] == "tsmg.integrations.verifiers",
     "torchrun": lambda words: False,  # only as a launcher of tsmg.cli (below)
     "accelerate": lambda words: False,  # only as a launcher of tsmg.cli (below)
 }

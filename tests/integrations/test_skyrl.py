@@ -60,7 +60,7 @@ def test_an_episode_through_the_env_equals_the_same_episode_in_process():
     oracle = OraclePolicy()
 
     def answer(conversation):  # the oracle's move, written as a model would
-        return f"<think>shortest path</think><action>{oracle.act([env._request()])[0].action}</action>"
+        return f"<think>shortest path</think><action>{oracle.act([env.seat.request()])[0].action}</action>"
 
     _, outputs = _play(env, answer)
     [episode] = rollout("FrozenLake-NoSlip-v0", oracle, seeds=[seed])
@@ -75,7 +75,7 @@ def test_a_two_player_game_the_other_seat_played_by_the_opponent_is_reproducible
         first, info = env.init([])
         assert info == {"game_id": "TicTacToe-v0", "seed": seed, "agent": "player_1"}
         mover = RandomPolicy(seed=5)
-        conversation, outputs = _play(env, lambda _: f"<action>{mover.act([env._request()])[0].action}</action>")
+        conversation, outputs = _play(env, lambda _: f"<action>{mover.act([env.seat.request()])[0].action}</action>")
         return first, conversation, [output["reward"] for output in outputs]
 
     first, conversation, rewards = play(4)

@@ -6,6 +6,10 @@ tsmg`` stays light:
 * :mod:`tsmg.integrations.trl`: TRL's ``GRPOTrainer`` trains on any tsmg game (``rollout_func``
   driven by tsmg's rollout engine);
 * :mod:`tsmg.integrations.skyrl`: any tsmg game as a SkyRL-gym ``BaseTextEnv``;
+* :mod:`tsmg.integrations.verifiers`: any tsmg game as a verifiers multi-turn environment
+  (``load_environment``);
+* :mod:`tsmg.integrations.seat`: what those two share: one seat played turn by turn by a model
+  the trainer calls, the other seats by a script;
 * :mod:`tsmg.integrations.conversation`: an episode as one growing token sequence, the shape of
   the data trainers that train on whole episodes take.
 

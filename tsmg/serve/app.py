@@ -371,10 +371,7 @@ def build_app(
             yield
 
     app = FastAPI(title="tsmg games", lifespan=lifespan)
-    app.add_middleware(_BodySizeLimit, limit=settings.max_request_bytes)
-    app.add_middleware(_TextFramesOnly)
-    if settings.token is not None:
-        app.add_middleware(_RequireToken, token=settings.token)  # added last: runs first
+    _harden(app, settings)
     served = ", ".join(f"/{game_id}" for game_id in games)
 
     @app.get("/health", tags=["Health"])
@@ -395,6 +392,43 @@ def build_app(
     for game_id, game in games.items():
         app.mount(f"/{game_id}", game)
     return app
+
+
+def create_app(
+    game_id: str,
+    options: Mapping[str, Any] | None = None,
+    settings: ServeSettings | None = None,
+    models: Mapping[str, Policy] | None = None,
+) -> FastAPI:
+    """One game at the root of the server, as a standard OpenEnv environment serves (``/ws``, ``/health``, ...).
+
+    What an exported project (:mod:`tsmg.serve.project`) runs, and what clients that expect one
+    environment per server take (verifiers' ``OpenEnvEnv``, OpenEnv's ``AutoEnv``): the same
+    game, sessions, limits and token as ``tsmg serve`` serves under ``/GAME_ID``.
+
+    Args:
+        game_id: A registered id.
+        options: Options to make the game with.
+        settings: Capacity, limits, the opponents offered and the token.
+        models: ``settings.opponent_models`` already loaded (None: loaded here).
+
+    Raises:
+        UnknownGameError, GameOptionsError: The game id or its options are wrong.
+        backends.BackendError: An opponent model cannot be loaded.
+    """
+    settings = settings or ServeSettings()
+    models = load_opponent_models(settings) if models is None else models
+    app = game_app(game_id, options or {}, settings, models)
+    _harden(app, settings)
+    return app
+
+
+def _harden(app: FastAPI, settings: ServeSettings) -> None:
+    """The middleware every served app wears: the body-size limit, text frames only, and the token where one is set."""
+    app.add_middleware(_BodySizeLimit, limit=settings.max_request_bytes)
+    app.add_middleware(_TextFramesOnly)
+    if settings.token is not None:
+        app.add_middleware(_RequireToken, token=settings.token)  # added last: runs first
 
 
 class _BodySizeLimit:

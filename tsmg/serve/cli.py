@@ -25,6 +25,8 @@ def add_command(commands: Any) -> None:
             "tsmg serve --game FrozenLake-v0 --port 8000",
             "tsmg serve --game FrozenLake-v0 --game KuhnPoker-v0 --opponent oracle --port 0",
             "tsmg serve --game KuhnPoker-v0 --opponent-model tiny --host 0.0.0.0 --token SECRET",
+            "# an OpenEnv project (openenv.yaml, Dockerfile, server, client) instead of serving:",
+            "tsmg serve --game TicTacToe-v0 --opponent oracle --client-options none --export-project tictactoe-env",
         ),
     )
     add_game_option(serve, several=True, help="registered game id to serve")
@@ -79,13 +81,21 @@ def add_command(commands: Any) -> None:
         help="server log level",
     )
     serve.add_argument("--no-access-log", action="store_true", help="do not log each HTTP request")
+    serve.add_argument(
+        "--export-project",
+        metavar="DIR",
+        default=None,
+        help="write an OpenEnv environment project of the one --game into DIR (new or empty), carrying the "
+        "settings above, instead of serving (its README says how to start it; --token makes it require one; "
+        "default: serve, write nothing)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check the games and options, bind the port, print the URLs, then serve until interrupted."""
     import tsmg
-    from tsmg.serve.limits import OptionRules, canonical_spec, check_opponent, parse_client_options, parse_option_limit
+    from tsmg.serve.limits import canonical_spec, check_opponent, parse_client_options, parse_option_limit
 
     for name, value in (
         ("--max-sessions", args.max_sessions),
@@ -107,25 +117,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     opponent = check_opponent(args.opponent, models)
     limits = dict(parse_option_limit(text) for text in args.option_limit)
     allowed = parse_client_options(args.client_options)
+    if args.export_project is not None:  # makes the game itself; a URL is refused before it is reached
+        return _export(args, opponent, models, allowed, limits, token)
     for game_id in args.game:
         tsmg.make(game_id)  # an unknown id fails here, naming the closest ones
     try:  # after the checks above, which import nothing of the server, so that a typo is told at once
-        from tsmg.serve.environment import ServeSettings, load_opponent_models
+        from tsmg.serve.environment import load_opponent_models
         from tsmg.serve.server import bind, serve
     except ImportError as error:
         missing = f"tsmg serve needs the serve extra ({error.name} is missing)"
         print(f"error: {missing}: pip install 'tsmg[serve]'", file=sys.stderr)
         return 2
-    settings = ServeSettings(
-        opponent=opponent,
-        opponent_models=models,
-        option_rules=OptionRules(allowed=None if allowed is None else allowed | set(limits), limits=limits),
-        max_answer_chars=args.max_answer_chars,
-        max_sessions=args.max_sessions,
-        idle_timeout_s=args.idle_timeout or None,
-        max_request_bytes=args.max_request_bytes,
-        token=token,
-    )
+    settings = _settings(args, opponent, models, allowed, limits, token)
     loaded = load_opponent_models(settings)  # before the port opens: a model that cannot load stops here
     try:
         sock = bind(args.host, args.port)
@@ -145,6 +148,51 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=not args.no_access_log,
     )
+    return 0
+
+
+def _settings(
+    args: argparse.Namespace,
+    opponent: str,
+    models: tuple[str, ...],
+    allowed: frozenset[str] | None,
+    limits: dict[str, float],
+    token: str | None,
+) -> Any:
+    """The :class:`~tsmg.serve.environment.ServeSettings` the flags describe (imported now: it loads OpenEnv)."""
+    from tsmg.serve.environment import ServeSettings
+    from tsmg.serve.limits import OptionRules
+
+    return ServeSettings(
+        opponent=opponent,
+        opponent_models=models,
+        option_rules=OptionRules(allowed=None if allowed is None else allowed | set(limits), limits=limits),
+        max_answer_chars=args.max_answer_chars,
+        max_sessions=args.max_sessions,
+        idle_timeout_s=args.idle_timeout or None,
+        max_request_bytes=args.max_request_bytes,
+        token=token,
+    )
+
+
+def _export(
+    args: argparse.Namespace,
+    opponent: str,
+    models: tuple[str, ...],
+    allowed: frozenset[str] | None,
+    limits: dict[str, float],
+    token: str | None,
+) -> int:
+    """``--export-project DIR``: write the project of the one game, with the settings given."""
+    from tsmg.serve.project import export_project
+
+    if len(set(args.game)) != 1:
+        raise ValueError("--export-project writes the project of one game: give exactly one --game")
+    # The token itself never goes into the project: its server reads it from its own environment.
+    settings = _settings(args, opponent, models, allowed, limits, token=None)
+    root = export_project(args.export_project, args.game[0], settings, require_token=token is not None)
+    print(f"tsmg serve: wrote the OpenEnv project of {args.game[0]} to {root}", flush=True)
+    print(f"  start it: cd {root} && python -m server.app --port 8000   (or: openenv build {root})", flush=True)
     return 0
 
 

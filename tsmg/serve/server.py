@@ -61,7 +61,11 @@ def serve(
     The socket listens already, so a client may connect at once: it is answered once the app
     has started.
     """
-    app = build_app(game_ids, options, settings, models)
+    run_app(build_app(game_ids, options, settings, models), sock=sock, log_level=log_level, access_log=access_log)
+
+
+def run_app(app: Any, *, sock: socket.socket, log_level: str = "info", access_log: bool = True) -> None:
+    """Run a served app (:func:`~tsmg.serve.app.build_app` or :func:`~tsmg.serve.app.create_app`) on ``sock``."""
     config = uvicorn.Config(
         app,
         log_level=log_level,
