@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tsmg.core",
             "tsmg.decisions",
             "tsmg.episode",
+            "tsmg.influence",
             "tsmg.lap",
             "tsmg.lm",
             "tsmg.loading",

@@ -27,10 +27,13 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from tsmg.influence import InfluenceGraph
 
 AgentID = str
 StateT = TypeVar("StateT")
@@ -291,6 +294,17 @@ class Game(ABC):
 
     def oracle_action(self, agent: AgentID) -> str | None:
         """An optimal (or strong heuristic) action text for ``agent``, or None without oracle."""
+        return None
+
+    def influence_graph(self) -> InfluenceGraph | None:
+        """The exact influence graph of the finished episode, or None for a game that keeps none.
+
+        A game that knows its own data flow (which fields of which tool result or user message each
+        action's arguments came from: the service games) returns it here; the rollout calls it once the
+        episode is over and stores it in the record's ``influence["exact"]``. Node ``step`` values
+        index the episode's decisions in order (for a single-agent game, the round). See
+        :mod:`tsmg.influence` for the graph's contract.
+        """
         return None
 
     @property
