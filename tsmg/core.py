@@ -205,6 +205,9 @@ class Game(ABC):
     #: win/draw/loss rule a seat that forfeits (by invalid answers) loses and is counted as a
     #: forfeit. None: ``"win_draw_loss"`` for a game of several agents, ``"goal"`` for one.
     outcome: ClassVar[OutcomeKind | None] = None
+    #: Whether :meth:`influence_graph` gives every finished episode's exact influence graph (the
+    #: service games); training's ``iapo`` credit then reads it without an annotator model.
+    provides_influence: ClassVar[bool] = False
 
     @property
     @abstractmethod
