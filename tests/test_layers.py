@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tsmg.run_folder",
             "tsmg.seeding",
             "tsmg.summary",
+            "tsmg.tools",
         ),
     ),
     ("games", ("games", "games.", "tsmg.adapters", "tsmg.adapters.")),

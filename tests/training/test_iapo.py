@@ -125,3 +125,49 @@ def test_configuration_defaults_to_the_exact_annotator_and_refuses_a_game_withou
             model={"spec": "tiny"},
             credit={"name": "iapo", "params": {"graph": "model"}},
         )
+
+
+def test_tsmg_train_iapo_on_a_service_game_runs_as_typed(tmp_path, capsys):
+    """The exact annotator is the default on a game with its own record; credit moves along the graph."""
+    pytest.importorskip("torch")
+    from tsmg.cli import main
+    from tsmg.episode import read_episodes
+
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            "--game",
+            "ServiceRefund-Easy-v0",
+            "--algo",
+            "iapo",
+            "--model",
+            "tiny",
+            "--updates",
+            "1",
+            "--groups",
+            "2",
+            "--group-size",
+            "4",
+            "--action-format",
+            "choice",
+            "--eval-every",
+            "0",
+            "--checkpoint-every",
+            "0",
+            "--quiet",
+            "--set",
+            "run.episodes_every=1",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    assert "- exact" in (out / "config.yaml").read_text()
+    episodes = list(read_episodes(out / "episodes.jsonl"))
+    assert episodes and all("exact" in episode.influence for episode in episodes)
+    assert (
+        main(["train", "--game", "FrozenLake-v0", "--algo", "iapo", "--model", "tiny", "--out", str(tmp_path / "x")])
+        == 2
+    )
+    assert "FrozenLake-v0 keeps no influence record of its own" in capsys.readouterr().err
