@@ -20,7 +20,7 @@ only if the final action is the right one with the right arguments (reward 1, el
 Moves are tool calls in the text form of :mod:`tsmg.tools` (``lookup_order(order_id="A12")``);
 their arguments must be values the conversation has shown (so the legal moves are the calls
 with those values: a small set, fit for constrained choice). The tools' typed schemas are
-:meth:`ServiceGame.tools`.
+:meth:`ServiceGame.tool_specs`.
 
 The game knows which fields of which message each argument came from, and keeps the episode's
 exact influence graph (:meth:`ServiceGame.influence_graph`, :mod:`tsmg.influence`): a node per
@@ -257,7 +257,7 @@ class ServiceGame(RulesGame[ServiceState, str]):
         """The user's name (and, for refunds, the orders listed) change with the seed."""
         return True
 
-    def tools(self) -> tuple[ToolSpec, ...]:
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
         """The tools of this game's task, with typed arguments."""
         return _TOOLS[self.config.task]
 
@@ -274,7 +274,7 @@ class ServiceGame(RulesGame[ServiceState, str]):
     ) -> tuple[ServiceState, Mapping[AgentID, float]]:
         """Answer the call (the user or the tool); a final call ends the conversation, scoring 1 if right."""
         text = actions["player"]
-        parsed = parse_call(text, self.tools())
+        parsed = parse_call(text, self.tool_specs())
         assert not isinstance(parsed, str)  # parse_action let only legal calls through
         tool, arguments = parsed
         final = tool in _FINAL
@@ -300,7 +300,7 @@ class ServiceGame(RulesGame[ServiceState, str]):
         seen["topic"] = list(_TOPICS[state.task])
         asked = {dict(call.arguments)["topic"] for call in state.calls if call.tool == "ask_user"}
         moves = []
-        for tool in self.tools():
+        for tool in self.tool_specs():
             combos: list[dict[str, str]] = [{}]
             for param in tool.parameters:
                 values = [value for value in seen.get(param.name, []) if tool.name != "ask_user" or value not in asked]
@@ -341,7 +341,7 @@ class ServiceGame(RulesGame[ServiceState, str]):
             "You are a customer-service agent. Serve the user with these tools; each answer is one tool call.",
             "Tools:",
         ]
-        for tool in self.tools():
+        for tool in self.tool_specs():
             topics = f" Topics: {', '.join(_TOPICS[state.task])}." if tool.name == "ask_user" else ""
             lines.append(f"  {tool.signature()}: {tool.description}{topics}")
         lines += ["Conversation:", f"User: {state.opening.text}"]
@@ -364,10 +364,10 @@ class ServiceGame(RulesGame[ServiceState, str]):
             key = normalize_answer(text)
             if key is not None and key in moves:
                 return moves[key]
-        parsed = parse_call(text, self.tools())
+        parsed = parse_call(text, self.tool_specs())
         if isinstance(parsed, str):
             return Invalid(parsed)
-        tool = next(spec for spec in self.tools() if spec.name == parsed[0])
+        tool = next(spec for spec in self.tool_specs() if spec.name == parsed[0])
         canonical = format_call(tool, parsed[1])
         if state is None:
             return canonical

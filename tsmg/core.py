@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from tsmg.influence import InfluenceGraph
+    from tsmg.tools import ToolSpec
 
 AgentID = str
 StateT = TypeVar("StateT")
@@ -299,6 +300,14 @@ class Game(ABC):
         """An optimal (or strong heuristic) action text for ``agent``, or None without oracle."""
         return None
 
+    def tool_specs(self) -> Sequence[ToolSpec] | None:
+        """The tools a tool-using game's moves call (typed schemas, :mod:`tsmg.tools`), or None for other games.
+
+        Its moves are then calls in the text form ``name(arg="value")``; under the ``tool`` action
+        format a hosted model gets these schemas (one function per tool) instead of ``make_move``.
+        """
+        return None
+
     def influence_graph(self) -> InfluenceGraph | None:
         """The exact influence graph of the finished episode, or None for a game that keeps none.
 
@@ -353,7 +362,6 @@ class Game(ABC):
             f"{type(self).__name__} cannot fork an episode in progress: it copies no snapshot of its state and "
             "cannot replay one (implement fork() and fork_mode, or build it with tsmg.make from a seeded reset)"
         )
-
 
 
 @dataclass(slots=True)

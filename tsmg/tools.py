@@ -130,16 +130,20 @@ def parse_call(text: str, tools: Sequence[ToolSpec]) -> tuple[str, dict[str, Any
 def call_from_json(name: str, arguments: str, tools: Sequence[ToolSpec]) -> str:
     """A hosted model's function call (name, JSON arguments) in text form, for the game to parse.
 
-    Arguments that are not a JSON object come back as text the game refuses with its reason.
+    Arguments that do not fit the tool's schema keep what they said (``name(key="value")``, or the
+    raw text when they are not a JSON object), so that the game's parser refuses them with its reason.
     """
     tool = next((tool for tool in tools if tool.name == name), None)
     try:
         values = json.loads(arguments or "{}")
     except json.JSONDecodeError:
-        values = None
-    if tool is None or not isinstance(values, dict) or sorted(values) != sorted(p.name for p in tool.parameters):
         return f"{name}({arguments})"
-    try:
-        return format_call(tool, values)
-    except (TypeError, ValueError):
+    if not isinstance(values, dict):
         return f"{name}({arguments})"
+    if tool is not None and sorted(values) == sorted(param.name for param in tool.parameters):
+        try:
+            return format_call(tool, values)
+        except (TypeError, ValueError):
+            pass
+    shown = (f"{key}={value if isinstance(value, int) else json.dumps(str(value))}" for key, value in values.items())
+    return f"{name}({', '.join(shown)})"

@@ -150,7 +150,7 @@ def test_tool_schemas_and_the_text_form():
     )
     assert call_from_json("issue_refund", "{not json", [tool]) == "issue_refund({not json)"
     game = ServiceGame(task="refund")
-    assert [spec.name for spec in game.tools()] == [
+    assert [spec.name for spec in game.tool_specs()] == [
         "ask_user",
         "lookup_order",
         "check_policy",
