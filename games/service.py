@@ -44,7 +44,7 @@ from pydantic import Field
 
 from tsmg.answers import normalize_answer, quote
 from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
-from tsmg.influence import InfluenceEdge, InfluenceGraph, InfluenceNode
+from tsmg.influence import EdgeKind, InfluenceEdge, InfluenceGraph, InfluenceNode
 from tsmg.tools import ToolParam, ToolSpec, format_call, parse_call
 
 Task = Literal["refund", "address"]
@@ -396,12 +396,14 @@ class ServiceGame(RulesGame[ServiceState, str]):
                 source = next((node for node, _, message in reversed(shown) if (name, value) in message.facts), None)
                 if source is None:
                     continue  # a topic: chosen, not read from a message
-                kind = "failure" if name in right and value != right[name] else "support"
+                kind: EdgeKind = "failure" if name in right and value != right[name] else "support"
                 edges.append(InfluenceEdge(source=source, target=action, kind=kind, fields=[name]))
             basis = _policy_basis(call, shown)
             if basis is not None:  # refund or decline: decided on the order's category's refund window
-                kind = "support" if dict(call.arguments)["order_id"] == right.get("order_id") else "failure"
-                edges.append(InfluenceEdge(source=basis, target=action, kind=kind, fields=["window"]))
+                decided: EdgeKind = (
+                    "support" if dict(call.arguments)["order_id"] == right.get("order_id") else "failure"
+                )
+                edges.append(InfluenceEdge(source=basis, target=action, kind=decided, fields=["window"]))
             if call.answer is not None and call.round + 1 < self.rounds:  # shown at the next step, if there was one
                 message = f"m{call.round + 1}"
                 nodes.append(
