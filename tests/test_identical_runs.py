@@ -3,8 +3,8 @@
 The reference (``tests/data/identical-runs.json``) was written by ``python scripts/identical_runs.py
 --write`` with the code before issue 25's restructuring (main at bb20da2). What is compared: the
 sha256 of each run's ``episodes.jsonl`` and ``metrics.jsonl`` after :func:`identical_runs.normalise`
-(wall times, the scratch folder's path, the episode schema version and the fields schemas 4 and 5
-added left out; nothing else). Schema 4 only added fields (the temperature each model step was sampled
+(wall times, the scratch folder's path, the episode schema version, the fields schemas 4 and 5
+added and the metrics added since (``identical_runs.ADDED_METRICS``) left out; nothing else). Schema 4 only added fields (the temperature each model step was sampled
 at, whether its log-probabilities are the trainer's, whether it trains, the seats the model
 played), and so did schema 5 (the episode's influence graphs): the test checks their values on their own.
 """
@@ -53,6 +53,10 @@ def test_demo_training_and_eval_write_byte_identical_records(tmp_path, monkeypat
     assert all(episode.influence == {} for episode in trained)  # FrozenLake keeps no influence graph
     steps = [step for episode in trained for step in episode.steps]
     assert {(step.temperature, step.exact_logprobs, step.trains) for step in steps} == {(1.0, True, True)}
+    # Added since: the share of padding in the training micro-batches (sorted by length), a fraction.
+    metrics = [json.loads(line) for line in (runs["demo"] / "metrics.jsonl").read_text().splitlines()]
+    shares = [row["optim/padding_share"] for row in metrics if "optim/padding_share" in row]
+    assert shares and all(0.0 <= share < 0.5 for share in shares)  # logged by updates that stepped the optimizer
     evaluated = [step for episode in read_episodes(runs["eval"] / "episodes.jsonl") for step in episode.steps]
     assert {(step.temperature, step.exact_logprobs, step.trains) for step in evaluated} == {(None, None, None)}
 
