@@ -161,7 +161,7 @@ class MergedAdapter:
         plain.eval().requires_grad_(False)
         self.model = plain
         prefix = "base_model.model."
-        self.pairs = [
+        self.pairs: list[tuple[Any, Any]] = [  # (LoRA layer of the trained model, linear layer of the copy)
             (layer, plain.get_submodule(name.removeprefix(prefix)))
             for name, layer in peft_model.named_modules()
             if isinstance(layer, LoraLayer)
