@@ -25,7 +25,7 @@ forward-backward), so that load drift hits them all. Efficiency is the model's m
 forward's worth, for the activations' gradients; attention's own FLOPs are left out) over
 CPU-seconds x peak.
 
-Usage: python bench/trainer_efficiency.py [--quick] [--repeats 2] [--threads 1]
+Usage: python bench/trainer_efficiency.py [--quick] [--repeats 2] [--threads 1] [--groups 8]
 The last line printed is one JSON object.
 """
 
@@ -139,6 +139,9 @@ def build(args: argparse.Namespace, folder: Path) -> tuple[TrainConfig, Any]:
         changes["optim"] = {"micro_batch_size": 4}
     else:
         changes["model"] = {"spec": "smollm2"}
+        if args.groups is not None:  # a smaller update than the config's 8 groups of 8 (a busy machine)
+            changes["rollout"] = {"groups_per_update": args.groups}
+            changes["sampler"] = {"samples_per_update": 4 * args.groups}
     data = config.model_dump(mode="json")
     data["rollout"]["lap"].update(changes.pop("lap", {}))
     for section, values in changes.items():
@@ -372,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="the 0.15M tiny model and a small update (seconds)")
     parser.add_argument("--repeats", type=int, default=2, help="updates measured, each with the plain arms after it")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the update and of the peak")
+    parser.add_argument(
+        "--groups", type=int, help="groups of 8 episodes per update, 4 samples each (default: the config's 8 and 32)"
+    )
     args = parser.parse_args(argv)
     result = measure(args)
     print(
