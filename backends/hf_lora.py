@@ -2,7 +2,8 @@
 
 :class:`AdapterMixin` is mixed into :class:`backends.hf.HFBackend`; it works on ``self.model``,
 which becomes a ``peft.PeftModel`` once an adapter is added or loaded and a plain model again
-after :meth:`AdapterMixin.merge_adapter`.
+after :meth:`AdapterMixin.merge_adapter`. :class:`MergedAdapter` keeps a separate generation copy
+with the adapter folded in, leaving the trained model unmerged.
 """
 
 from __future__ import annotations
