@@ -2,7 +2,8 @@
 
 :class:`AdapterMixin` is mixed into :class:`backends.hf.HFBackend`; it works on ``self.model``,
 which becomes a ``peft.PeftModel`` once an adapter is added or loaded and a plain model again
-after :meth:`AdapterMixin.merge_adapter`.
+after :meth:`AdapterMixin.merge_adapter`. :class:`MergedAdapter` keeps a separate generation copy
+with the adapter folded in, leaving the trained model unmerged.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ class MergedAdapter:
         plain.eval().requires_grad_(False)
         self.model = plain
         prefix = "base_model.model."
-        self.pairs = [
+        self.pairs: list[tuple[Any, Any]] = [  # (LoRA layer of the trained model, linear layer of the copy)
             (layer, plain.get_submodule(name.removeprefix(prefix)))
             for name, layer in peft_model.named_modules()
             if isinstance(layer, LoraLayer)

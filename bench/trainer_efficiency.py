@@ -3,7 +3,9 @@
 One MS-GRPO update as ``tsmg train`` runs it (the rollout through the trainer's engine, credit,
 AAW sampling, the clipped-loss optimizer step and the engine's sync), from
 ``configs/frozen_lake_smollm2_tags.yaml`` on the embedded SmolLM2-135M-Instruct (a fresh LoRA
-adapter; ``--quick``: the 0.15M tiny model and a small update), timed in CPU-seconds by phase:
+adapter; steps drawn uniformly, as many as the config's AAW draws, since an untrained model seldom
+gives a group signal; ``--quick``: the 0.15M tiny model and a small update), timed in CPU-seconds
+by phase:
 
 - **prefill** and **decode**: the model calls of generation (prompt passes; one-token steps);
 - **forward** and **backward**: the training passes (model calls; ``loss.backward()``);
@@ -25,7 +27,7 @@ forward-backward), so that load drift hits them all. Efficiency is the model's m
 forward's worth, for the activations' gradients; attention's own FLOPs are left out) over
 CPU-seconds x peak.
 
-Usage: python bench/trainer_efficiency.py [--quick] [--repeats 2] [--threads 1]
+Usage: python bench/trainer_efficiency.py [--quick] [--repeats 2] [--threads 1] [--groups 8]
 The last line printed is one JSON object.
 """
 
@@ -130,15 +132,23 @@ def _is_lora(module: Any) -> bool:
 def build(args: argparse.Namespace, folder: Path) -> tuple[TrainConfig, Any]:
     """The update's configuration (the SmolLM2 tags config, or a small tiny one with ``--quick``) and its setup."""
     config = TrainConfig.from_yaml(CONFIG)
-    changes: dict[str, Any] = {"run": {"out_dir": str(folder), "threads": args.threads}}
+    # Uniform draws: the untrained models seldom give a group any signal, and AAW would then draw no step
+    # to train on; uniform draws the config's number of steps whatever their advantage.
+    changes: dict[str, Any] = {
+        "run": {"out_dir": str(folder), "threads": args.threads},
+        "sampler": {"name": "uniform"},
+    }
     if args.quick:
         changes["model"] = {"spec": "tiny"}
         changes["rollout"] = {"group_size": 4, "groups_per_update": 2}
         changes["lap"] = {"action_format": {"kind": "choice"}}  # the untrained tiny model writes no tags
-        changes["sampler"] = {"name": "uniform", "samples_per_update": 8}  # steps without signal train too
+        changes["sampler"]["samples_per_update"] = 8
         changes["optim"] = {"micro_batch_size": 4}
     else:
         changes["model"] = {"spec": "smollm2"}
+        if args.groups is not None:  # a smaller update than the config's 8 groups of 8 (a busy machine)
+            changes["rollout"] = {"groups_per_update": args.groups}
+            changes["sampler"]["samples_per_update"] = 4 * args.groups
     data = config.model_dump(mode="json")
     data["rollout"]["lap"].update(changes.pop("lap", {}))
     for section, values in changes.items():
@@ -372,6 +382,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="the 0.15M tiny model and a small update (seconds)")
     parser.add_argument("--repeats", type=int, default=2, help="updates measured, each with the plain arms after it")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the update and of the peak")
+    parser.add_argument(
+        "--groups", type=int, help="groups of 8 episodes per update, 4 samples each (default: the config's 8 and 32)"
+    )
     args = parser.parse_args(argv)
     result = measure(args)
     print(

@@ -2,7 +2,8 @@
 
 :class:`RolloutEngine` is the contract: :meth:`~RolloutEngine.play` a list of planned episodes,
 and :meth:`~RolloutEngine.sync` after each update so that the next rollout samples from the new
-weights. :class:`HFRolloutEngine` plays with the trained HF model itself (nothing to sync);
+weights. :class:`HFRolloutEngine` plays with the trained HF model itself, or a LoRA model's merged
+copy that :meth:`~RolloutEngine.sync` refreshes (``rollout.merged_adapter``);
 :class:`VLLMRolloutEngine` plays on a vLLM engine started from the same folder (``model.spec:
 vllm:PATH``) and pushes the new weights, or the LoRA adapter, into it after every update
 (:mod:`training.vllm_sync`). Every engine drives the model through its LAP; the episode records
@@ -336,7 +337,6 @@ class HFRolloutEngine(_LAPRolloutEngine):
         *,
         merged: bool = False,
     ) -> None:
-        self.trained = backend
         self.merged: MergedAdapter | None = None
         if merged:
             from backends.hf import HFBackend

@@ -182,6 +182,9 @@ def test_fsdp_lora_with_kl_and_rollout_entropy_trains_as_one_process(bench, tmp_
             "model": base.model.model_copy(update={"finetune": "lora", "lora_r": 4}),
             "loss": base.loss.model_copy(update={"kl_beta": 0.05, "entropy_coef": 0.01, "entropy_scope": "rollout"}),
             "optim": base.optim.model_copy(update={"lr": 5e-3}),
+            # FSDP samples through the adapter (sharded weights get no merged copy): so does the one
+            # process here, so that the two arms sample token for token alike.
+            "rollout": base.rollout.model_copy(update={"merged_adapter": "off"}),
         }
     )
     config = TrainConfig.model_validate(config.model_dump())  # re-validated with its new fields
