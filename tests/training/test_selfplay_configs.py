@@ -84,7 +84,7 @@ def test_tsmg_eval_plays_a_trained_model_on_the_game_options_it_learned(kuhn_run
 
 
 def test_the_tictactoe_configs_train_from_the_cli(tmp_path):
-    for config in ("tictactoe_selfplay_tiny.yaml",):
+    for config in ("tictactoe_selfplay_tiny.yaml", "tictactoe_vs_noisy_minimax_tiny.yaml"):
         run = train_briefly(config, tmp_path / config)
         assert (run / "final").is_dir()
         assert json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["rollout/invalid_rate"] == 0.0
