@@ -14,11 +14,11 @@ initial weights, the same run seed):
   uniformly random legal move half the time, the model's seat drawn from each group's seed).
 
 Everything else is shared: constrained choice over the legal moves; a compact prompt, the
-observation's lines that matter and nothing else (``rollout.observation_lines``: the board
-and whose turn it is in tic-tac-toe, the seat, the card and the betting in Kuhn poker; with
-the full observation and the default system prompt an update of tic-tac-toe took 5 times as
-long); 8 groups of 8 episodes per update in tic-tac-toe and 16 groups of 8 in Kuhn poker (a
-group shares its deal); AAW sampling, lr 1e-3 (``--lr``), full fine-tuning, one CPU thread.
+games' compact view (game option ``view: compact``: the board and whose turn it is in
+tic-tac-toe, the seat, the card and the betting in Kuhn poker; with the full observation and
+the default system prompt an update of tic-tac-toe took 5 times as long); 8 groups of 8
+episodes per update in tic-tac-toe and 16 groups of 8 in Kuhn poker (a group shares its deal);
+AAW sampling, lr 1e-3 (``--lr``), full fine-tuning, one CPU thread.
 
 ``--warm-start`` (tic-tac-toe): before any arm, each seed's model is fine-tuned on the moves of
 the catalog's minimax (5,000 games tsmg plays itself, ``TicTacToe-vsMinimax-v0`` with the oracle
@@ -59,11 +59,8 @@ from typing import Any
 GAMES = {"tictactoe": "TicTacToe-v0", "kuhn": "KuhnPoker-v0"}
 DEFAULT_UPDATES = {"tictactoe": 150, "kuhn": 60}
 GROUPS = {"tictactoe": 8, "kuhn": 16}
-#: The observation lines the model is shown (what a player needs; the rules text is left out).
-VIEWS = {
-    "tictactoe": r"( [XO1-9] \| [XO1-9] \| [XO1-9])|(It is your turn .*)",
-    "kuhn": r"(You are player_\d\. Your card: [JQK]\.)|(Betting so far: .*)|(No actions yet\.)",
-}
+#: What the model is shown: each game's compact view (what a player needs; the rules text is left out).
+VIEW = {"view": "compact"}
 #: The prompt: the compact observation alone (no system message, no format instructions: the choice is constrained).
 LAP = {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}}
 ARMS: dict[str, dict[str, Any]] = {
@@ -99,7 +96,7 @@ def train_config(
             "group_size": 8,
             "groups_per_update": GROUPS[game],
             "lap": LAP,
-            "observation_lines": VIEWS[game],
+            "game_options": dict(VIEW),
         },
         "model": {"spec": "tiny" if model is None else f"hf:{model}", "finetune": "full"},
         "optim": {"lr": lr, "micro_batch_size": 64, "grad_accumulation": 1},
@@ -107,6 +104,7 @@ def train_config(
     }
     for section, values in ARMS[arm].items():
         data.setdefault(section, {}).update(values)
+    data["rollout"]["game_options"] = {**VIEW, **data["rollout"]["game_options"]}  # an arm's own game keeps the view
     return TrainConfig.model_validate(data)
 
 
@@ -122,7 +120,7 @@ def play_against(game: str, model: Any, opponent: Any, episodes: int) -> dict[st
         other = seats[1 - seats.index(seat)]
         seeds = list(range(EVAL_SEED_START, EVAL_SEED_START + episodes))
         plans = plan_episodes(GAMES[game], seeds, id_prefix=f"eval-{seat}")
-        for episode in rollout(GAMES[game], {seat: model, other: opponent}, plans=plans):
+        for episode in rollout(GAMES[game], {seat: model, other: opponent}, plans=plans, game_options=VIEW):
             if episode.error is not None:
                 raise RuntimeError(episode.error)
             mine, theirs = episode.returns[seat], episode.returns[other]
@@ -163,7 +161,6 @@ def blocks(episode: Any, seat: str) -> tuple[int, int]:
 def evaluate(game: str, model_dir: str, episodes: int) -> dict[str, Any]:
     """Win/draw/loss against random play and the strong opponent, greedy and sampled; Kuhn exploitability."""
     from backends.hf import HFBackend
-    from training.engines import CompactView
     from tsmg.lap import LAP as LanguageAgent
     from tsmg.lap import LAPConfig
     from tsmg.policies import OraclePolicy, RandomPolicy
@@ -171,9 +168,7 @@ def evaluate(game: str, model_dir: str, episodes: int) -> dict[str, Any]:
     backend = HFBackend(model_dir, threads=1)
     figures: dict[str, Any] = {}
     for label, temperature in TEMPERATURES.items():
-        lap = CompactView(
-            LanguageAgent(backend, LAPConfig.model_validate({**LAP, "temperature": temperature})), VIEWS[game]
-        )
+        lap = LanguageAgent(backend, LAPConfig.model_validate({**LAP, "temperature": temperature}))
         figures[label] = {
             "random": play_against(game, lap, RandomPolicy(seed=7), episodes),
             "strong": play_against(game, lap, OraclePolicy(), episodes),
@@ -181,7 +176,7 @@ def evaluate(game: str, model_dir: str, episodes: int) -> dict[str, Any]:
         if game == "kuhn":
             from tsmg.evaluation.exploitability import kuhn_exploitability
 
-            figures[label]["exploitability"] = kuhn_exploitability(lap).exploitability
+            figures[label]["exploitability"] = kuhn_exploitability(lap, game_options=VIEW).exploitability
     return figures
 
 
@@ -239,7 +234,7 @@ def oracle_transcripts(folder: Path) -> Path:
     from tsmg.policies import OraclePolicy
     from tsmg.rollout import plan_episodes, rollout
 
-    path = folder / "episodes.jsonl"
+    path = folder / "episodes-compact.jsonl"  # the compact view's text (games.views)
     if path.exists():
         return path
     folder.mkdir(parents=True, exist_ok=True)
@@ -248,7 +243,7 @@ def oracle_transcripts(folder: Path) -> Path:
     start = ORACLE_SEED_START
     for epsilon, episodes in ORACLE_GAMES:
         plans = plan_episodes("TicTacToe-vsMinimax-v0", list(range(start, start + episodes)), id_prefix=f"e{epsilon}")
-        options = {"opponent_epsilon": epsilon}
+        options = {"opponent_epsilon": epsilon, **VIEW}
         write_episodes(temporary, rollout("TicTacToe-vsMinimax-v0", OraclePolicy(), plans=plans, game_options=options))
         start += episodes
     temporary.rename(path)
@@ -266,7 +261,6 @@ def warm_start(seed: int, model: str, out_dir: Path, transcripts: Path) -> str:
                 "data": {"episodes": [str(transcripts)]},
                 "model": {"spec": f"hf:{model}", "finetune": "full"},
                 "lap": LAP,
-                "observation_lines": VIEWS["tictactoe"],
                 "optim": {"lr": 1e-3, "epochs": 4, "batch_size": 32, "schedule": "linear"},
                 "run": {"out_dir": str(out_dir), "seed": seed, "threads": 1, "logging_steps": 100},
             }

@@ -24,14 +24,15 @@ from pydantic import Field
 
 from games import kuhn_poker_rules as rules
 from games.opponents import OpponentConfig, VsFixedOpponent
+from games.views import ViewConfig
 from tsmg.answers import MoveNames
-from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
+from tsmg.core import AgentID, Invalid, RulesGame
 
 _ACTIONS = MoveNames.indexed(rules.ACTION_NAMES)
 _DONE_TEXT = {"k": "checked", "b": "bet 1 chip", "c": "called", "f": "folded"}
 
 
-class KuhnPokerConfig(GameConfig):
+class KuhnPokerConfig(ViewConfig):
     """Options of Kuhn poker."""
 
     oracle_alpha: float = Field(
@@ -129,7 +130,12 @@ class KuhnPoker(RulesGame[KuhnPokerState, int]):
 
     # ------------------------------------------------------------------ text layer
     def render(self, state: KuhnPokerState, agent: AgentID) -> str:
-        """Rules, own card, the betting so far, the pot, and what to answer (or the result)."""
+        """Rules, own card, the betting so far, the pot, and what to answer (or the result).
+
+        With ``view="compact"``: the seat and card line and the betting line alone (plus the
+        result once the hand is over), e.g. ``You are player_1. Your card: Q.`` then
+        ``Betting so far: player_0 bet 1 chip.``; the legal answers are the choices.
+        """
         seat = self.AGENTS.index(agent)
         other = self.AGENTS[1 - seat]
         chips = rules.contributions(state.history)
@@ -140,6 +146,9 @@ class KuhnPoker(RulesGame[KuhnPokerState, int]):
             "call (put in 1 chip) or fold (give up the pot). If nobody folds, the higher card wins the pot.",
             f"You are {agent}. Your card: {rules.CARD_NAMES[state.cards[seat]]}.",
         ]
+        compact = self.config.view == "compact"
+        if compact:
+            del lines[:2]
         if state.history:
             actions = ", ".join(
                 f"{'you' if index % 2 == seat else other} {_DONE_TEXT[letter]}"
@@ -148,7 +157,8 @@ class KuhnPoker(RulesGame[KuhnPokerState, int]):
             lines.append(f"Betting so far: {actions}.")
         else:
             lines.append("No actions yet.")
-        lines.append(f"Pot: {sum(chips)} chips (you have put in {chips[seat]}).")
+        if not compact:
+            lines.append(f"Pot: {sum(chips)} chips (you have put in {chips[seat]}).")
         if rules.is_terminal(state.history):
             won = rules.payoffs(state.cards, state.history)[seat]
             result = f"you win {_chips(won)}" if won > 0 else f"you lose {_chips(-won)}"
@@ -160,6 +170,8 @@ class KuhnPoker(RulesGame[KuhnPokerState, int]):
             else:
                 folder = "You" if (len(state.history) - 1) % 2 == seat else other
                 lines.append(f"Hand over. {folder} folded; {result}.")
+        elif compact:  # the betting says whose turn it is; the choices are the legal answers
+            pass
         elif rules.player_to_act(state.history) == seat:
             options = " or ".join(rules.ACTION_NAMES[a] for a in rules.legal_actions(state.history))
             lines.append(f"Your turn: answer {options}.")

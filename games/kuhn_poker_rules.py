@@ -206,3 +206,43 @@ def exploitability(strategy: Strategy) -> float:
         0.458333
     """
     return (best_response_value(strategy, 0) + best_response_value(strategy, 1)) / 2
+
+
+def average_strategy(strategies: Sequence[Strategy]) -> dict[InfoSet, tuple[float, float]]:
+    """The behaviour strategy of drawing one of ``strategies`` uniformly before each hand and playing it throughout.
+
+    At an information set each strategy's move probabilities count in proportion to how likely
+    that strategy is to reach it by its own earlier moves (Kuhn's theorem; the other seat's moves
+    and the deal weigh every strategy alike). This is the *average policy* whose exploitability
+    fictitious play and regret minimisation drive to 0 in a two-player zero-sum game, while the
+    last policy of self-play may circle around the equilibrium. Where no strategy reaches an
+    information set, the plain mean.
+
+    Example:
+        >>> never, always = ({i: (1.0, 0.0) for i in information_sets()}, {i: (0.0, 1.0) for i in information_sets()})
+        >>> mixed = average_strategy([never, always])  # check/call vs bet/fold, drawn per hand
+        >>> mixed[(JACK, "")], mixed[(JACK, "kb")]  # after its own check only the first strategy is left
+        ((0.5, 0.5), (1.0, 0.0))
+    """
+    checked = [_checked(strategy) for strategy in strategies]
+    if not checked:
+        raise ValueError("average_strategy needs at least one strategy")
+
+    def own_reach(probabilities: Mapping[InfoSet, tuple[float, ...]], card: int, history: str) -> float:
+        seat, reach = player_to_act(history), 1.0
+        for length in range(len(history)):
+            earlier = history[:length]
+            if player_to_act(earlier) == seat:
+                action = ACTION_LETTERS.index(history[length])
+                reach *= probabilities[(card, earlier)][legal_actions(earlier).index(action)]
+        return reach
+
+    average: dict[InfoSet, tuple[float, float]] = {}
+    for card, history in information_sets():
+        weights = [own_reach(probabilities, card, history) for probabilities in checked]
+        if sum(weights) == 0:
+            weights = [1.0] * len(checked)
+        total = sum(weights)
+        first = sum(w * probabilities[(card, history)][0] for w, probabilities in zip(weights, checked, strict=True))
+        average[(card, history)] = (first / total, 1.0 - first / total)
+    return average

@@ -122,7 +122,9 @@ class VsFixedOpponent(RulesGame[VsState[StateT], ActionT]):
 
     # ------------------------------------------------------------------------ text layer
     def render(self, state: VsState[StateT], agent: AgentID) -> str:
-        """The inner observation of the learner's seat, after a line naming the opponent."""
+        """The inner observation of the learner's seat, after a line naming the opponent (none in a compact view)."""
+        if getattr(self.config, "view", "full") == "compact":  # games.views: only what differs between decisions
+            return self.inner.render(state.inner, state.learner)
         others = [seat for seat in self.inner.agents if seat != state.learner]
         header = f"You play against {self.OPPONENT} ({', '.join(others)}).\n"
         return header + self.inner.render(state.inner, state.learner)

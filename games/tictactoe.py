@@ -20,15 +20,16 @@ import numpy as np
 
 from games import tictactoe_rules as rules
 from games.opponents import OpponentConfig, VsFixedOpponent
+from games.views import ViewConfig
 from tsmg.answers import normalize_answer, quote
-from tsmg.core import AgentID, GameConfig, Invalid, RulesGame
+from tsmg.core import AgentID, Invalid, RulesGame
 
 _EXPECTED = "expected the number 1-9 of an empty cell (1 = top-left, 9 = bottom-right, row by row)"
 _CELL = re.compile(r"[1-9]", re.ASCII)
 
 
-class TicTacToeConfig(GameConfig):
-    """Options of tic-tac-toe (none beyond the common ones)."""
+class TicTacToeConfig(ViewConfig):
+    """Options of tic-tac-toe: the common ones and the observation's ``view``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +101,17 @@ class TicTacToe(RulesGame[TicTacToeState, int]):
 
     # ------------------------------------------------------------------ text layer
     def render(self, state: TicTacToeState, agent: AgentID) -> str:
-        """Who plays which mark, the numbered board, the last move, and what to answer."""
+        """Who plays which mark, the numbered board, the last move, and what to answer.
+
+        With ``view="compact"``: the board's three rows and the line saying whose turn it is (or
+        the result), e.g. `` X | 2 | 3``, `` 4 | O | 6``, `` 7 | 8 | 9``, then ``It is your turn
+        (X). Answer with the number of an empty cell: 2, 3, 4, 6, 7, 8, 9.``
+        """
         mine = self.AGENTS.index(agent) + 1
         other_agent = self.AGENTS[2 - mine]
         other = f"{other_agent} ({rules.MARK_NAMES[3 - mine]})"
+        if self.config.view == "compact":
+            return "\n".join([*_rows(state.board), _status(state.board, mine, other)])
         lines = [
             f"Tic-tac-toe on a 3x3 board. You are {agent} and play {rules.MARK_NAMES[mine]}; "
             f"{other_agent} plays {rules.MARK_NAMES[3 - mine]}. X moves first. Three in a line (row, column, diagonal) "
@@ -116,18 +124,7 @@ class TicTacToe(RulesGame[TicTacToeState, int]):
         if state.last is not None:
             who = "You" if state.board[state.last] == mine else other
             lines.append(f"{who} last played cell {state.last + 1}.")
-        won = rules.winner(state.board)
-        if won != rules.EMPTY:
-            lines.append("Game over: you won." if won == mine else f"Game over: {other} won.")
-        elif rules.is_full(state.board):
-            lines.append("Game over: draw.")
-        elif rules.mark_to_move(state.board) == mine:
-            cells = ", ".join(str(cell + 1) for cell in rules.legal_cells(state.board))
-            lines.append(
-                f"It is your turn ({rules.MARK_NAMES[mine]}). Answer with the number of an empty cell: {cells}."
-            )
-        else:
-            lines.append(f"It is the turn of {other}; wait for your turn.")
+        lines.append(_status(state.board, mine, other))
         return "\n".join(lines)
 
     def parse_action(self, agent: AgentID, text: str, state: TicTacToeState | None) -> int | Invalid:
@@ -164,14 +161,32 @@ def read_cell(text: str) -> int | Invalid:
     return int(words) - 1
 
 
-def _grid(board: rules.Board) -> str:
+def _rows(board: rules.Board) -> list[str]:
+    """The board's rows, `` X | 2 | O``: a mark, or the number of an empty cell."""
     rows = []
     for row in range(3):
         cells = [
             rules.MARK_NAMES[m] if m else str(3 * row + col + 1) for col, m in enumerate(board[3 * row : 3 * row + 3])
         ]
         rows.append(" " + " | ".join(cells))
-    return "\n---+---+---\n".join(rows)
+    return rows
+
+
+def _grid(board: rules.Board) -> str:
+    return "\n---+---+---\n".join(_rows(board))
+
+
+def _status(board: rules.Board, mine: int, other: str) -> str:
+    """The result, or whose turn it is (with the empty cells to answer when it is the reader's)."""
+    won = rules.winner(board)
+    if won != rules.EMPTY:
+        return "Game over: you won." if won == mine else f"Game over: {other} won."
+    if rules.is_full(board):
+        return "Game over: draw."
+    if rules.mark_to_move(board) == mine:
+        cells = ", ".join(str(cell + 1) for cell in rules.legal_cells(board))
+        return f"It is your turn ({rules.MARK_NAMES[mine]}). Answer with the number of an empty cell: {cells}."
+    return f"It is the turn of {other}; wait for your turn."
 
 
 class TicTacToeVsConfig(TicTacToeConfig, OpponentConfig):

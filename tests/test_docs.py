@@ -155,7 +155,9 @@ def test_python_block_runs(marker, tmp_path, monkeypatch, capsys):
 
 # What a shell variable that the block does not assign stands for (a loop variable, a function's
 # argument, a value the reader fills in): a value the command accepts.
-SHELL_PLACEHOLDERS = {"1": "smollm2", "2": "1", "3": "eval-run", "T": "1", "NODE_RANK": "0", "HEAD": "10.0.0.1"}
+SHELL_PLACEHOLDERS = {
+    "1": "smollm2", "2": "1", "3": "eval-run", "T": "1", "NODE_RANK": "0", "HEAD": "10.0.0.1", "seed": "0",
+}  # fmt: skip
 
 # Commands other than tsmg that the docs may show, with what makes one a real command here.
 OTHER_TOOLS = {

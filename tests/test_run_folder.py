@@ -123,4 +123,5 @@ def test_checkpoint_names_and_the_run_a_model_belongs_to(tmp_path):
     assert training_run_of(run / "final") is None  # no config.yaml: not a training run
     (run / "config.yaml").write_text("rollout: {}\n")
     assert training_run_of(run / "final") == run and training_run_of(run / "checkpoints" / "step-3") == run
+    assert training_run_of(run / "base_model") == run  # the model it started from: its "before"
     assert training_run_of(run / "checkpoints" / "other") is None and training_run_of(tmp_path / "model") is None

@@ -95,11 +95,15 @@ def update_of(episode_id: str) -> int | None:
 
 
 def training_run_of(model_folder: str | Path) -> Path | None:
-    """The training run a model folder belongs to (``RUN/checkpoints/step-N``, ``RUN/final``), or None."""
+    """The training run a model folder belongs to (``RUN/checkpoints/step-N``, ``RUN/final``, ``RUN/base_model``).
+
+    ``base_model`` is the model a run built before training (the tiny model from its seed): the
+    run's "before". None: not a training run's model folder.
+    """
     folder = Path(model_folder).expanduser()
     if folder.parent.name == CHECKPOINTS_DIR and checkpoint_step(folder.name) is not None:
         run = folder.parent.parent
-    elif folder.name == FINAL_DIR:
+    elif folder.name in (FINAL_DIR, BASE_MODEL_DIR):
         run = folder.parent
     else:
         return None

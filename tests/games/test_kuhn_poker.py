@@ -141,3 +141,42 @@ def test_vs_nash_break_even_on_average():
             game.step({"player": game.oracle_action("player")})
         returns.append(game.episode_returns()["player"])
     assert abs(np.mean(returns)) < 0.25
+
+
+#: The observation lines bench/selfplay.py and the configs kept before the compact view was a game option.
+KUHN_LINES = r"(You are player_\d\. Your card: [JQK]\.)|(Betting so far: .*)|(No actions yet\.)"
+
+
+def test_the_compact_view_shows_the_seat_the_card_and_the_betting():
+    game = tsmg.make("KuhnPoker-v0", view="compact")
+    observations, _ = game.reset(seed=0, options={"cards": (0, 1)})
+    assert observations["player_0"] == "You are player_0. Your card: J.\nNo actions yet."
+    observations = game.step({"player_0": "bet"}).observations
+    assert observations["player_1"] == "You are player_1. Your card: Q.\nBetting so far: player_0 bet 1 chip."
+    observations = game.step({"player_1": "call"}).observations
+    assert observations["player_0"] == (
+        "You are player_0. Your card: J.\nBetting so far: you bet 1 chip, player_1 called.\n"
+        "Hand over. Showdown: your J against Q; you lose 2 chips."
+    )
+    assert tsmg.make("KuhnPoker-v0").reset(seed=0)[0]["player_0"].startswith("Kuhn poker.")  # full is the default
+    single = tsmg.make("KuhnPoker-vsNash-v0", view="compact", learner_seat="player_0")
+    assert (
+        single.reset(seed=0, options={"cards": (2, 0)})[0]["player"]
+        == "You are player_0. Your card: K.\nNo actions yet."
+    )
+    with pytest.raises(ValueError, match="view"):
+        tsmg.make("KuhnPoker-v0", view="short")
+
+
+@pytest.mark.parametrize("cards", DEALS)
+def test_the_compact_view_is_the_observation_lines_the_bench_kept_at_every_decision(cards):
+    from training.engines import compact_observation
+
+    for history in rules.DECISION_HISTORIES:
+        full, compact = tsmg.make("KuhnPoker-v0"), tsmg.make("KuhnPoker-v0", view="compact")
+        for game in (full, compact):
+            game.reset(seed=0, options={"cards": cards})
+            for letter in history:
+                game.step({game.active_agents[0]: rules.ACTION_NAMES[rules.ACTION_LETTERS.index(letter)]})
+        agent = full.active_agents[0]
+        assert compact.observe(agent) == compact_observation(full.observe(agent), KUHN_LINES)

@@ -141,3 +141,42 @@ def test_vs_minimax_variant():
     assert seats == {"player_0", "player_1"}
     observation = TicTacToeVsMinimax(learner_seat="player_0").reset(seed=0)[0]["player"]
     assert "You are player_0 and play X" in observation and "It is your turn" in observation
+
+
+#: The observation lines bench/selfplay.py and the configs kept before the compact view was a game option.
+TICTACTOE_LINES = r"( [XO1-9] \| [XO1-9] \| [XO1-9])|(It is your turn .*)"
+
+
+def test_the_compact_view_shows_the_board_and_whose_turn_it_is():
+    game = tsmg.make("TicTacToe-v0", view="compact")
+    game.reset(seed=0)
+    observations = game.step({"player_0": "5"}).observations
+    assert observations["player_1"] == (
+        " 1 | 2 | 3\n 4 | X | 6\n 7 | 8 | 9\nIt is your turn (O). Answer with the number of an empty cell: "
+        "1, 2, 3, 4, 6, 7, 8, 9."
+    )
+    assert (
+        observations["player_0"]
+        == " 1 | 2 | 3\n 4 | X | 6\n 7 | 8 | 9\nIt is the turn of player_1 (O); wait for your turn."
+    )
+    for move in ("player_1", "1"), ("player_0", "2"), ("player_1", "4"), ("player_0", "8"):
+        observations = game.step(dict([move])).observations
+    assert observations["player_1"] == " O | X | 3\n O | X | 6\n 7 | X | 9\nGame over: player_0 (X) won."
+    single = tsmg.make("TicTacToe-vsMinimax-v0", view="compact", learner_seat="player_0")
+    assert single.reset(seed=0)[0]["player"].startswith(" 1 | 2 | 3\n")  # no line naming the opponent
+
+
+def test_the_compact_view_is_the_observation_lines_the_bench_kept_at_every_decision():
+    from training.engines import compact_observation
+
+    rng = np.random.default_rng(0)
+    for episode in range(20):
+        full, compact = tsmg.make("TicTacToe-v0"), tsmg.make("TicTacToe-v0", view="compact")
+        full.reset(seed=episode)
+        compact.reset(seed=episode)
+        while full.active_agents:
+            agent = full.active_agents[0]
+            assert compact.observe(agent) == compact_observation(full.observe(agent), TICTACTOE_LINES)
+            move = str(rng.choice(full.legal_actions(agent)))
+            full.step({agent: move})
+            compact.step({agent: move})

@@ -139,16 +139,25 @@ def add_commands(commands: Any) -> None:
         description=(
             "How much a best response wins against each model in Kuhn poker, per hand: 0 at a Nash equilibrium, "
             "0.458 for random play. The model answers under constrained choice with the default prompt (as "
-            "`tsmg eval --action-format choice` plays it); its exact move probabilities at --temperature are read "
-            "from the model, or its greedy moves at 0."
+            "`tsmg eval --action-format choice` plays it), or, a model a training run wrote (hf:RUN/final, "
+            "hf:RUN/checkpoints/step-N), with the prompt it was trained with, on the game with the options it was "
+            "trained with (a compact view, say); its exact move probabilities at --temperature are read from the "
+            "model, or its greedy moves at 0."
         ),
         epilog=examples(
             "tsmg exploitability --model random",
             "tsmg exploitability --model tiny --temperature 0 --json",
+            "tsmg exploitability --game KuhnPoker-v0 --model hf:runs/kuhn-selfplay/final --temperature 0",
+            "tsmg exploitability --model hf:runs/kuhn-selfplay/checkpoints/step-{40,50,60} --average --temperature 0",
         ),
     )
     exploit.add_argument(
-        "--model", action="append", required=True, metavar="SPEC", help="model spec (repeatable), or random"
+        "--model",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="SPEC",
+        help="model spec, or random (several after one flag, or the flag repeated)",
     )
     exploit.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
     exploit.add_argument(
@@ -163,6 +172,18 @@ def add_commands(commands: Any) -> None:
         default=[],
         metavar="MODEL:KEY=VALUE",
         help="backend option of one model, e.g. tiny:threads=1 (repeatable)",
+    )
+    exploit.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="game option, e.g. view=compact (repeatable; a trained model's run gives its own, these win)",
+    )
+    exploit.add_argument(
+        "--average",
+        action="store_true",
+        help="one more row: the average policy of the models (one of them drawn per hand), e.g. a run's checkpoints",
     )
     exploit.add_argument("--json", action="store_true", help="print a JSON list (strategies included)")
     exploit.set_defaults(handler=cmd_exploitability)
@@ -215,7 +236,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         models=models,
         episodes=suite.episodes if suite is not None else (100 if args.episodes is None else args.episodes),
         seed=seed,
-        game_options={game: dict(game_options) for game in games} if game_options else {},
+        game_options=_game_options(models, games, game_options),
         lap=lap,
         model_options=model_options,
         prices=prices,
@@ -239,6 +260,14 @@ def _suite_of(args: argparse.Namespace) -> Suite | None:
             "(a changed suite is a new suite version)"
         )
     return suite
+
+
+def _game_options(models: list[str], game_ids: list[str], given: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per game, the options it had when the trained models among ``models`` learned it, then ``--option``'s."""
+    from tsmg.evaluation.runner import trained_game_options
+
+    options = {game: trained_game_options(models, game, given) for game in game_ids}
+    return {game: values for game, values in options.items() if values}
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -324,25 +353,36 @@ def dry_run_text(config: EvalConfig) -> str:
 def cmd_exploitability(args: argparse.Namespace) -> int:
     """Print each model's exact exploitability in Kuhn poker (and its best responses' value per seat)."""
     import games  # noqa: F401  (registers the catalog)
-    from tsmg.evaluation.exploitability import kuhn_exploitability
-    from tsmg.policies import policy_from_spec
+    from games.kuhn_poker_rules import average_strategy
+    from tsmg.evaluation.exploitability import kuhn_strategy, policy_temperature, strategy_report
+    from tsmg.evaluation.runner import trained_game_options, trained_policy
 
     options: dict[str, dict[str, Any]] = {}
     for value in args.model_option:
         model, key, option = parse_model_option(value)
         options.setdefault(model, {})[key] = option
     lap = LAPConfig(action_format=ActionFormat(kind="choice"), temperature=args.temperature)
+    given = parse_assignments(args.option, "--option")
     on_openspiel = is_openspiel(args.game) or args.game.startswith("OpenSpiel/")  # OpenSpiel computes it
+    if args.average and on_openspiel:
+        raise ValueError("--average is for Kuhn poker (KuhnPoker-v0); leave it out with an OpenSpiel game")
     reports = []
+    strategies = []
     for spec in args.model:
         parse_model_spec(spec)
-        policy = policy_from_spec(spec, lap=lap, model_options=options.get(spec))
+        # a training run's model answers with its training prompt, on the game as it was trained on it
+        policy = trained_policy(spec, lap, model_options=options.get(spec))
         if on_openspiel:  # tsmg[openspiel]
             from tsmg.adapters.openspiel_exploitability import openspiel_exploitability
 
             reports.append((spec, openspiel_exploitability(policy, args.game)))
         else:
-            reports.append((spec, kuhn_exploitability(policy, game_id=args.game)))
+            game_options = trained_game_options([spec], args.game, given)
+            strategies.append(kuhn_strategy(policy, game_id=args.game, game_options=game_options))
+            reports.append((spec, strategy_report(strategies[-1], policy_temperature(policy))))
+    if args.average:  # the average of the rows above, at the temperature of the last (all share --temperature)
+        average = strategy_report(average_strategy(strategies), reports[-1][1].temperature)
+        reports.append((f"average of {len(strategies)}", average))
     if args.json:
         print(json.dumps([{"model": spec, **report.as_dict()} for spec, report in reports], indent=2))
         return 0

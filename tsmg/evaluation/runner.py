@@ -33,6 +33,7 @@ from tsmg.episode import Episode, read_episodes
 from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.metrics import summarize_eval
 from tsmg.evaluation.plan import PlannedEpisode, plan_evaluation, seat_spec
+from tsmg.lap import LAPConfig
 from tsmg.model_spec import parse_model_spec
 from tsmg.policies import Decision, DecisionRequest, OraclePolicy, Policy, policy_from_spec
 from tsmg.registry import make
@@ -72,15 +73,23 @@ class EvalResult:
 
 
 def build_policy(spec: str, config: EvalConfig) -> Policy:
-    """The policy of a model spec under the run's settings (see :func:`tsmg.policies.policy_from_spec`).
+    """The policy of a model spec under the run's settings (see :func:`trained_policy`)."""
+    return trained_policy(spec, config.lap, seed=config.seed, model_options=config.model_options.get(spec))
+
+
+def trained_policy(
+    spec: str, lap: LAPConfig, *, seed: int = 0, model_options: Mapping[str, Any] | None = None
+) -> Policy:
+    """The policy of a model spec (see :func:`tsmg.policies.policy_from_spec`), prompted as it was trained.
 
     A model a training run wrote (``hf:RUN/checkpoints/step-N``, ``hf:RUN/final``) plays with the
-    prompt it was trained with: the run's template, action format and observation view (from
-    ``RUN/config.yaml``); temperature, token budget, re-prompts and seed stay the evaluation's.
+    prompt it was trained with: the run's template, action format and observation lines (from
+    ``RUN/config.yaml``); temperature, token budget, re-prompts and seed stay ``lap``'s. (The
+    game's own options, such as a compact ``view``, are the game's: :func:`trained_game_options`.)
     """
     trained = training_prompt(spec)
-    lap = config.lap if trained is None else trained.lap(config.lap)
-    policy = policy_from_spec(spec, seed=config.seed, lap=lap, model_options=config.model_options.get(spec))
+    lap = lap if trained is None else trained.lap(lap)
+    policy = policy_from_spec(spec, seed=seed, lap=lap, model_options=model_options)
     if trained is not None and trained.observation_lines is not None:
         from training.engines import CompactView  # the trainer's own view of observations
 
@@ -97,12 +106,16 @@ class TrainingPrompt:
         template: The prompt template (``PromptTemplate`` fields).
         action_format: The action format (``ActionFormat`` fields).
         observation_lines: The lines of each observation the model was shown (None: all of it).
+        game_id: The game it was trained on (``rollout.game_id``).
+        game_options: That game's options in training (``rollout.game_options``, e.g. ``view: compact``).
     """
 
     run_dir: Path
     template: dict[str, Any]
     action_format: dict[str, Any]
     observation_lines: str | None
+    game_id: str | None = None
+    game_options: dict[str, Any] = field(default_factory=dict)
 
     def lap(self, base: Any) -> Any:
         """``base`` (the evaluation's LAP settings) with this run's template and action format."""
@@ -139,9 +152,36 @@ def training_prompt(spec: str) -> TrainingPrompt | None:
             dict(lap.get("template") or {}),
             dict(lap.get("action_format") or {}),
             rollout.get("observation_lines"),
+            rollout.get("game_id"),
+            dict(rollout.get("game_options") or {}),
         )
     except (OSError, TypeError, KeyError, AttributeError, yaml.YAMLError):
         return None
+
+
+def trained_game_options(specs: Sequence[str], game_id: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The options of ``game_id`` for an evaluation of ``specs``: those their training runs had, then ``given``.
+
+    An evaluation of a trained model plays the game as the model saw it in training (a compact
+    ``view``, say); options given on the command line win. Models that are not a training run's,
+    or whose run played another game, add nothing.
+
+    Raises:
+        ValueError: Two of the runs trained on ``game_id`` with options that differ where ``given`` is silent.
+    """
+    given = dict(given or {})
+    found: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        trained = training_prompt(spec)
+        if trained is not None and trained.game_id == game_id:
+            found[spec] = {key: value for key, value in trained.game_options.items() if key not in given}
+    if len({json.dumps(options, sort_keys=True) for options in found.values()}) > 1:
+        listed = "; ".join(f"{spec}: {options}" for spec, options in found.items())
+        raise ValueError(
+            f"the models were trained on {game_id} with different game options ({listed}); "
+            "choose the ones to play with --option KEY=VALUE"
+        )
+    return next(iter(found.values()), {}) | given
 
 
 def run_eval(
