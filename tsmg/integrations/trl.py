@@ -45,18 +45,19 @@ still raises or lowers exactly the tokens sampled).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tsmg.core import AgentID
+from tsmg.core import AgentID, Invalid
 from tsmg.episode import Episode, write_episodes
 from tsmg.integrations.conversation import ConversationLAP, episode_sequence
-from tsmg.lap import ActionFormat, LAPConfig
-from tsmg.policies import Policy, policy_from_spec
+from tsmg.lap import LAP, ActionFormat, LAPConfig, PromptTemplate
+from tsmg.policies import Decision, Policy, policy_from_spec
 from tsmg.registry import make
-from tsmg.rollout import EpisodePlan, rollout
+from tsmg.rollout import EpisodePlan, StepwiseEpisode, rollout
 from tsmg.seeding import derive_seed
 
 _SEED = re.compile(r" seed=(-?\d+)$")
@@ -231,3 +232,200 @@ class GameRollout:
             tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
             self._backend = HFBackend.from_model(model, tokenizer, name=f"trl:{self.game_id}")
         return self._backend
+
+
+# ---------------------------------------------------------------------- the environment_factory route
+#: The move tool's name: the LAP's own (``ActionFormat(kind="tool").tool_name``), so records read alike.
+TOOL_NAME = "make_move"
+
+
+class GameTools:
+    """A tsmg game as TRL's ``environment_factory``: TRL plays the episodes, the model calls ``make_move``.
+
+    TRL renders the tool in the prompt, parses the model's tool calls with the tokenizer's response
+    template, runs each call as :meth:`GameEnvironment.make_move` and feeds the result back, until
+    the model answers without a call (see the module docstring for what this route keeps of the LAP).
+    Each finished rollout is scored by :meth:`episode_return` (the trained seat's return), which also
+    closes the episodes' tsmg records and appends them to ``episodes_path``.
+
+    Args:
+        game_id: A registered game id.
+        seeds: The game seeds the dataset holds, one row each.
+        agent: The trained seat (default: the game's first agent).
+        opponent: Who plays the other seats: ``random``, ``oracle``, ``fixed:TEXT`` or a policy.
+        game_options: Options the game is made with.
+        system: The system message of every prompt (default: the LAP's).
+        episodes_path: Append every scored episode to this JSONL file (None: keep only the last batch).
+
+    Raises:
+        ValueError: An unknown game or seat, no seeds, or a bad option.
+    """
+
+    def __init__(
+        self,
+        game_id: str,
+        seeds: Iterable[int],
+        *,
+        agent: AgentID | None = None,
+        opponent: str | Policy = "random",
+        game_options: Mapping[str, Any] | None = None,
+        system: str | None = None,
+        episodes_path: str | Path | None = None,
+    ) -> None:
+        """Check the game and seat, and lay out the dataset."""
+        self.game_id = game_id
+        self.game_options = dict(game_options or {})
+        game = make(game_id, **self.game_options)
+        self.agent = agent if agent is not None else game.agents[0]
+        if self.agent not in game.agents:
+            raise ValueError(f"{game_id} has no seat {self.agent!r}; its seats are {', '.join(game.agents)}")
+        self.seeds = [int(seed) for seed in seeds]
+        if not self.seeds:
+            raise ValueError("give at least one game seed")
+        template = PromptTemplate(history="none")
+        if system is not None:
+            template = template.model_copy(update={"system": system})
+        # The LAP words the observations and the move instructions; TRL, not the LAP, calls the model.
+        self.lap = LAP(_TRLCallsTheModel(), LAPConfig(template=template, action_format=ActionFormat(kind="tool")))
+        self.opponent = (
+            policy_from_spec(opponent, seed=0, scripted_only=True) if isinstance(opponent, str) else opponent
+        )
+        self.episodes_path = Path(episodes_path) if episodes_path is not None else None
+        #: The episodes of the latest scored batch, in TRL's row order.
+        self.episodes: list[Episode] = []
+
+    def dataset(self) -> Any:
+        """A ``datasets.Dataset``: per seed a chat ``prompt`` (``reset`` adds the game's message) and the ``seed``."""
+        from datasets import Dataset
+
+        system = self.lap.config.template.system
+        prompt = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": ""}]
+        return Dataset.from_dict({"prompt": [prompt] * len(self.seeds), "seed": self.seeds})
+
+    def environment(self) -> GameEnvironment:
+        """A new environment (TRL's ``environment_factory``; it makes one per concurrent rollout)."""
+        return GameEnvironment(self)
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """``train_dataset``, ``environment_factory``, ``reward_funcs``: ``GRPOTrainer(model, args=..., **these)``."""
+        return {
+            "train_dataset": self.dataset(),
+            "environment_factory": self.environment,
+            "reward_funcs": self.episode_return,
+        }
+
+    def episode_return(
+        self, completions: list[Any], environments: list[GameEnvironment], trainer_state: Any = None, **kwargs: Any
+    ) -> list[float]:
+        """TRL reward function: close each rollout's episode, record it, and return the trained seat's return.
+
+        An answer that called no tool while the game was still on is the seat's last answer: it is
+        played as an invalid answer (the game's invalid-answer rule applies: penalty, forfeit); an
+        episode TRL stopped before the game ended is recorded ``truncated``.
+        """
+        from accelerate import PartialState
+
+        step = int(getattr(trainer_state, "global_step", 0))
+        process = PartialState().process_index
+        seen: dict[int, int] = {}
+        episodes = []
+        for position, (messages, environment) in enumerate(zip(completions, environments, strict=True)):
+            episode = environment._close(_last_answer(messages))
+            seed = int(episode.seed if episode.seed is not None else 0)
+            member = seen.get(seed, 0) + process * len(environments)
+            seen[seed] = seen.get(seed, 0) + 1
+            episode.group_id = f"trl-tools/u{step}/s{seed}"
+            episode.episode_id = f"{episode.group_id}/g{member}/p{position}"
+            episodes.append(episode)
+        self.episodes = episodes
+        if self.episodes_path is not None:
+            write_episodes(self.episodes_path, episodes)
+        return [float(episode.returns.get(self.agent, 0.0)) for episode in episodes]
+
+
+class GameEnvironment:
+    """One rollout's game for TRL's ``environment_factory``: ``reset`` from the row, the ``make_move`` tool.
+
+    TRL exposes every public method but ``reset`` as a tool, so this class has exactly one.
+    """
+
+    def __init__(self, route: GameTools) -> None:
+        """An environment of ``route``'s game (no episode until :meth:`reset`)."""
+        self._route = route
+        self._episode: StepwiseEpisode | None = None
+
+    def reset(self, seed: int, **row: Any) -> str:
+        """Start the episode of the row's ``seed``; the first observation and the move instructions."""
+        route = self._route
+        self._episode = StepwiseEpisode(
+            route.game_id,
+            EpisodePlan(int(seed), f"trl-tools/s{seed}"),
+            route.agent,
+            route.opponent,
+            name="trl",
+            game_options=route.game_options,
+        )
+        return self._prompt()
+
+    def make_move(self, move: str) -> str:
+        """Play your move in the game.
+
+        Args:
+            move: Your move, written exactly as the game lists the valid moves.
+
+        Returns:
+            What the game shows next: the new position, or why the move was refused.
+        """
+        episode = self._episode
+        if episode is None:
+            raise RuntimeError("make_move before reset: TRL resets every environment before generating")
+        if episode.finished:
+            return "The game is over; do not call make_move again."
+        arguments = json.dumps({"move": move})
+        episode.play(
+            Decision(
+                move,
+                completion=f"{TOOL_NAME}({arguments})",
+                prompt=self._route.lap.messages(episode.request()),
+                tool_calls=[{"name": TOOL_NAME, "arguments": arguments, "id": None}],
+            )
+        )
+        mine = episode.record.steps_of(self._route.agent)[-1]
+        if episode.finished:
+            return f"The game is over. Your return: {episode.record.returns.get(self._route.agent, 0.0):g}."
+        refused = "" if mine.valid else f"That move was invalid: {mine.reason}.\n\n"
+        return refused + self._prompt()
+
+    def _close(self, last_answer: str | None) -> Episode:
+        """End the episode: ``last_answer`` (an answer without a tool call) is played as invalid; its record."""
+        episode = self._episode
+        if episode is None:
+            raise RuntimeError("no episode to close: TRL resets every environment before generating")
+        if last_answer is not None and not episode.finished:
+            reason = f"no {TOOL_NAME} call in the answer"
+            episode.play(Decision(Invalid(reason), completion=last_answer))
+        self._episode = None
+        return episode.stop()
+
+    def _prompt(self) -> str:
+        assert self._episode is not None
+        return self._route.lap.messages(self._episode.request())[-1]["content"]
+
+
+def _last_answer(messages: Any) -> str | None:
+    """The rollout's last answer if it called no tool (TRL stops there), else None (TRL stopped it)."""
+    if isinstance(messages, str):
+        return messages
+    last = messages[-1] if messages else None
+    if isinstance(last, Mapping) and last.get("role") == "assistant" and not last.get("tool_calls"):
+        return str(last.get("content") or "")
+    return None
+
+
+class _TRLCallsTheModel:
+    """The LAP's model slot where TRL calls the model: never called."""
+
+    name = "trl"
+
+    def generate(self, requests: Any, sampling: Any) -> Any:
+        raise RuntimeError("GameTools never calls a model: TRL's trainer does")
