@@ -141,12 +141,12 @@ class GameRollout:
             ``tsmg_episode_id``, which TRL hands to the reward functions.
 
         Raises:
-            ValueError: A prompt that names no seed, or TRL set to generate with vLLM.
+            ValueError: A prompt that names no seed, or vLLM settings this route cannot use
+                (:func:`check_vllm_settings`).
             RuntimeError: An episode failed (the message is the episode's error).
         """
         args = trainer.args
-        if getattr(args, "use_vllm", False):
-            raise ValueError("tsmg's rollout_func generates with the trainer's model; set use_vllm=False")
+        check_vllm_settings(args)
         seeds = [self._seed_of(prompt) for prompt in prompts]
         step, process = int(trainer.state.global_step), int(trainer.accelerator.process_index)
         mode = "train" if trainer.model.training else "eval"
@@ -224,14 +224,64 @@ class GameRollout:
         return int(match.group(1))
 
     def _model(self, trainer: Any) -> Any:
-        """The HF backend (tsmg's) over the model the trainer trains (built once; it reads the live weights)."""
+        """The backend the episodes are sampled with (built once per engine; it reads the live weights).
+
+        With ``use_vllm=True`` (colocated): TRL's own engine, into which TRL pushed the current
+        weights before calling :meth:`rollout_func`; otherwise tsmg's HF backend over the model
+        the trainer trains.
+        """
+        tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+        if getattr(trainer.args, "use_vllm", False):
+            from backends.vllm_engine import VLLMBackend
+
+            llm = trainer.vllm_generation.llm
+            if self._backend is None or getattr(self._backend, "llm", None) is not llm:
+                self._backend = VLLMBackend.from_llm(llm, tokenizer=tokenizer, name=f"trl-vllm:{self.game_id}")
+            return self._backend
         from backends.hf import HFBackend
 
         model = trainer.accelerator.unwrap_model(trainer.model)
-        if self._backend is None or self._backend.model is not model:
-            tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+        if self._backend is None or getattr(self._backend, "model", None) is not model:
             self._backend = HFBackend.from_model(model, tokenizer, name=f"trl:{self.game_id}")
         return self._backend
+
+
+def check_vllm_settings(args: Any) -> None:
+    """Refuse the ``GRPOConfig`` vLLM settings :meth:`GameRollout.rollout_func` cannot generate with.
+
+    tsmg samples the episodes itself (a seed per request, constrained choice among the legal
+    moves, token-id prompts that extend the conversation), so it needs the engine in the
+    trainer's process: ``vllm_mode="colocate"``, awake, one engine per process.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> check_vllm_settings(SimpleNamespace(use_vllm=True, vllm_mode="colocate"))
+        >>> check_vllm_settings(SimpleNamespace(use_vllm=True, vllm_mode="server"))
+        Traceback (most recent call last):
+        ...
+        ValueError: tsmg's rollout_func generates in the trainer's process: ...
+
+    Raises:
+        ValueError: A setting this route cannot use (the message says which, and what to do).
+    """
+    if not getattr(args, "use_vllm", False):
+        return
+    if getattr(args, "vllm_mode", "colocate") != "colocate":
+        raise ValueError(
+            "tsmg's rollout_func generates in the trainer's process: with use_vllm=True set vllm_mode='colocate' "
+            "(TRL's server client takes neither a seed per request nor constrained choice), or train through "
+            "GameTools (environment_factory), where TRL generates on its vLLM server itself"
+        )
+    if getattr(args, "vllm_enable_sleep_mode", False):
+        raise ValueError(
+            "tsmg's rollout_func calls TRL's colocated engine directly, which sleep mode leaves asleep between TRL's "
+            "own calls: set vllm_enable_sleep_mode=False"
+        )
+    if int(getattr(args, "vllm_tensor_parallel_size", 1) or 1) != 1:
+        raise ValueError(
+            "tsmg's rollout_func samples each process's episodes on its own engine: set vllm_tensor_parallel_size=1 "
+            "(one engine per process), or train through GameTools (environment_factory)"
+        )
 
 
 # ---------------------------------------------------------------------- the environment_factory route
