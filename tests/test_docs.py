@@ -88,6 +88,15 @@ EXPECTED_OUTPUT = {
     "policy = LAP(model, config)": lambda out: out.endswith("invalid answers from an untrained model\n"),
     'model = load_model("smollm2")': lambda out: True,  # builds both backends (no server is contacted)
     "GameRollout(": lambda out: out.count("reward ") == 2 and "8 episodes of the last step" in out,
+    "check_vllm_settings(": lambda out: (
+        out.splitlines()[0] == "colocate awake -> ok"
+        and out.splitlines()[1].startswith("server awake -> tsmg's rollout_func generates in the trainer's process")
+        and "set vllm_enable_sleep_mode=False" in out.splitlines()[2]
+    ),
+    "GameTools(": lambda out: (
+        "\n8 episodes recorded, seeds [" in out
+        and "-> no make_move call in the answer" in out  # an untrained model writes no call: its answer is invalid
+    ),
     "register_env()": lambda out: out.startswith("4 0.0 False 5\n") and "That answer was invalid" in out,
     "export_run(": lambda out: " rows; " in out and "with a positive advantage" in out,
     "openspiel:goofspiel(num_cards=4": lambda out: (

@@ -1,6 +1,7 @@
 """The rollout engine: many episodes at once, one batched policy call per round.
 
-(Past 600 lines: the engine and its branching, tree rollouts, share the live-episode bookkeeping.)
+(Past 600 lines: the engine, its branching (tree rollouts) and StepwiseEpisode share the live-episode
+bookkeeping.)
 
 Each round gathers every pending decision of every live episode, groups them by policy, and
 asks each policy once for the whole batch. With an in-process model backend this turns N

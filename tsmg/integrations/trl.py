@@ -1,23 +1,22 @@
-"""Train on any tsmg game with TRL's ``GRPOTrainer``: one import, TRL's ``rollout_func`` API.
+"""Train on any tsmg game with TRL's ``GRPOTrainer``: two routes, ``rollout_func`` and ``environment_factory``.
 
 Example::
 
     from trl import GRPOConfig, GRPOTrainer
-    from tsmg.integrations.trl import GameRollout
+    from tsmg.integrations.trl import GameRollout, GameTools
 
-    game = GameRollout("FrozenLake-v0", seeds=range(64))
+    game = GameRollout("FrozenLake-v0", seeds=range(64))   # route 1: tsmg plays the episodes
+    game = GameTools("FrozenLake-v0", seeds=range(64))     # route 2: TRL plays them (tool calls)
     trainer = GRPOTrainer(model, args=GRPOConfig(num_generations=4, ...), **game.trainer_kwargs())
     trainer.train()
 
-**Why ``rollout_func`` and not ``environment_factory``.** TRL offers both for multi-turn
-training. With ``environment_factory`` TRL plays the episode itself: the model must call the
-game's moves as tools through a chat template that renders tools and a tokenizer that parses
-tool calls, and TRL builds the prompts. That drops what tsmg's LAP does (the prompt template,
-constrained choice among the legal moves, re-prompts with the reason, the invalid-answer rule,
-scripted or model opponents in the other seats) and writes no tsmg record. With ``rollout_func``
-tsmg's own rollout engine plays the episodes, batched across the whole generation batch, with
-the model TRL is training (its current weights, wrapped by :meth:`backends.hf.HFBackend.from_model`,
-no copy), and hands TRL:
+**Route 1, ``rollout_func`` (:class:`GameRollout`): the LAP, token-exact.** tsmg's own rollout
+engine plays the episodes, batched across the whole generation batch, under tsmg's LAP (the
+prompt template, constrained choice among the legal moves, re-prompts with the reason, the
+invalid-answer rule, scripted or model opponents in the other seats), with the model TRL is
+training (its current weights, wrapped by :meth:`backends.hf.HFBackend.from_model`, no copy)
+or, with ``use_vllm=True``, on TRL's colocated vLLM engine (which TRL fills with the current
+weights before each rollout; :meth:`backends.vllm_engine.VLLMBackend.from_llm`). It hands TRL:
 
 * **one game seed per group.** TRL repeats each dataset row ``num_generations`` times in a row;
   a row's prompt names its seed (``"FrozenLake-v0 seed=17"``), so every member of a group starts
@@ -35,12 +34,36 @@ no copy), and hands TRL:
 The reward TRL normalises within each group is the trained seat's episode return
 (:meth:`GameRollout.episode_return`, under the ``tsmg_return`` column). One seat is trained; the
 other seats of a multi-agent game are played by ``opponent`` (``random``, ``oracle``,
-``fixed:TEXT``, or a :class:`~tsmg.policies.Policy`).
+``fixed:TEXT``, or a :class:`~tsmg.policies.Policy`). With constrained choice tsmg samples among
+the legal moves only, while TRL's loss scores the same tokens under the full vocabulary (the
+gradient still raises or lowers exactly the tokens sampled). vLLM: only ``vllm_mode="colocate"``,
+awake, one engine per process (:func:`check_vllm_settings` refuses the rest, saying what to do):
+tsmg needs the engine in its own process for a seed per request and constrained choice.
 
-Limits: generation runs on the trainer's model through tsmg's HF backend, not on TRL's vLLM
-(``use_vllm=True`` is refused); with ``action_format kind='choice'`` tsmg samples among the legal
-moves only, while TRL's loss scores the same tokens under the full vocabulary (the gradient
-still raises or lowers exactly the tokens sampled).
+**Route 2, ``environment_factory`` (:class:`GameTools`): TRL plays, tsmg referees and records.**
+TRL builds the prompts, samples (with transformers, or on its vLLM engine in either mode: TRL's
+own code), parses the model's tool calls and runs them. tsmg gives it one tool,
+``make_move(move)`` (:class:`GameEnvironment`), whose result is what the game shows next; the
+episode is tsmg's own (:class:`tsmg.rollout.StepwiseEpisode`: the engine's record, rewards and
+invalid-answer rule, the other seats played by ``opponent`` between the model's moves), and the
+reward function :meth:`GameTools.episode_return` closes the records and appends them to
+``episodes_path``. What this route gives up, and how answers are read:
+
+* **answers are tool calls, parsed by TRL**, with the tokenizer's response template: the chat
+  template must render tools and TRL must know how to parse its calls (Qwen2.5/Qwen3, Llama 3.1,
+  ...; TRL refuses other templates). The ``move`` argument is given to the game as it is: the
+  game's own parser accepts or refuses it, and a refused move comes back to the model with the
+  reason (the game's invalid-answer rule applies: penalty, forfeit). A call TRL cannot parse or
+  run (bad JSON, a wrong argument name) is answered by TRL with an error and never reaches the
+  game. Several calls in one answer are several moves.
+* **TRL stops a rollout at the first answer without a call**: that answer is played as an
+  invalid move (its text kept in the record), and an episode still unfinished then (or cut by
+  ``max_tool_calling_iterations``, ``max_completion_length``) is recorded ``truncated``.
+* **what is dropped of the LAP**: constrained choice, re-prompts within a turn, the prompt
+  template's history handling (the conversation is TRL's), a seed per sample (TRL seeds the
+  batch), and the token ids and logprobs in the records (TRL keeps them; these records are for
+  ``tsmg view`` and evaluation, not for ``tsmg export``'s token-exact formats). The first
+  message's observation, the move instructions and the list of valid moves are the LAP's.
 """
 
 from __future__ import annotations
