@@ -88,15 +88,6 @@ EXPECTED_OUTPUT = {
     "policy = LAP(model, config)": lambda out: out.endswith("invalid answers from an untrained model\n"),
     'model = load_model("smollm2")': lambda out: True,  # builds both backends (no server is contacted)
     "GameRollout(": lambda out: out.count("reward ") == 2 and "8 episodes of the last step" in out,
-    "check_vllm_settings(": lambda out: (
-        out.splitlines()[0] == "colocate awake -> ok"
-        and out.splitlines()[1].startswith("server awake -> tsmg's rollout_func generates in the trainer's process")
-        and "set vllm_enable_sleep_mode=False" in out.splitlines()[2]
-    ),
-    "GameTools(": lambda out: (
-        "\n8 episodes recorded, seeds [" in out
-        and "-> no make_move call in the answer" in out  # an untrained model writes no call: its answer is invalid
-    ),
     "register_env()": lambda out: out.startswith("4 0.0 False 5\n") and "That answer was invalid" in out,
     "export_run(": lambda out: " rows; " in out and "with a positive advantage" in out,
     "openspiel:goofspiel(num_cards=4": lambda out: (
@@ -105,6 +96,15 @@ EXPECTED_OUTPUT = {
         and "expected one of [P1]Bid: 1, [P1]Bid: 2, [P1]Bid: 3, [P1]Bid: 4; got 'bid 4'" in out
         and "OpenSpiel's leduc_poker [card, 2 players]." in out
         and out.endswith("[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]\n")  # MCTS never loses to random play
+    ),
+    "check_vllm_settings(": lambda out: (
+        out.splitlines()[0] == "colocate awake -> ok"
+        and out.splitlines()[1].startswith("server awake -> tsmg's rollout_func generates in the trainer's process")
+        and "set vllm_enable_sleep_mode=False" in out.splitlines()[2]
+    ),
+    "GameTools(": lambda out: (
+        "\n8 episodes recorded, seeds [" in out
+        and "-> no make_move call in the answer" in out  # an untrained model writes no call: its answer is invalid
     ),
 }
 
