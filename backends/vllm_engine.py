@@ -138,8 +138,45 @@ class VLLMBackend:
         if adapter is not None:
             self.set_adapter(adapter)
 
+    @classmethod
+    def from_llm(cls, llm: Any, *, tokenizer: Any = None, name: str | None = None) -> VLLMBackend:
+        """A backend over an engine already running (e.g. the one TRL's ``GRPOTrainer`` colocates): no second engine.
+
+        Whoever started the engine keeps its weights current (TRL pushes the trained weights into
+        it before each rollout); LoRA adapters are not served through this backend.
+
+        Args:
+            llm: A ``vllm.LLM``.
+            tokenizer: The tokenizer that renders chat prompts (default: the engine's); pass the
+                trainer's when its chat template differs from the one saved with the model.
+            name: Name in episode records (default ``vllm:<the engine's model>``).
+        """
+        backend = cls.__new__(cls)
+        config = llm.llm_engine.model_config
+        backend.llm = llm
+        backend.model_path = str(config.model)
+        backend.name = name or f"vllm:{backend.model_path}"
+        backend.adapter, backend._lora_request, backend._lora_ids, backend._lora_enabled = None, None, 0, False
+        backend._tokenizer = tokenizer if tokenizer is not None else llm.get_tokenizer()
+        backend._choice_tokens = {}
+        backend.max_model_len = int(config.max_model_len)
+        return backend
+
     def __repr__(self) -> str:
         return f"VLLMBackend(model_path={self.model_path!r}, adapter={self.adapter!r})"
+
+    #: Chat prompts go through the tokenizer's chat template (ConversationLAP reads this).
+    chat = True
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        """The end-of-turn token ids (the tokenizer's end-of-sequence token)."""
+        eos = self._tokenizer.eos_token_id
+        return () if eos is None else (int(eos),)
+
+    def encode_prompts(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
+        """Each request's prompt as the token ids the engine reads (see :meth:`generate`)."""
+        return [self._prompt_ids(request) for request in requests]
 
     # ------------------------------------------------------------------ generation
 
@@ -182,7 +219,9 @@ class VLLMBackend:
     def _prompt_ids(self, request: GenerationRequest) -> list[int]:
         """The prompt as token ids (chat messages rendered with the model's chat template)."""
         tokenizer = self._tokenizer
-        if request.messages is not None:
+        if request.prompt_token_ids is not None:  # read as they are (a conversation kept as tokens)
+            ids = list(request.prompt_token_ids)
+        elif request.messages is not None:
             if not getattr(tokenizer, "chat_template", None):
                 raise BackendError(
                     f"{self.model_path} has no chat template: send GenerationRequest(prompt=...) (plain-prompt "

@@ -7,7 +7,11 @@
 * ``train MODEL SIZE --engine hf|vllm --finetune lora|full [--strategy fsdp]``: MS-GRPO updates
   with the real trainer (under ``torchrun`` for FSDP), seconds per update split into rollout /
   scoring (pi_old, reference) / optimizer / weight push, and peak memory per device (torch's
-  peak on each process, and ``nvidia-smi``'s on each GPU, which counts vLLM's engine too).
+  peak on each process, and ``nvidia-smi``'s on each GPU, which counts vLLM's engine too);
+* ``trl MODEL SIZE --route rollout|tools``: TRL's ``GRPOTrainer`` with ``use_vllm=True`` (the
+  engine colocated) through :mod:`tsmg.integrations.trl`: ``rollout_func`` (tsmg samples on TRL's
+  engine) or ``environment_factory`` (TRL samples and calls the ``make_move`` tool); seconds per
+  step and the tsmg episode records written.
 
 Every figure is printed as it comes, then one line ``RESULT {json}``.
 """
@@ -30,6 +34,7 @@ SHAPES = {  # Qwen2.5-0.5B and Qwen2.5-3B (config.json of the released models); 
     "tiny": {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2},
 }
 GAME = "FrozenLake-NoSlip-v0"
+ROUTES = {"rollout": "rollout_func", "tools": "environment_factory"}  # the two routes of tsmg.integrations.trl
 
 
 def result(figures: dict[str, Any]) -> None:
@@ -290,6 +295,78 @@ def train_check(
     release_world()
 
 
+def trl_check(model: str, size: str, route: str, steps: int, out: Path, engine: str = "vllm") -> None:
+    """A few steps of TRL's GRPOTrainer generating on its colocated vLLM engine, through either tsmg route.
+
+    ``engine="hf"`` leaves vLLM out (TRL generates with transformers, tsmg with its HF backend):
+    the same step where vLLM is not installed.
+    """
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    import games  # noqa: F401  (registers the catalog)
+    from tsmg.episode import read_episodes
+    from tsmg.integrations.trl import GameRollout, GameTools
+
+    cuda = torch.cuda.is_available()
+    out.mkdir(parents=True, exist_ok=True)
+    episodes = out / "episodes.jsonl"
+    tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
+    policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16 if cuda else torch.float32)
+    game: GameRollout | GameTools
+    extra: dict[str, Any] = {}
+    if route == "tools":
+        from trl.chat_template_utils import qwen2_5_chat_template
+
+        tokenizer.chat_template = qwen2_5_chat_template  # renders tools; TRL parses its <tool_call> blocks
+        game = GameTools(GAME, seeds=range(64), episodes_path=episodes)
+        extra["max_tool_calling_iterations"] = 8
+    else:
+        game = GameRollout(GAME, seeds=range(64), episodes_path=episodes)
+    args = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=16,
+        num_generations=8,
+        max_steps=steps,
+        max_completion_length=256,
+        learning_rate=1e-6,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        bf16=cuda,
+        use_cpu=not cuda,
+        use_vllm=engine == "vllm",
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.3,
+        vllm_max_model_length=2048,
+        **extra,
+    )
+    trainer = GRPOTrainer(policy, args=args, processing_class=tokenizer, **game.trainer_kwargs())
+    began = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - began
+    logs = [entry for entry in trainer.state.log_history if "reward" in entry]
+    figures = {
+        "size": size,
+        "engine": engine,
+        "route": route,
+        "what": f"TRL GRPOTrainer, {'use_vllm colocate' if engine == 'vllm' else 'no vLLM'}, {ROUTES[route]}",
+        "steps": len(logs),
+        "seconds_per_step": round(seconds / max(len(logs), 1), 3),
+        "episodes_recorded": sum(1 for _ in read_episodes(episodes)),
+        "reward": logs[-1]["reward"] if logs else None,
+        "gpu_memory_used_mib": gpu_memory_used(),
+    }
+    print(
+        f"trl {route} {size}: {figures['seconds_per_step']}s per step, {figures['episodes_recorded']} episodes recorded"
+    )
+    result(figures)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -314,6 +391,13 @@ def main(argv: list[str] | None = None) -> None:
     trainer.add_argument("--out", type=Path, required=True)
     trainer.add_argument("--strategy", choices=["auto", "ddp", "fsdp"], default="auto")
     trainer.add_argument("--vllm-engine", choices=["per-process", "shared"], default="per-process")
+    trl = commands.add_parser("trl")
+    trl.add_argument("model")
+    trl.add_argument("size")
+    trl.add_argument("--route", choices=["rollout", "tools"], required=True)
+    trl.add_argument("--engine", choices=["vllm", "hf"], default="vllm", help="hf: without vLLM")
+    trl.add_argument("--steps", type=int, default=2)
+    trl.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.command == "tokenizer":
         build_tokenizer(args.folder)
@@ -321,6 +405,8 @@ def main(argv: list[str] | None = None) -> None:
         build(args.size, args.out, args.tokenizer_dir)
     elif args.command == "generate":
         generate(args.model, args.size, args.engine, args.rows, args.tokens)
+    elif args.command == "trl":
+        trl_check(args.model, args.size, args.route, args.steps, args.out, args.engine)
     else:
         train_check(
             args.model, args.size, args.engine, args.finetune, args.updates, args.out, args.strategy, args.vllm_engine

@@ -14,13 +14,17 @@
 #      two GPUs or more). Each prints seconds per update = rollout + scoring (pi_old, reference) +
 #      optimizer + push (new weights into vLLM), torch's peak memory per process, and nvidia-smi's
 #      peak per GPU (vLLM's engine included);
-#   3. generation throughput: vLLM's offline engine (256 x 128 tokens) and the HF backend (64 x 128).
+#   3. TRL's GRPOTrainer with use_vllm=True (engine colocated), 2 steps through each route of
+#      tsmg.integrations.trl: rollout_func (tsmg samples on TRL's engine) and environment_factory
+#      (TRL samples and calls the make_move tool); seconds per step and episode records written;
+#   4. generation throughput: vLLM's offline engine (256 x 128 tokens) and the HF backend (64 x 128).
 # Every figure is printed as it comes, then one JSON line per measurement ("RESULT {...}"); the last
 # line is one JSON object with all of them.
 #
 # Environment: GPU_CHECK_SIZES ("0.5b"; "0.5b 3b" for both), GPU_CHECK_UPDATES (3), GPU_CHECK_BUDGET_S
 # (540: every step gets at most the time left), GPU_CHECK_DIR (a fresh temporary folder), PYTHON
-# (.venv/bin/python; vLLM steps run where `import vllm` works, else they are skipped, saying so).
+# (.venv/bin/python; vLLM steps run where `import vllm` works, TRL's where `import trl` works too,
+# else they are skipped, saying so).
 # --dry-run: size "tiny" on the CPU, 1 update, FSDP over 2 CPU processes (gloo), 8 x 16 tokens generated,
 # budget 400 s.
 set -euo pipefail
@@ -30,7 +34,7 @@ DRY_RUN=0
 for argument in "$@"; do
   case "$argument" in
     --dry-run) DRY_RUN=1 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument $argument (use --dry-run or --help)" >&2; exit 2 ;;
   esac
 done
@@ -71,6 +75,8 @@ else
 fi
 HAS_VLLM=0
 "$PY" -c "import vllm" >/dev/null 2>&1 && HAS_VLLM=1
+HAS_TRL=0
+"$PY" -c "import trl" >/dev/null 2>&1 && HAS_TRL=1
 echo "gpu_check: sizes [$SIZES], $UPDATES updates, $GPUS GPUs, FSDP over $PROCESSES processes, vLLM $([ "$HAS_VLLM" = 1 ] && echo yes || echo no), budget ${BUDGET}s, work folder $WORK"
 
 # Seconds a step may take: at most CAP, never past the budget (0: no time left).
@@ -93,7 +99,7 @@ run() {
   echo "=== $name ($(( SECONDS - STARTED ))s elapsed, at most ${limit}s)"
   log="$WORK/logs/$(( ++STEP ))-${name//[^A-Za-z0-9.]/_}.log"  # every step's whole log is kept
   if timeout "$limit" "$@" > "$log" 2>&1; then
-    grep -E '^(RESULT |MS-GRPO |built |hf |vllm )' "$log" || true
+    grep -E '^(RESULT |MS-GRPO |built |hf |vllm |trl )' "$log" || true
     grep '^RESULT ' "$log" | cut -c8- >> "$RESULTS" || true
   else
     echo "$name failed or timed out; the end of its log ($log):"
@@ -135,6 +141,14 @@ for SIZE in $SIZES; do
       read -r -a LAUNCH <<< "$(torchrun_command "$PROCESSES")"
       run "$SIZE: FSDP2 x$PROCESSES, one shared vLLM engine, full" 200 "${LAUNCH[@]}" "${TRAIN[@]}" --engine vllm --finetune full --strategy fsdp --vllm-engine shared --out "$WORK/fsdp-$SIZE-shared"
     fi
+  fi
+
+  if [ "$HAS_VLLM" = 1 ] && [ "$HAS_TRL" = 1 ]; then
+    for ROUTE in rollout tools; do
+      run "$SIZE: TRL GRPOTrainer on vLLM (colocate), route $ROUTE" 150 "$PY" bench/gpu_check.py trl "$MODEL" "$SIZE" --route "$ROUTE" --out "$WORK/trl-$SIZE-$ROUTE"
+    done
+  else
+    echo "=== $SIZE: TRL on vLLM skipped (vllm and trl are not both importable by $PY)"
   fi
 
   if [ "$HAS_VLLM" = 1 ]; then

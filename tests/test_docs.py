@@ -113,6 +113,15 @@ EXPECTED_OUTPUT = {
         and "OpenSpiel's leduc_poker [card, 2 players]." in out
         and out.endswith("[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]\n")  # MCTS never loses to random play
     ),
+    "check_vllm_settings(": lambda out: (
+        out.splitlines()[0] == "colocate awake -> ok"
+        and out.splitlines()[1].startswith("server awake -> tsmg's rollout_func generates in the trainer's process")
+        and "set vllm_enable_sleep_mode=False" in out.splitlines()[2]
+    ),
+    "GameTools(": lambda out: (
+        "\n8 episodes recorded, seeds [" in out
+        and "-> no make_move call in the answer" in out  # an untrained model writes no call: its answer is invalid
+    ),
 }
 
 # Blocks that play against a running `tsmg serve`: tests/serve/test_serve.py runs them against a

@@ -158,3 +158,45 @@ def test_a_group_of_random_policy_episodes_differs_and_replays():
     moves = [tuple(step.action for step in episode.steps) for episode in first]
     assert len(set(moves)) == 4  # the group's members do not replay one another
     assert moves == [tuple(step.action for step in episode.steps) for episode in again]  # batching aside
+
+
+def test_a_stepwise_episode_records_what_the_engine_records_for_the_same_answers():
+    """A seat played from outside (StepwiseEpisode) leaves the record the engine writes when a policy plays it."""
+    import pytest
+
+    from tsmg.core import Invalid
+    from tsmg.rollout import EpisodePlan, StepwiseEpisode
+
+    answers = ["5", "5", "1", "9", "3", "7", "2", "4", "6", "8"]  # some invalid: a repeat, cells taken
+
+    class Scripted:
+        name = "caller"
+
+        def __init__(self):
+            self.left = list(answers)
+
+        def act(self, requests):
+            return [Decision(self.left.pop(0)) for _ in requests]
+
+    opponent = RandomPolicy(seed=3)
+    [played] = rollout("TicTacToe-v0", {"player_0": Scripted(), "player_1": opponent}, seeds=[11])
+    episode = StepwiseEpisode("TicTacToe-v0", EpisodePlan(11, played.episode_id), "player_0", opponent, name="caller")
+    left = list(answers)
+    while not episode.finished:
+        assert episode.request().agent == "player_0" and "player_0" in episode.game.active_agents
+        episode.play(Decision(left.pop(0)))
+    ignore = {"latency_s": True, "steps": {"__all__": {"latency_s"}}}
+    assert episode.record.model_dump(exclude=ignore) == played.model_dump(exclude=ignore)
+    assert played.invalid_answers >= 1  # the repeat, and cells the opponent took first
+    with pytest.raises(tsmg.GameError, match="is over"):
+        episode.play(Decision("1"))
+    # Stopped early: the record so far, marked truncated; an invalid answer goes by the game's rule
+    early = StepwiseEpisode(
+        "FrozenLake-v0", EpisodePlan(0, "e"), "player", opponent, game_options={"invalid_penalty": 1}
+    )
+    early.play(Decision(Invalid("no move")))
+    record = early.stop()
+    assert record.truncated and not record.terminated and record.returns == {"player": -1.0}
+    assert [step.reason for step in record.steps] == ["no move"]
+    with pytest.raises(ValueError, match="has no seat 'nobody'"):
+        StepwiseEpisode("TicTacToe-v0", EpisodePlan(0, "e"), "nobody", opponent)

@@ -1,6 +1,7 @@
 """The rollout engine: many episodes at once, one batched policy call per round.
 
-(Past 600 lines: the engine and its branching, tree rollouts, share the live-episode bookkeeping.)
+(Past 600 lines: the engine, its branching (tree rollouts) and StepwiseEpisode share the live-episode
+bookkeeping.)
 
 Each round gathers every pending decision of every live episode, groups them by policy, and
 asks each policy once for the whole batch. With an in-process model backend this turns N
@@ -194,6 +195,147 @@ class EpisodeSnapshot:
             for step, replayed in zip(by_round[number], live.record.steps[-len(by_round[number]) :], strict=True):
                 replayed.policy_version = step.policy_version
         return cls(live, record.episode_id)
+
+
+class StepwiseEpisode:
+    """One episode whose seat ``agent`` is played from outside, one answer at a time: the engine's record of it.
+
+    For environments that another trainer drives (TRL's ``environment_factory`` calls a move as a
+    tool; :mod:`tsmg.integrations.trl`): the caller hands the seat's answers to :meth:`play`, the
+    other seats' policies answer in the same rounds and in the rounds between, and the record is
+    the one :func:`rollout` writes (the same round bookkeeping, rewards and invalid-answer rule).
+
+    Example:
+        >>> import games
+        >>> from tsmg.policies import Decision, RandomPolicy
+        >>> episode = StepwiseEpisode("TicTacToe-v0", EpisodePlan(3, "e0"), "player_0", RandomPolicy(seed=0))
+        >>> episode.play(Decision("5"))
+        >>> [(step.agent, step.parsed_action) for step in episode.record.steps][0]
+        ('player_0', '5')
+        >>> episode.request().round, len(episode.record.steps)  # the other seat moved: the caller's turn again
+        (2, 2)
+
+    Args:
+        game: A registered game id or a factory.
+        plan: The episode's seed and ids.
+        agent: The seat the caller plays.
+        others: The policy of every other seat (one policy for all, or one per seat).
+        name: The caller's name in the record's ``policies``.
+        game_options: Options the game is made with.
+
+    Raises:
+        ValueError: ``agent`` is not a seat of the game.
+        GameError: The game could not start (the message says why).
+    """
+
+    def __init__(
+        self,
+        game: str | GameFactory,
+        plan: EpisodePlan,
+        agent: AgentID,
+        others: Policy | Mapping[AgentID, Policy],
+        *,
+        name: str = "caller",
+        game_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Start the episode and let the other seats play until ``agent`` is to move (or the game is over)."""
+        options = dict(game_options or {})
+        factory: GameFactory = game if callable(game) else partial(make, game, **options)
+        self.agent = agent
+        self._caller = _Handed(name)
+        self._others = others
+        policies = _Seats(agent, self._caller, others)
+        started = _start_episode(0, plan, factory, policies, options)
+        if isinstance(started, Episode):
+            raise GameError(f"episode {plan.episode_id}: {started.error}")
+        if agent not in started.game.agents:
+            raise ValueError(
+                f"{started.game.game_id} has no seat {agent!r}; its seats are {', '.join(started.game.agents)}"
+            )
+        self._live: _LiveEpisode = started
+        self._policies = policies
+        self.finished = False
+        self._until_caller()
+
+    @property
+    def game(self) -> Game:
+        """The live game."""
+        return self._live.game
+
+    @property
+    def record(self) -> Episode:
+        """The record so far (final once :attr:`finished`)."""
+        return self._live.record
+
+    def request(self) -> DecisionRequest:
+        """What ``agent`` is asked now: its observation, legal moves and earlier turns."""
+        live = self._live
+        return DecisionRequest(
+            game=live.game,
+            agent=self.agent,
+            observation=live.observations[self.agent],
+            legal_actions=live.game.legal_actions(self.agent),
+            history=live.history.setdefault(self.agent, []),
+            episode_seed=live.plan.seed,
+            round=live.record.num_rounds,
+            group_index=live.plan.group_index,
+        )
+
+    def play(self, decision: Decision) -> None:
+        """Play ``agent``'s answer in this round, then the other seats until ``agent`` is to move again."""
+        if self.finished:
+            raise GameError(f"episode {self._live.plan.episode_id} is over")
+        self._caller.pending = decision
+        self._round()
+        self._until_caller()
+
+    def stop(self, error: str | None = None) -> Episode:
+        """End the episode here (it may be unfinished: then ``truncated``); its record."""
+        if not self.finished:
+            self._finish(self._live, error)
+            self.record.truncated = not self.record.terminated
+        return self.record
+
+    def _round(self) -> None:
+        answers, failed = _decide([self._live], self._policies)
+        _advance(self._live, answers, failed, self._finish)
+
+    def _until_caller(self) -> None:
+        while not self.finished and self.agent not in self.game.active_agents:
+            self._round()
+
+    def _finish(self, episode: _LiveEpisode | Episode, error: str | None = None) -> None:
+        assert isinstance(episode, _LiveEpisode)
+        episode.record.error = error
+        episode.record.latency_s = time.perf_counter() - episode.started
+        if error is None and episode.game.done:
+            _close_record(episode)
+        self.finished = True
+
+
+class _Handed:
+    """The policy slot of the seat a :class:`StepwiseEpisode`'s caller plays: it answers what it was handed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pending: Decision | None = None
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        if self.pending is None or len(requests) != 1:
+            raise RuntimeError("the caller's seat was asked without an answer handed to it")
+        decision, self.pending = self.pending, None
+        return [decision]
+
+
+class _Seats(dict[AgentID, Any]):
+    """Policies by seat: the caller's slot for ``agent``, ``others`` for the rest."""
+
+    def __init__(self, agent: AgentID, caller: _Handed, others: Policy | Mapping[AgentID, Policy]) -> None:
+        super().__init__()
+        self.agent, self.caller, self.others = agent, caller, others
+
+    def __missing__(self, seat: AgentID) -> Any:
+        return self.caller if seat == self.agent else _policy_for(self.others, seat)
 
 
 def _recorded_decision(step: StepRecord) -> Decision:

@@ -4,7 +4,8 @@ Each module is a thin adapter and imports its library only when imported itself,
 tsmg`` stays light:
 
 * :mod:`tsmg.integrations.trl`: TRL's ``GRPOTrainer`` trains on any tsmg game (``rollout_func``
-  driven by tsmg's rollout engine);
+  driven by tsmg's rollout engine, on the trainer's model or TRL's colocated vLLM engine; or
+  ``environment_factory``, TRL playing through a ``make_move`` tool, tsmg keeping the records);
 * :mod:`tsmg.integrations.skyrl`: any tsmg game as a SkyRL-gym ``BaseTextEnv``;
 * :mod:`tsmg.integrations.verifiers`: any tsmg game as a verifiers multi-turn environment
   (``load_environment``);
