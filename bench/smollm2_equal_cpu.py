@@ -317,7 +317,8 @@ def kl_to_start(eval_dir: Path, start: Path, threads: int) -> float:
             1.0,
             choices=[step.choices for step in batch],
         )
-        total += sum(sum(step.logprobs) - float(start_logprobs.sum()) for step, start_logprobs in zip(batch, scored, strict=True))
+        for step, start_logprobs in zip(batch, scored, strict=True):
+            total += sum(step.logprobs) - float(start_logprobs.sum())
     return total / max(len(steps), 1)
 
 

@@ -4,9 +4,10 @@ The reference (``tests/data/identical-runs.json``) was written by ``python scrip
 --write`` with the code before issue 25's restructuring (main at bb20da2). What is compared: the
 sha256 of each run's ``episodes.jsonl`` and ``metrics.jsonl`` after :func:`identical_runs.normalise`
 (wall times, the scratch folder's path, the episode schema version, the fields schemas 4 and 5
-added and the metrics added since (``identical_runs.ADDED_METRICS``) left out; nothing else). Schema 4 only added fields (the temperature each model step was sampled
-at, whether its log-probabilities are the trainer's, whether it trains, the seats the model
-played), and so did schema 5 (the episode's influence graphs): the test checks their values on their own.
+added and the metrics added since, ``identical_runs.ADDED_METRICS``, left out; nothing else).
+Schema 4 only added fields (the temperature each model step was sampled at, whether its
+log-probabilities are the trainer's, whether it trains, the seats the model played), and so did
+schema 5 (the episode's influence graphs): the test checks their values on their own.
 """
 
 from __future__ import annotations
