@@ -63,4 +63,5 @@ from games import (  # noqa: E402, F401
     registrations_classic,
     registrations_openspiel,
     registrations_snake_sokoban,
+    registrations_textarena,
 )

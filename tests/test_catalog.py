@@ -10,8 +10,9 @@ from tsmg.core import Invalid
 from tsmg.policies import RandomPolicy
 from tsmg.rollout import rollout
 
-# OpenSpiel's 104 ids are checked in tests/test_adapters_openspiel.py, on fewer episodes (a time budget).
-GAME_IDS = [spec.id for spec in tsmg.specs() if not spec.id.startswith("OpenSpiel/")]
+# OpenSpiel's 104 ids are checked in tests/test_adapters_openspiel.py and TextArena's 178 in
+# tests/test_adapters_textarena.py, on fewer episodes (a time budget).
+GAME_IDS = [spec.id for spec in tsmg.specs() if not spec.id.startswith(("OpenSpiel/", "TextArena/"))]
 
 
 @pytest.mark.parametrize("game_id", GAME_IDS)

@@ -122,6 +122,15 @@ EXPECTED_OUTPUT = {
         "\n8 episodes recorded, seeds [" in out
         and "-> no make_move call in the answer" in out  # an untrained model writes no call: its answer is invalid
     ),
+    'tsmg.make("textarena:KuhnPoker-v0")': lambda out: out.splitlines()
+    == [
+        "[\"[GAME] ### Starting round 1 out of 3 rounds. Your card is: 'K'\", \"[GAME] Your available actions are: "
+        "'[check]', '[bet]'\", 'Your legal moves: [bet], [check].']",
+        "expected one of [bet], [check]; got 'I check'",
+        "{'valid': True, 'reason': None, 'action': '[check]'}",
+        "TextArena rejected the move: Player 0 tried to make a trade offer without having the necessary resources.",
+        "[1.0, -1.0, -1.0, 0.0, 0.0, -1.0]",
+    ],
 }
 
 # Blocks that play against a running `tsmg serve`: tests/serve/test_serve.py runs them against a
@@ -148,6 +157,8 @@ def test_python_block_runs(marker, tmp_path, monkeypatch, capsys):
         pytest.importorskip("chess", reason="PettingZoo's chess needs the classic extra: pip install 'tsmg[classic]'")
     if "openspiel:" in block:
         pytest.importorskip("pyspiel", reason="OpenSpiel's games need the extra: pip install 'tsmg[openspiel]'")
+    if "textarena:" in block:
+        pytest.importorskip("textarena", reason="TextArena's games need the extra: pip install 'tsmg[textarena]'")
     monkeypatch.chdir(tmp_path)  # run folders land in the test's own folder
     try:
         exec(compile(block, str(page.relative_to(ROOT)), "exec"), {"__name__": "docs"})

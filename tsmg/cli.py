@@ -27,7 +27,7 @@ from tsmg.checker import GameCheckError, check_game
 from tsmg.cli_parser import Parser, UsageError, add_game_option, examples
 from tsmg.core import Game, GameCodeError, GameError, Invalid
 from tsmg.policies import DecisionRequest, OraclePolicy, Policy, policy_from_spec
-from tsmg.registry import UnknownGameError, import_game_modules, make
+from tsmg.registry import UnknownGameError, import_game_modules, make, refusals
 from tsmg.rollout import plan_episodes, rollout
 from tsmg.run_folder import SUMMARY_FILE, append_episodes
 from tsmg.summary import summarize, summary_line
@@ -146,6 +146,7 @@ def _build_parser() -> argparse.ArgumentParser:
         epilog=examples(
             "tsmg games",
             "tsmg games --json",
+            "tsmg games --refused --json",
             "tsmg --import my_games games",
             "# the docs' catalog page is this listing: python -m tsmg.cli games --markdown > docs/catalog.md",
             "tsmg games --markdown",
@@ -156,6 +157,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "--markdown",
         action="store_true",
         help="print the catalog page (docs/catalog.md): every id by source, and the refused games with the reason",
+    )
+    games.add_argument(
+        "--refused",
+        action="store_true",
+        help="list the games tsmg refuses to play (by the name a user would type), with the reason, instead",
     )
     games.set_defaults(handler=_cmd_games)
 
@@ -287,6 +293,14 @@ def game_listing() -> list[dict[str, Any]]:
 
 
 def _cmd_games(args: argparse.Namespace) -> int:
+    if args.refused:
+        refused = refusals()
+        if args.json:
+            print(json.dumps([{"name": name, "reason": reason} for name, reason in refused.items()], indent=2))
+        else:
+            for name, reason in refused.items():
+                print(f"{name}: {reason}")
+        return 0
     items = game_listing()
     if args.json:
         print(json.dumps(items, indent=2))

@@ -39,10 +39,13 @@ _ID_PATTERN = re.compile(r"^(?:(?P<namespace>[\w.-]+)/)?(?P<name>[\w.:-]+?)(?:-v
 ENTRY_POINT_GROUP = "tsmg.games"
 #: Ids with this prefix name an OpenSpiel game with OpenSpiel's parameter syntax (made lazily).
 OPENSPIEL_PREFIX = "openspiel:"
+#: Ids with this prefix name a TextArena environment by its TextArena id (made lazily).
+TEXTARENA_PREFIX = "textarena:"
 #: What the registry reaches in the layers above it, named by string (:mod:`tsmg.loading` imports
 #: each when first needed): the adapter that builds an ``openspiel:`` game's spec, the client of
 #: a served game, and the built-in catalog of a source tree that was never installed.
 OPENSPIEL_SPEC = "tsmg.adapters.openspiel:openspiel_spec"
+TEXTARENA_SPEC = "tsmg.adapters.textarena:textarena_spec"
 REMOTE_GAME = "tsmg.remote:RemoteGame"
 CATALOG_MODULE = "games"
 
@@ -239,6 +242,8 @@ def spec(id: str) -> GameSpec:
     """
     if is_openspiel(id):
         return _openspiel_spec(id)
+    if id.startswith(TEXTARENA_PREFIX):
+        return _textarena_spec(id)
     load_plugins()
     if id in _registry:
         return _registry[id]
@@ -295,7 +300,8 @@ def make(id: str, **overrides: Any) -> Game:
     A URL (``http://HOST:PORT/GAME_ID``, also ``https``, ``ws``, ``wss``) makes a
     :class:`tsmg.remote.RemoteGame` that plays the game served there by ``tsmg serve``.
     ``openspiel:NAME(PARAMS)`` makes OpenSpiel's game of that name and parameters
-    (:mod:`tsmg.adapters.openspiel`, the ``tsmg[openspiel]`` extra).
+    (:mod:`tsmg.adapters.openspiel`, the ``tsmg[openspiel]`` extra); ``textarena:ENV_ID`` makes
+    TextArena's environment of that id (:mod:`tsmg.adapters.textarena`, the ``tsmg[textarena]`` extra).
 
     Raises:
         UnknownGameError: ``id`` is not registered (the message lists the closest ids).
@@ -323,6 +329,19 @@ def _openspiel_spec(id: str) -> GameSpec:
             f"{id!r} is an OpenSpiel game and OpenSpiel is not installed: pip install 'tsmg[openspiel]'"
         ) from None
     return openspiel_spec(id)
+
+
+def _textarena_spec(id: str) -> GameSpec:
+    """The spec of a ``textarena:`` id, built by the adapter (imported only now: it loads TextArena)."""
+    try:
+        textarena_spec: Callable[[str], GameSpec] = loading.load(TEXTARENA_SPEC)
+        return textarena_spec(id)  # the adapter imports TextArena only now
+    except ModuleNotFoundError as error:
+        if error.name != "textarena":
+            raise
+        raise GameModuleError(
+            f"{id!r} is a TextArena environment and TextArena is not installed: pip install 'tsmg[textarena]'"
+        ) from None
 
 
 def is_remote(id: str) -> bool:
