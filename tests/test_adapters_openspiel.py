@@ -530,8 +530,8 @@ def test_tsmg_exploitability_on_openspiel_games_from_the_command_line(capsys):
     assert report["exploitability"] == pytest.approx(0.458333333, abs=1e-9) and len(report["strategy"]) == 12
     assert main(["exploitability", "--game", "openspiel:leduc_poker", "--model", "random"]) == 0
     assert "| random | 1 | 2.3736 | +2.0875 | +2.6597 |" in capsys.readouterr().out  # OpenSpiel's NashConv 4.7472 / 2
-    assert main(["exploitability", "--game", "openspiel:goofspiel(num_cards=3)", "--model", "random"]) == 2
-    assert "needs a two-player zero-sum game with sequential moves" in capsys.readouterr().err
+    assert main(["exploitability", "--game", "openspiel:kuhn_poker(players=3)", "--model", "random"]) == 2
+    assert "needs a two-player zero-sum game" in capsys.readouterr().err  # simultaneous games: tests/test_openspiel_bots.py
     assert main(["exploitability", "--game", "openspiel:leduc_poker", "--model", "openspiel-mcts"]) == 2
     assert "move probabilities of 'openspiel-mcts' cannot be read" in capsys.readouterr().err
 

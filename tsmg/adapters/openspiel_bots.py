@@ -121,6 +121,11 @@ class BestResponsePolicy:
         """The best response's move for one decision (its name, as the game lists it)."""
         return self.search(request.game, request.agent, np.random.default_rng(self.seed))
 
+    def move_probabilities(self, request: DecisionRequest) -> dict[str, float]:
+        """All of the probability on the best response's move (so its own exploitability can be computed)."""
+        move = self.choose(request)
+        return {text: float(text == move) for text in request.legal_actions or ()}
+
     def search(self, game: Any, agent: AgentID, rng: np.random.Generator) -> str:
         """The best response's move for ``agent`` in the OpenSpiel ``game`` now (``rng`` unused: it is exact).
 
@@ -148,7 +153,7 @@ class BestResponsePolicy:
             problem = "its moves are simultaneous (a best response here answers sequential games)"
         elif not game.game_type.provides_information_state_string:
             problem = "it gives no information-state strings to tell its decisions apart"
-        elif count_histories(game.pyspiel_game) is None:
+        elif count_histories(game.pyspiel_game, MAX_HISTORIES) is None:
             problem = f"it has more than {MAX_HISTORIES:,} histories, too many to solve exactly"
         if problem is not None:
             raise ValueError(f"openspiel-br cannot play {game.game_id}: {problem}")
