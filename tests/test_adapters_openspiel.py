@@ -531,7 +531,7 @@ def test_tsmg_exploitability_on_openspiel_games_from_the_command_line(capsys):
     assert main(["exploitability", "--game", "openspiel:leduc_poker", "--model", "random"]) == 0
     assert "| random | 1 | 2.3736 | +2.0875 | +2.6597 |" in capsys.readouterr().out  # OpenSpiel's NashConv 4.7472 / 2
     assert main(["exploitability", "--game", "openspiel:kuhn_poker(players=3)", "--model", "random"]) == 2
-    assert "needs a two-player zero-sum game" in capsys.readouterr().err  # simultaneous games: tests/test_openspiel_bots.py
+    assert "needs a two-player zero-sum game" in capsys.readouterr().err  # goofspiel: tests/test_openspiel_bots.py
     assert main(["exploitability", "--game", "openspiel:leduc_poker", "--model", "openspiel-mcts"]) == 2
     assert "move probabilities of 'openspiel-mcts' cannot be read" in capsys.readouterr().err
 

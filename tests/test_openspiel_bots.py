@@ -225,7 +225,9 @@ def test_tsmg_train_against_mcts_and_the_checkpoints_exploitability_is_the_hand_
         card, history = int(text[0]), text[1:].replace("p", "k")
         bet_first = rules.facing_bet(history)  # (call, fold) facing a bet, else (check, bet)
         strategy[(card, history)] = (
-            (probabilities["Bet"], probabilities["Pass"]) if bet_first else (probabilities["Pass"], probabilities["Bet"])
+            (probabilities["Bet"], probabilities["Pass"])
+            if bet_first
+            else (probabilities["Pass"], probabilities["Bet"])
         )
     assert len(strategy) == 12 and len({pair for pair in strategy.values()}) > 1  # a strategy, not a constant
     assert report.exploitability == pytest.approx(rules.exploitability(strategy), abs=1e-9)

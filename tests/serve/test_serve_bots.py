@@ -39,14 +39,19 @@ def test_an_enabled_openspiel_bot_plays_a_session_driven_by_openenvs_client(tmp_
             options = {"vs": "mcts", "simulations": 20}
             [expected] = rollout(TICTACTOE, RandomPolicy(4), seeds=[4], game_options=options)
             result = env.reset(seed=4, game_options=options)
-            assert result.observation["agent"] == "player" and result.observation["text"] == expected.steps[0].observation
+            assert (
+                result.observation["agent"] == "player" and result.observation["text"] == expected.steps[0].observation
+            )
             for step in expected.steps:
                 result = env.step({"text": step.action})
             assert result.done and result.observation["returns"]["player"] == expected.returns["player"]
             for asked, words in (
                 ({"opponent": "openspiel-br", "agent": "player_1"}, f"choose one of: {OFFER}"),
                 ({"game_options": {"vs": "br"}}, "game_options.vs: 'br' is not offered by this server"),
-                ({"game_options": {"vs": "mcts", "simulations": 5000}}, "simulations: 5000 is over this server's limit"),
+                (
+                    {"game_options": {"vs": "mcts", "simulations": 5000}},
+                    "simulations: 5000 is over this server's limit",
+                ),
             ):
                 with pytest.raises(RuntimeError, match=words):
                     env.reset(seed=0, **asked)

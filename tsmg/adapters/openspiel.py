@@ -59,6 +59,7 @@ import numpy as np
 import pyspiel
 from pydantic import Field
 
+from tsmg import loading
 from tsmg.answers import MoveNames
 from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
 from tsmg.lap import MAX_LISTED_ACTIONS
@@ -82,6 +83,8 @@ __all__ = [
 
 #: The id prefix of an OpenSpiel game given by its OpenSpiel name: ``openspiel:NAME(PARAMS)``.
 PREFIX = OPENSPIEL_PREFIX
+#: The single-agent game against a bot that ``vs=BOT`` builds (:mod:`tsmg.adapters.openspiel_bots`).
+VS_BOT_GAME = "tsmg.adapters.openspiel_bots:OpenSpielVsBot"
 #: Decisions with more legal moves than this do not list them in the prompt (the LAP's rule too).
 MAX_LISTED_MOVES = MAX_LISTED_ACTIONS
 #: The games OpenSpiel registers that load with default parameters and are still refused, with the
@@ -271,9 +274,8 @@ class OpenSpielGame(RefereedGame[int]):
         """The game itself, or with ``vs`` set the single-agent game against a bot (:mod:`.openspiel_bots`)."""
         vs = options.get("vs", config.vs if config is not None else None)
         if cls is OpenSpielGame and vs is not None:
-            from tsmg.adapters.openspiel_bots import OpenSpielVsBot
-
-            return OpenSpielVsBot(config, **options)  # not an OpenSpielGame: Python does not call __init__ again
+            vs_bot: Any = loading.load(VS_BOT_GAME)  # by string: that module builds on this one
+            return vs_bot(config, **options)  # not an OpenSpielGame: Python does not call __init__ again
         return super().__new__(cls)
 
     def __init__(self, config: OpenSpielConfig | None = None, **options: Any) -> None:

@@ -25,14 +25,16 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
-import pyspiel
 
+from tsmg import loading
 from tsmg.adapters.openspiel import MCTSPolicy, OpenSpielConfig, OpenSpielGame
 from tsmg.core import AgentID, ForkMode, GameError, Invalid, RefereedGame
 from tsmg.policies import Decision, DecisionRequest, Policy, RandomPolicy
 
 __all__ = ["MAX_HISTORIES", "VS_BOTS", "BestResponsePolicy", "OpenSpielVsBot", "count_histories"]
 
+#: Where a policy's strategy becomes an OpenSpiel table (applications layer: imported by string when needed).
+TABULAR_POLICY = "tsmg.adapters.openspiel_exploitability:tabular_policy"
 #: Games with more histories (nodes of the game tree, chance included) than this are too large for
 #: an exact best response (Liar's Dice with one die each has about 150,000; tic-tac-toe 549,946).
 MAX_HISTORIES = 300_000
@@ -107,7 +109,9 @@ class BestResponsePolicy:
 
         unknown = sorted(set(options) - set(cls.DEFAULTS))
         if unknown:
-            raise ValueError(f"openspiel-br has no model option {', '.join(unknown)}; its option: against (a model spec)")
+            raise ValueError(
+                f"openspiel-br has no model option {', '.join(unknown)}; its option: against (a model spec)"
+            )
         against = options.get("against", "random")
         if not isinstance(against, str):
             raise ValueError(f"openspiel-br's option against must be a model spec such as random, got {against!r}")
@@ -180,10 +184,10 @@ class BestResponsePolicy:
         """The tabular strategy of :attr:`against` (uniform random play without asking, as OpenSpiel's default)."""
         from open_spiel.python import policy as policy_lib
 
-        from tsmg.adapters.openspiel_exploitability import tabular_policy
-
         if isinstance(self.against, RandomPolicy):
             return policy_lib.TabularPolicy(game.pyspiel_game)
+        # Reading a policy's probabilities needs tsmg.evaluation (a layer above the games): named by string.
+        tabular_policy: Any = loading.load(TABULAR_POLICY)
         table, _ = tabular_policy(self.against, make_twin(game))
         return table
 
