@@ -234,3 +234,32 @@ def test_tsmg_train_against_mcts_and_the_checkpoints_exploitability_is_the_hand_
     assert report.best_response == pytest.approx(
         (rules.best_response_value(strategy, 0), rules.best_response_value(strategy, 1)), abs=1e-9
     )
+
+
+# ------------------------------------------------------------------------------ bad input, every command
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval", "--model", "random", "--episodes", "1"],
+        ["exploitability", "--model", "random"],
+        ["train", "--model", "tiny", "--updates", "1"],
+        ["serve", "--port", "0"],
+    ],
+)
+def test_every_command_tells_a_bad_openspiel_game_in_one_line(command, tmp_path, capsys):
+    """A close match for a misspelt name, OpenSpiel's own message for bad parameters, the reason for a refused
+    game and for a bot that cannot play: one line, exit 2, never a traceback, from every command that takes a game."""
+    out = ["--out", str(tmp_path / "run")] if command[0] in ("eval", "train") else []
+    for game, options, expected in (
+        ("openspiel:leduc_pokr", [], "OpenSpiel has no game 'leduc_pokr'. Did you mean: leduc_poker"),
+        ("openspiel:goofspiel(num_cards=9x)", [], "Wrong type for parameter num_cards. Expected type: kInt"),
+        ("openspiel:tarok", [], "tarok cannot be played as a tsmg game: its chance is sampled inside OpenSpiel"),
+        ("OpenSpiel/goofspiel-v0", ["vs=mcts"], "vs=mcts: openspiel-mcts cannot play openspiel:goofspiel: its moves"),
+    ):
+        if options and command[0] != "eval":
+            continue  # game options on the command line: eval's -o (train's are in its config, serve's the client's)
+        arguments = [*command, "--game", game, *out, *(f"-o={option}" for option in options)]
+        assert main(arguments) == 2, arguments
+        error = capsys.readouterr().err
+        assert expected in error and "Traceback" not in error, error
+        assert [line for line in error.splitlines() if line.startswith("error:")] == [error.splitlines()[-1]]
