@@ -31,8 +31,13 @@ Games that cannot be played this way are refused by name with the reason
 (:data:`REFUSED`, :func:`refusal_reason`): no string observation, no discrete actions, mean-field
 dynamics, chance sampled inside OpenSpiel, an implementation that reads uninitialised memory.
 
+With the option ``vs`` (``random``, ``mcts``, ``br``) the game is made single-agent against one of
+OpenSpiel's bots: :class:`OpenSpielGame` then builds
+:class:`~tsmg.adapters.openspiel_bots.OpenSpielVsBot`, which plays this game inside.
+
 (Past 600 lines: the game, its spec parsing with close-match errors, the refusals, the id
-registration and the MCTS bot all read the same pyspiel game type, so they stay together.)
+registration and the MCTS bot all read the same pyspiel game type, so they stay together; the
+best response and ``vs`` live in :mod:`tsmg.adapters.openspiel_bots`.)
 
 Example:
     >>> import tsmg

@@ -8,7 +8,8 @@
   in one sentence.
 * :class:`OpenSpielVsBot`: any two-player OpenSpiel game made single-agent, its other seat
   played by a bot: ``tsmg.make("OpenSpiel/tic_tac_toe-v0", vs="mcts", simulations=50)`` or
-  ``--game-option vs=mcts``. ``vs`` is one of :data:`VS_BOTS` (``random``, ``mcts``, ``br``);
+  ``-o vs=mcts`` on the command line. ``vs`` is ``random``, ``mcts`` (``simulations`` per move) or
+  ``br`` (best response to ``against``);
   the learner is the agent ``player``, seated by ``learner_seat`` (``random``: drawn from the
   episode's seed). :class:`~tsmg.adapters.openspiel.OpenSpielGame` builds this game whenever
   ``vs`` is given, so every OpenSpiel id takes the option and no id is registered per pair.
@@ -31,19 +32,13 @@ from tsmg.adapters.openspiel import MCTSPolicy, OpenSpielConfig, OpenSpielGame
 from tsmg.core import AgentID, ForkMode, GameError, Invalid, RefereedGame
 from tsmg.policies import Decision, DecisionRequest, Policy, RandomPolicy
 
-__all__ = ["MAX_HISTORIES", "VS_BOTS", "BestResponsePolicy", "OpenSpielVsBot", "count_histories"]
+__all__ = ["MAX_HISTORIES", "BestResponsePolicy", "OpenSpielVsBot", "count_histories"]
 
 #: Where a policy's strategy becomes an OpenSpiel table (applications layer: imported by string when needed).
 TABULAR_POLICY = "tsmg.adapters.openspiel_exploitability:tabular_policy"
 #: Games with more histories (nodes of the game tree, chance included) than this are too large for
-#: an exact best response (Liar's Dice with one die each has about 150,000; tic-tac-toe 549,946).
-MAX_HISTORIES = 300_000
-#: The bots ``vs`` names, with what plays.
-VS_BOTS: dict[str, str] = {
-    "random": "uniformly random legal moves",
-    "mcts": "OpenSpiel's MCTS bot (openspiel-mcts, `simulations` per move)",
-    "br": "OpenSpiel's exact best response to uniformly random play (openspiel-br)",
-}
+#: an exact best response (Leduc poker has 9,457; Liar's Dice with one die each 294,883; tic-tac-toe 549,946).
+MAX_HISTORIES = 400_000
 
 
 #: OpenSpiel's best responses to uniformly random play, by (game string, seat), for every bot of the process.
