@@ -111,7 +111,9 @@ EXPECTED_OUTPUT = {
         and "Your legal moves: [P0]Bid: 1, [P0]Bid: 2, [P0]Bid: 3, [P0]Bid: 4." in out
         and "expected one of [P1]Bid: 1, [P1]Bid: 2, [P1]Bid: 3, [P1]Bid: 4; got 'bid 4'" in out
         and "OpenSpiel's leduc_poker [card, 2 players]." in out
-        and out.endswith("[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]\n")  # MCTS never loses to random play
+        and "[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]\n" in out  # MCTS never loses to random play
+        and "player_0 | player_1 is played by OpenSpiel's MCTS bot (50 simulations per move)." in out
+        and re.search(r"random play against the best response: -0\.(3[6-9]|4\d|5[0-6]) a hand\n$", out) is not None
     ),
     "check_vllm_settings(": lambda out: (
         out.splitlines()[0] == "colocate awake -> ok"

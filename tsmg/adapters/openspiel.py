@@ -31,8 +31,13 @@ Games that cannot be played this way are refused by name with the reason
 (:data:`REFUSED`, :func:`refusal_reason`): no string observation, no discrete actions, mean-field
 dynamics, chance sampled inside OpenSpiel, an implementation that reads uninitialised memory.
 
+With the option ``vs`` (``random``, ``mcts``, ``br``) the game is made single-agent against one of
+OpenSpiel's bots: :class:`OpenSpielGame` then builds
+:class:`~tsmg.adapters.openspiel_bots.OpenSpielVsBot`, which plays this game inside.
+
 (Past 600 lines: the game, its spec parsing with close-match errors, the refusals, the id
-registration and the MCTS bot all read the same pyspiel game type, so they stay together.)
+registration and the MCTS bot all read the same pyspiel game type, so they stay together; the
+best response and ``vs`` live in :mod:`tsmg.adapters.openspiel_bots`.)
 
 Example:
     >>> import tsmg
@@ -53,12 +58,13 @@ import sys
 import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyspiel
 from pydantic import Field
 
+from tsmg import loading
 from tsmg.answers import MoveNames
 from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
 from tsmg.lap import MAX_LISTED_ACTIONS
@@ -83,6 +89,8 @@ __all__ = [
 
 #: The id prefix of an OpenSpiel game given by its OpenSpiel name: ``openspiel:NAME(PARAMS)``.
 PREFIX = OPENSPIEL_PREFIX
+#: The single-agent game against a bot that ``vs=BOT`` builds (:mod:`tsmg.adapters.openspiel_bots`).
+VS_BOT_GAME = "tsmg.adapters.openspiel_bots:OpenSpielVsBot"
 #: Decisions with more legal moves than this do not list them in the prompt (the LAP's rule too).
 MAX_LISTED_MOVES = MAX_LISTED_ACTIONS
 #: The games OpenSpiel registers that load with default parameters and are still refused, with the
@@ -244,6 +252,20 @@ class OpenSpielConfig(GameConfig):
     """Options of an OpenSpiel game: which game, plus the options every game takes."""
 
     game: str = Field(description="OpenSpiel game string: a name with optional parameters, goofspiel(num_cards=4).")
+    vs: Literal["random", "mcts", "br"] | None = Field(
+        default=None,
+        description=(
+            "Make a two-player game single-agent against OpenSpiel's bot in the other seat: random, mcts "
+            "(openspiel-mcts) or br (the exact best response; small games)."
+        ),
+    )
+    learner_seat: Literal["random", "player_0", "player_1"] = Field(
+        default="random", description="With vs: the learner's seat; 'random' draws it from the seed."
+    )
+    simulations: int = Field(default=100, ge=1, description="With vs=mcts: the bot's MCTS simulations per move.")
+    against: str = Field(
+        default="random", description="With vs=br: the scripted policy the bot best-responds to (random or fixed:TEXT)."
+    )
 
 
 class OpenSpielGame(RefereedGame[int]):
@@ -260,6 +282,14 @@ class OpenSpielGame(RefereedGame[int]):
 
     Config = OpenSpielConfig
     config: OpenSpielConfig
+
+    def __new__(cls, config: OpenSpielConfig | None = None, **options: Any) -> Any:
+        """The game itself, or with ``vs`` set the single-agent game against a bot (:mod:`.openspiel_bots`)."""
+        vs = options.get("vs", config.vs if config is not None else None)
+        if cls is OpenSpielGame and vs is not None:
+            vs_bot: Any = loading.load(VS_BOT_GAME)  # by string: that module builds on this one
+            return vs_bot(config, **options)  # not an OpenSpielGame: Python does not call __init__ again
+        return super().__new__(cls)
 
     def __init__(self, config: OpenSpielConfig | None = None, **options: Any) -> None:
         """Load the OpenSpiel game; see the class docstring."""
@@ -615,16 +645,22 @@ class MCTSPolicy:
 
     def choose(self, request: DecisionRequest) -> str:
         """The bot's move for one decision (its name, as :meth:`OpenSpielGame.legal_actions` lists it)."""
+        return self.search(request.game, request.agent, request.rng(self.seed))
+
+    def search(self, game: Any, agent: AgentID, rng: np.random.Generator) -> str:
+        """The bot's move for ``agent`` in ``game`` now, its search seeded from ``rng``.
+
+        Raises:
+            ValueError: Not an OpenSpiel game, or one the bot cannot play (the message says why).
+        """
         from open_spiel.python.algorithms import mcts
 
-        game = request.game
         if not isinstance(game, OpenSpielGame):
             raise ValueError(
                 f"openspiel-mcts plays OpenSpiel games only (openspiel:NAME or OpenSpiel/NAME-v0), not {game.game_id}"
             )
-        self._check_playable(game)
-        player = game.player(request.agent)
-        rng = request.rng(self.seed)
+        self.check_playable(game)
+        player = game.player(agent)
         random_state = np.random.RandomState(int(rng.integers(2**32)))
         state = game.state.clone()
         if game.game_type.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
@@ -638,10 +674,14 @@ class MCTSPolicy:
             solve=game.game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION,
             random_state=random_state,
         )
-        return game.move_name(request.agent, int(bot.step(state)))
+        return game.move_name(agent, int(bot.step(state)))
 
-    def _check_playable(self, game: OpenSpielGame) -> None:
-        """Refuse, with the reason, a game the bot cannot play fairly (checked once per OpenSpiel game)."""
+    def check_playable(self, game: OpenSpielGame) -> None:
+        """Refuse, with the reason, a game the bot cannot play fairly (checked once per OpenSpiel game; needs a state).
+
+        Raises:
+            ValueError: Simultaneous moves, rewards along the way, or hidden information it cannot resample.
+        """
         key = str(game.pyspiel_game)
         if key in self._playable:
             return

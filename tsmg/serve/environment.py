@@ -34,7 +34,7 @@ from tsmg.episode import dumps_key
 from tsmg.policies import Decision, DecisionRequest, Policy, policy_from_spec
 from tsmg.registry import GameOptionsError, make, spec
 from tsmg.rollout import final_state_key
-from tsmg.serve.limits import NotOffered, OptionRules, check_opponent, offered_opponents
+from tsmg.serve.limits import NotOffered, OptionRules, check_opponent, check_vs_bot, offered_opponents
 from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState, SeatView
 
 #: How a request to a closed session starts its refusal (clients reconnect when they see it).
@@ -379,6 +379,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         asked = {name: value for name, value in options.items() if self._server_options.get(name, _UNSET) != value}
         try:
             self._settings.option_rules.check(where, asked, served)
+            check_vs_bot(where, asked, self._settings.opponent_models)
         except NotOffered as error:
             raise NotOfferedError(str(error)) from None
 

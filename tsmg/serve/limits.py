@@ -7,6 +7,10 @@ none).
 **Opponents.** A one-seat session names the policy of the other seats. The server offers the
 scripted ones (``random``, ``oracle``, ``fixed:TEXT``) and the models its operator loaded at
 start (``tsmg serve --opponent-model SPEC``); any other name is refused with the list.
+OpenSpiel's bots (``openspiel-mcts``, ``openspiel-br``) search or solve, so they too are offered
+only where the operator names them with ``--opponent-model``; that also lets a client ask for
+the bot as the game option ``vs`` (``mcts``, ``br``; ``random`` is always allowed), whose
+options (``simulations``) the limits below bound.
 
 **Game options.** A client may send options to make its game with (``game_options``) and
 options of one episode (``options``). ``tsmg serve --client-options`` says which it may set
@@ -29,10 +33,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tsmg.model_spec import ModelSpecError, parse_model_spec
+from tsmg.model_spec import OPENSPIEL_BOTS, ModelSpecError, parse_model_spec
 
 #: The scripted opponents every server offers (``fixed:TEXT`` stands for any fixed answer).
 SCRIPTED_OPPONENTS = ("random", "oracle", "fixed:TEXT")
+#: The bots the OpenSpiel game option ``vs`` names (besides ``random``), by the model spec that enables them.
+VS_BOT_SPECS = {"mcts": "openspiel-mcts", "br": "openspiel-br"}
 #: Size (characters and items) of a text, list or object any client may send without a limit: a
 #: 16×16 map, a choice such as ``on_invalid="penalize"``.
 DEFAULT_MAX_SIZE = 256
@@ -72,12 +78,35 @@ def check_opponent(spec: Any, models: Sequence[str]) -> str:
         parsed = parse_model_spec(spec)
     except ModelSpecError:
         parsed = None
-    if parsed is not None and (parsed.scripted or str(parsed) in models):
+    if parsed is not None and ((parsed.scripted and parsed.kind not in OPENSPIEL_BOTS) or str(parsed) in models):
         return str(parsed)
     hint = ""
-    if parsed is not None and not parsed.scripted:
+    if parsed is not None and parsed.kind in OPENSPIEL_BOTS:
+        hint = f" (the operator enables OpenSpiel's bots: tsmg serve --opponent-model {parsed.kind})"
+    elif parsed is not None and not parsed.scripted:
         hint = " (a model opponent is loaded at start: tsmg serve --opponent-model)"
     raise NotOffered(f"opponent {spec!r:.60} is not offered by this server; choose one of: {offered}{hint}")
+
+
+def check_vs_bot(where: str, options: Mapping[str, Any], models: Sequence[str]) -> None:
+    """Refuse a client's game option ``vs`` naming an OpenSpiel bot the operator did not enable.
+
+    Args:
+        where: Which field carried the options, for the message.
+        options: What the client asked for (options the server sets itself left out).
+        models: The canonical specs the operator enabled (``--opponent-model``).
+
+    Raises:
+        NotOffered: ``vs`` names ``mcts`` or ``br`` without ``--opponent-model openspiel-mcts`` /
+            ``openspiel-br``; the message lists the bots this server offers.
+    """
+    bot = options.get("vs")
+    if bot is None or bot == "random" or VS_BOT_SPECS.get(bot) in models:
+        return
+    offered = ", ".join(["random", *(name for name, spec in VS_BOT_SPECS.items() if spec in models)])
+    spec = VS_BOT_SPECS.get(bot, "")
+    hint = f" (the operator enables it: tsmg serve --opponent-model {spec})" if spec else ""
+    raise NotOffered(f"{where}.vs: {bot!r:.40} is not offered by this server; choose one of: {offered}{hint}")
 
 
 def option_size(value: Any) -> int:
