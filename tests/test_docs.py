@@ -188,10 +188,10 @@ OTHER_TOOLS = {
     "curl": lambda words: any(word.startswith(("localhost:", "http://")) for word in words),
     "chromium": lambda words: "--headless" in words,
     "bash": lambda words: (ROOT / words[1]).is_file(),
-    # python -m server.app: an exported OpenEnv project's start (tests/serve/test_export.py runs it).
+    # python -m server.app: an exported OpenEnv project's start (tests/serve/test_export_project.py runs it).
     "python": lambda words: words[1] == "-c" or (ROOT / words[1]).is_file() or words[1:3] == ["-m", "server.app"],
     "cd": lambda words: len(words) == 2,
-    # OpenEnv's CLI on an exported project (tests/serve/test_export.py runs both forms).
+    # OpenEnv's CLI on an exported project (tests/serve/test_export_project.py runs both forms).
     "openenv": lambda words: words[1] == "validate",
     # verifiers' evaluation entry point on tsmg's environment (tests/integrations/test_verifiers.py).
     "vf-eval": lambda words: words[1] == "tsmg.integrations.verifiers",
