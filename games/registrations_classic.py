@@ -103,3 +103,29 @@ register(
     max_guesses=6,
     max_steps=12,
 )
+register(
+    "ServiceRefund-v0",
+    "games.service:ServiceGame",
+    description="Tool-using customer service: find the user's order, check the refund policy, refund or decline "
+    "it with the right id and amount (one other order on the account); exact influence graph in the record.",
+    task="refund",
+    distractors=1,
+    max_steps=8,
+)
+register(
+    "ServiceRefund-Easy-v0",
+    "games.service:ServiceGame",
+    description="ServiceRefund-v0 with a single order on the account (the difficulty for a tiny model's training).",
+    task="refund",
+    distractors=0,
+    max_steps=6,
+)
+register(
+    "ServiceAddress-v0",
+    "games.service:ServiceGame",
+    description="Tool-using customer service: ask the user's email and new address, look the customer up, update "
+    "the address of the right account (one linked household account); exact influence graph in the record.",
+    task="address",
+    distractors=1,
+    max_steps=8,
+)

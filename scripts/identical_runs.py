@@ -9,9 +9,9 @@ Two runs, each on one thread in fp32 from a model built on the spot:
 
 Their ``episodes.jsonl`` and ``metrics.jsonl`` are normalised (:func:`normalise`: wall times,
 dates and paths dropped, the episode schema version and the fields schema 4 added left out) and
-hashed. The reference was written by schema 3 (main at bb20da2); schema 4 only added fields
-(:data:`ADDED_IN_SCHEMA_4`), so every field schema 3 wrote must be byte for byte the same, and the
-test checks the added ones on their own. ``python
+hashed. The reference was written by schema 3 (main at bb20da2); schemas 4 and 5 only added fields
+(:data:`ADDED_IN_SCHEMA_4`, :data:`ADDED_IN_SCHEMA_5`), so every field schema 3 wrote must be byte for
+byte the same, and the test checks the added ones on their own. ``python
 scripts/identical_runs.py --write`` stores the digests and a short excerpt in
 ``tests/data/identical-runs.json``; the test reruns the runs and compares.
 """
@@ -32,13 +32,14 @@ REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "identical-
 #: Fields whose values are wall times, not what was computed (of the episode and of each step).
 VOLATILE_EPISODE_FIELDS = frozenset({"latency_s"})
 VOLATILE_METRIC_PREFIXES = ("time/",)
-#: Left out of the comparison: the version, and the fields schema 4 added (episode, step).
+#: Left out of the comparison: the version, and the fields schemas 4 and 5 added (episode, step).
 ADDED_IN_SCHEMA_4 = (frozenset({"model_seats"}), frozenset({"temperature", "exact_logprobs", "trains"}))
+ADDED_IN_SCHEMA_5 = frozenset({"influence"})
 VERSION_FIELDS = frozenset({"schema_version"})
 
 
 def _episode_content(row: dict[str, Any]) -> dict[str, Any]:
-    left_out = VOLATILE_EPISODE_FIELDS | VERSION_FIELDS | ADDED_IN_SCHEMA_4[0]
+    left_out = VOLATILE_EPISODE_FIELDS | VERSION_FIELDS | ADDED_IN_SCHEMA_4[0] | ADDED_IN_SCHEMA_5
     content = {key: value for key, value in row.items() if key not in left_out}
     step_left_out = VOLATILE_EPISODE_FIELDS | ADDED_IN_SCHEMA_4[1]
     content["steps"] = [

@@ -85,6 +85,11 @@ EXPECTED_OUTPUT = {
         and "\nplayer_0\n" in out
         and "r n b q k b n r 20 legal moves" in out
     ),
+    "class Vault(RulesGame)": lambda out: (
+        out.splitlines()[:2]
+        == ["['lookup_code(vault=\"main\")', 'open_vault(code=\"8655\")'] True", "[('m1', 'a1', ['code'])]"]
+        and 0 < int(out.splitlines()[2].split()[1]) < 60  # random calls: a look-up first, then the right code
+    ),
     "policy = LAP(model, config)": lambda out: out.endswith("invalid answers from an untrained model\n"),
     'model = load_model("smollm2")': lambda out: True,  # builds both backends (no server is contacted)
     "GameRollout(": lambda out: out.count("reward ") == 2 and "8 episodes of the last step" in out,
@@ -107,7 +112,7 @@ EXPECTED_OUTPUT = {
 RUN_AGAINST_A_SERVER = ("GenericEnvClient", 'rollout("http://')
 
 # The game ids the blocks register, unregistered after each block.
-REGISTERED_BY_BLOCKS = ("my/GuessNumber-v0", "my/Nim-v0", "my/CoinGuess-v0")
+REGISTERED_BY_BLOCKS = ("my/GuessNumber-v0", "my/Nim-v0", "my/CoinGuess-v0", "my/Vault-v0")
 
 
 def test_every_python_block_is_tested():

@@ -35,7 +35,7 @@ def test_corrupt_line_in_the_middle_is_an_error(tmp_path):
 
 def test_records_written_before_schema_versions_are_read_as_version_1(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
-    assert episode.schema_version == SCHEMA_VERSION == 4
+    assert episode.schema_version == SCHEMA_VERSION == 5
     # A line as written before this change: no schema_version, no choices or prompt ids in its steps.
     old = episode.model_dump(
         mode="json", exclude={"schema_version": True, "steps": {"__all__": {"choices", "prompt_token_ids"}}}
@@ -69,12 +69,22 @@ def test_version_2_records_are_read_without_versions_or_tree_fields(tmp_path):
     assert Episode.from_json(episode.to_json()).steps[0].policy_version == 4
 
 
+def test_version_4_records_read_with_no_influence_graph(tmp_path):
+    [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
+    old = episode.model_dump(mode="json", exclude={"influence"})
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps({**old, "schema_version": 4}) + "\n")
+    [loaded] = read_episodes(path)
+    assert loaded.schema_version == 4 and loaded.influence == {}
+    assert loaded.model_dump(exclude={"schema_version"}) == episode.model_dump(exclude={"schema_version"})
+
+
 def test_a_newer_schema_version_is_refused_naming_the_versions_read(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
-    newer = {**episode.model_dump(mode="json"), "schema_version": 5, "a_field_from_the_future": 1}
+    newer = {**episode.model_dump(mode="json"), "schema_version": 6, "a_field_from_the_future": 1}
     path = tmp_path / "episodes.jsonl"
     path.write_text(json.dumps(newer) + "\n")
-    with pytest.raises(EpisodeSchemaError, match=r"episodes.jsonl:1: .*schema version 5.*reads versions 1 to 4"):
+    with pytest.raises(EpisodeSchemaError, match=r"episodes.jsonl:1: .*schema version 6.*reads versions 1 to 5"):
         list(read_episodes(path))
 
 

@@ -3,10 +3,10 @@
 The reference (``tests/data/identical-runs.json``) was written by ``python scripts/identical_runs.py
 --write`` with the code before issue 25's restructuring (main at bb20da2). What is compared: the
 sha256 of each run's ``episodes.jsonl`` and ``metrics.jsonl`` after :func:`identical_runs.normalise`
-(wall times, the scratch folder's path, the episode schema version and the fields schema 4 added
-left out; nothing else). Schema 4 only added fields (the temperature each model step was sampled
+(wall times, the scratch folder's path, the episode schema version and the fields schemas 4 and 5
+added left out; nothing else). Schema 4 only added fields (the temperature each model step was sampled
 at, whether its log-probabilities are the trainer's, whether it trains, the seats the model
-played): the test checks their values on their own.
+played), and so did schema 5 (the episode's influence graphs): the test checks their values on their own.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def test_demo_training_and_eval_write_byte_identical_records(tmp_path, monkeypat
     trained = list(read_episodes(runs["demo"] / "episodes.jsonl"))
     assert {episode.schema_version for episode in trained} == {SCHEMA_VERSION}
     assert all(episode.model_seats == ["player"] for episode in trained)
+    assert all(episode.influence == {} for episode in trained)  # FrozenLake keeps no influence graph
     steps = [step for episode in trained for step in episode.steps]
     assert {(step.temperature, step.exact_logprobs, step.trains) for step in steps} == {(1.0, True, True)}
     evaluated = [step for episode in read_episodes(runs["eval"] / "episodes.jsonl") for step in episode.steps]
@@ -62,8 +63,9 @@ def test_normalise_keeps_everything_but_wall_times_paths_and_the_version(tmp_pat
     episode = {
         "episode_id": f"x|hf:{tmp_path}/m|0",
         "latency_s": 1.5,
-        "schema_version": 4,
+        "schema_version": 5,
         "model_seats": ["player"],
+        "influence": {"exact": {"nodes": [], "edges": []}},
         "steps": [{"latency_s": 0.1, "logprobs": [-0.5], "temperature": 1.0, "exact_logprobs": True, "trains": True}],
     }
     text = script.normalise("episodes.jsonl", json.dumps(episode) + "\n", tmp_path)

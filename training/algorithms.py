@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from training.annotators import ANNOTATORS
 from training.credit import CREDIT_ASSIGNERS
 from training.loss_specs import AGGREGATIONS, LOSSES
 from training.sampling import SAMPLERS
@@ -20,11 +21,13 @@ def _params(model: Any) -> dict[str, dict[str, Any]]:
 
 
 def list_algorithms() -> dict[str, list[dict[str, Any]]]:
-    """Credit assigners, samplers, losses and aggregations with one-line descriptions (JSON-ready).
+    """Credit assigners, samplers, losses, aggregations and annotators with one-line descriptions (JSON-ready).
+
+    An annotator's description is the first line of its docstring.
 
     Example:
         >>> sorted(list_algorithms())
-        ['aggregations', 'credit_assigners', 'losses', 'samplers']
+        ['aggregations', 'annotators', 'credit_assigners', 'losses', 'samplers']
         >>> [entry["name"] for entry in list_algorithms()["credit_assigners"]][:2]
         ['ms-grpo', 'rloo']
     """
@@ -60,4 +63,11 @@ def list_algorithms() -> dict[str, list[dict[str, Any]]]:
             for spec in LOSSES.values()
         ],
         "aggregations": [{"name": name, "description": text} for name, text in AGGREGATIONS.items()],
+        "annotators": [
+            {
+                "name": name,
+                "description": (annotator.__doc__ or "").strip().splitlines()[0] if annotator.__doc__ else "",
+            }
+            for name, annotator in ANNOTATORS.items()
+        ],
     }

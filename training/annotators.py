@@ -1,16 +1,24 @@
 """Annotators: what credit needs beyond the rollout's records, added to each episode before credit.
 
-The second stage of the pipeline (rollout, *annotate*, credit, loss). An annotator reads a
-rollout's finished episodes and writes a JSON-ready entry under its own name into each episode's
-``annotations``; a credit assigner that needs it reads it there. That is where IAPO's annotator
-model would plug in: it reads a trajectory's tool calls and results, writes the influence graph
-between them (``annotations["influence"] = [[i, j, weight], ...]``), and an ``iapo`` assigner
-redistributes the trajectory's GRPO advantage over its actions by that graph. Annotators run
-where the rollout is handed over (:mod:`training.sources`), so under ``loop.mode: async`` they
-run on the rollout worker, overlapping the updates.
+The second stage of the pipeline (rollout, *annotate*, credit, loss). An annotator is a function
+``annotator(episodes) -> None`` that reads a rollout's finished episodes (failed ones included: it
+may skip them) and adds, in place, what it found:
 
-None ships built in: register one with :func:`register_annotator` before building the
-configuration that lists it in ``rollout.annotators``.
+- a general annotator writes a JSON-ready entry under its own name into ``episode.annotations``;
+- an **influence annotator** writes a typed influence graph (:class:`tsmg.influence.InfluenceGraph`:
+  the agent's actions and the user and tool messages, with ``support`` and ``failure`` edges from
+  earlier nodes to the actions that used them, each naming the fields it carried; node ``step``
+  values index ``episode.steps``) into ``episode.influence[name]``, under its own registered name.
+  IAPO's credit (``iapo``, :mod:`training.iapo`) routes each trajectory's advantage along the graph
+  named by ``credit.params.graph``.
+
+Built in: ``exact`` (:func:`exact_influence`), which reads the game's own influence record: a game
+that knows its data flow (:attr:`tsmg.core.Game.provides_influence`, the service games) has the
+rollout write ``episode.influence["exact"]`` at each episode's end, and this annotator checks
+that every finished episode carries it. ``iapo`` with ``graph: exact`` lists it by default.
+Annotators run where the rollout is handed over (:mod:`training.sources`). Register others with
+:func:`register_annotator` before building the configuration that lists them in
+``rollout.annotators``.
 
 Example:
     >>> def turns(episodes):
@@ -28,8 +36,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tsmg.episode import Episode
+from tsmg.influence import EXACT
 
-#: An annotator: adds its entry to every episode's ``annotations`` (in place).
+#: An annotator: adds its entry to every episode's ``annotations`` or its graph to ``influence`` (in place).
 Annotator = Callable[[list[Episode]], None]
 
 ANNOTATORS: dict[str, Annotator] = {}
@@ -54,3 +63,29 @@ def annotate(names: Sequence[str], episodes: list[Episode]) -> None:
     """Run the annotators ``names``, in order, on ``episodes`` (failed ones included: an annotator may skip them)."""
     for name in names:
         ANNOTATORS[name](episodes)
+
+
+def exact_influence(episodes: list[Episode]) -> None:
+    """The ``exact`` annotator: every finished episode carries the game's own influence graph, fitting its steps.
+
+    The rollout already wrote ``influence["exact"]`` from the game (:meth:`tsmg.core.Game.influence_graph`);
+    this checks it is there and names the steps the record has, so that credit never routes along a
+    graph of another episode. Episodes that failed (``error`` set) are skipped.
+
+    Raises:
+        ValueError: A finished episode has no exact graph (its game keeps none) or a graph beyond its steps.
+    """
+    for episode in episodes:
+        if episode.error is not None:
+            continue
+        graph = episode.influence.get(EXACT)
+        if graph is None:
+            raise ValueError(
+                f"annotator {EXACT!r} reads the game's own influence record, and episode {episode.episode_id!r} of "
+                f"{episode.game_id} has none (its game keeps no influence graph: tsmg.core.Game.provides_influence); "
+                "use a model-based influence annotator for this game"
+            )
+        graph.check_steps(len(episode.steps))
+
+
+register_annotator(EXACT, exact_influence)

@@ -31,12 +31,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from training.advantages import SharedSteps
-from training.annotators import check_annotators
+from training.annotators import ANNOTATORS, check_annotators
 from training.credit import CREDIT_ASSIGNERS, AssignerParams, Need, credit_assigner, resolve_params
 from training.loss_specs import LOSSES, Aggregation, loss_spec
 from training.sampling import SAMPLERS, SampleUnit, sampler
 from training.schedule import Schedule
 from tsmg.core import Game
+from tsmg.influence import EXACT
 from tsmg.lap import LAPConfig, checked_regex
 from tsmg.model_spec import parse_model_spec
 
@@ -768,6 +769,37 @@ class TrainConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
+    def _exact_influence_by_default(cls, data: Any) -> Any:
+        """An assigner that reads the game's own influence graphs gets the ``exact`` annotator listed by default."""
+        if not isinstance(data, Mapping):
+            return data
+        credit, rollout = data.get("credit") or {}, data.get("rollout")
+        if not isinstance(credit, Mapping) or not isinstance(rollout, Mapping):
+            return data
+        spec = CREDIT_ASSIGNERS.get(credit.get("name", "ms-grpo"))
+        params = credit.get("params") or {}
+        if spec is None or "influence" not in spec.needs or not isinstance(params, Mapping):
+            return data
+        annotators = list(rollout.get("annotators") or [])
+        if params.get("graph", EXACT) != EXACT or EXACT in annotators:
+            return data
+        return {**data, "rollout": {**rollout, "annotators": [*annotators, EXACT]}}
+
+    @model_validator(mode="after")
+    def _influence_annotated(self) -> TrainConfig:
+        if "influence" not in self.credit.needs:
+            return self
+        graph = self.credit.params.get("graph", EXACT)
+        if graph not in self.rollout.annotators:
+            raise ValueError(
+                f"credit assigner {self.credit.name!r} routes advantage along each episode's influence graph "
+                f"{graph!r}, and no annotator in rollout.annotators {self.rollout.annotators} makes it: list "
+                f"{graph!r} there (registered annotators: {sorted(ANNOTATORS)})"
+            )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
     def _async_engine_takes_weights(cls, data: Any) -> Any:
         # Before the sections are validated, so that the reason names asynchronous training rather
         # than the model section's generic refusal of a model without local weights.
@@ -949,6 +981,8 @@ class GameCapabilities:
             (what the last step led to), besides the states where agents decide.
         next_state_keys_reason: Why not, when it does not.
         fork_mode: How the game forks an episode in progress (:attr:`tsmg.core.Game.fork_mode`).
+        influence: Whether the game keeps each episode's exact influence graph
+            (:attr:`tsmg.core.Game.provides_influence`).
     """
 
     agents: tuple[str, ...]
@@ -959,6 +993,7 @@ class GameCapabilities:
     next_state_keys: bool = False
     next_state_keys_reason: str = "not probed"
     fork_mode: str = "none"
+    influence: bool = False
 
 
 def _probe_state_keys(game: Game, seed: int) -> tuple[bool, str]:
@@ -1060,6 +1095,7 @@ def game_capabilities(
         next_keys,
         next_reason,
         fork_mode=game.fork_mode,
+        influence=bool(game.provides_influence),
     )
 
 
@@ -1089,6 +1125,12 @@ def incompatibilities(config: TrainConfig, capabilities: GameCapabilities) -> li
     if config.rollout.opponent is not None and len(capabilities.agents) < 2:
         reasons.append(f"rollout.opponent is set but {game_id} has a single agent")
     reasons.extend(_aaw_identical(config, capabilities))
+    if "influence" in needs and config.credit.params.get("graph", EXACT) == EXACT and not capabilities.influence:
+        reasons.append(
+            f"credit assigner {name!r} routes advantage along each episode's influence graph, and {game_id} keeps "
+            "no influence record of its own (tsmg.core.Game.provides_influence): list an influence annotator in "
+            f"rollout.annotators and name it in credit.params.graph (registered annotators: {sorted(ANNOTATORS)})"
+        )
     forking = {"tree": "tree rollouts (rollout.shape: tree)", "rtpo": "RTPO's branches (rollout.shape: rtpo)"}.get(
         config.rollout.shape
     )

@@ -5,7 +5,7 @@ function, so that a configuration can be checked against all of them in one plac
 
 The registry :data:`CREDIT_ASSIGNERS` names each assigner, says in one line what it does, what it
 needs (``groups``, ``state_keys``, ``next_state_keys``, ``per_step_rewards``, ``teacher``, ``tree``,
-``fork``, ``multi_agent``), which
+``fork``, ``multi_agent``, ``influence``), which
 parameters it takes and the loss aggregation its paper uses (Dr.GRPO's constant), so that a
 configuration can refuse a bad combination before any model loads. The arithmetic is in
 :mod:`training.advantages`; this module is the thin layer over :class:`tsmg.episode.Episode`
@@ -51,15 +51,26 @@ from training.advantages import (
     role_baseline_advantages,
     tree_grpo,
 )
+from training.iapo import routed_advantages
 from training.loss_specs import Aggregation
 from tsmg.episode import Episode
+from tsmg.influence import EXACT, InfluenceGraph
 
 #: What a credit assigner may need from the rollout and the game (``teacher``: a teacher model's
 #: log-probabilities, configured in the ``distill`` section; ``tree``: tree-shaped rollouts,
 #: ``rollout.shape: tree``; ``fork``: a game whose episodes can be forked, :meth:`tsmg.core.Game.fork`;
-#: ``multi_agent``: a game of two or more seats).
+#: ``multi_agent``: a game of two or more seats; ``influence``: an influence graph of every episode,
+#: the game's own or an annotator's, :mod:`tsmg.influence`).
 Need = Literal[
-    "groups", "state_keys", "next_state_keys", "per_step_rewards", "teacher", "tree", "fork", "multi_agent"
+    "groups",
+    "state_keys",
+    "next_state_keys",
+    "per_step_rewards",
+    "teacher",
+    "tree",
+    "fork",
+    "multi_agent",
+    "influence",
 ]
 #: What an assigner compares a trajectory with: the same seat in its group, or the same seat in the whole update.
 Scope = Literal["group", "batch"]
@@ -136,6 +147,19 @@ class MarshalParams(GroupNormParams):
     )
 
 
+class IapoParams(GroupNormParams):
+    """Parameters of IAPO."""
+
+    graph: str = Field(
+        default=EXACT,
+        min_length=1,
+        description=(
+            "Which of each episode's influence graphs routes the advantage: 'exact' (the game's own record) or "
+            "the name of an influence annotator listed in rollout.annotators."
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class TrajectoryGroup:
     """One agent's trajectories in one group, as arrays (what a credit assigner computes on).
@@ -155,6 +179,9 @@ class TrajectoryGroup:
         game_ids: The game of each trajectory.
         state: What a stateful assigner keeps from one update to the next (its own mapping; None
             for a stateless one).
+        influence: Per trajectory, its episode's influence graphs by maker (``Episode.influence``).
+        step_indices: Per trajectory, the episode step index of each of the agent's steps (what
+            an influence graph's nodes name).
     """
 
     returns: FloatArray
@@ -167,6 +194,8 @@ class TrajectoryGroup:
     agent: str = ""
     game_ids: tuple[str, ...] = ()
     state: dict[str, Any] | None = None
+    influence: list[dict[str, InfluenceGraph]] = field(default_factory=list)
+    step_indices: list[tuple[int, ...]] = field(default_factory=list)
 
     def broadcast(self, episode_advantages: FloatArray) -> list[FloatArray]:
         """Copy each trajectory's advantage to every one of its steps."""
@@ -270,6 +299,21 @@ def _graft_group(group: TrajectoryGroup, params: GraftParams) -> list[FloatArray
     )
 
 
+def _iapo_group(group: TrajectoryGroup, params: IapoParams) -> list[FloatArray]:
+    advantages = ms_grpo(group.returns, std=params.std, eps=params.eps)
+    routed = []
+    for graphs, indices, advantage in zip(group.influence, group.step_indices, advantages, strict=True):
+        graph = graphs.get(params.graph)
+        if graph is None:
+            raise ValueError(
+                f"iapo routes each trajectory's advantage along its influence graph {params.graph!r}, and an "
+                f"episode has none (it has {sorted(graphs) or 'no graphs'}): use a game that keeps its own influence "
+                "record, or list an influence annotator in rollout.annotators and name it in credit.params.graph"
+            )
+        routed.append(routed_advantages(graph, indices, float(advantage)))
+    return routed
+
+
 def _no_rl_group(group: TrajectoryGroup, params: NoParams) -> list[FloatArray]:
     return [np.zeros(rewards.size) for rewards in group.step_rewards]
 
@@ -360,6 +404,15 @@ CREDIT_ASSIGNERS: dict[str, CreditAssignerSpec] = {
             frozenset({"groups", "state_keys", "next_state_keys"}),
             GraftParams,
             _graft_group,
+        ),
+        CreditAssignerSpec(
+            "iapo",
+            "MS-GRPO's advantage L routed over a trajectory's actions by its influence graph: w_i L, "
+            "w_i = n (1 + d_i) / sum_j (1 + d_j), d_i = actions that used i's output (support edges if L > 0, "
+            "failure if L < 0); conserves n L and L's sign (IAPO)",
+            frozenset({"groups", "influence"}),
+            IapoParams,
+            _iapo_group,
         ),
         CreditAssignerSpec(
             "opd",
@@ -578,6 +631,10 @@ def trajectory_group(episodes: Sequence[Episode], agent: str, state: dict[str, A
         agent=agent,
         game_ids=tuple(episode.game_id for episode in episodes),
         state=state,
+        influence=[episode.influence for episode in episodes],
+        step_indices=[
+            tuple(index for index, step in enumerate(episode.steps) if step.agent == agent) for episode in episodes
+        ],
     )
 
 

@@ -27,10 +27,14 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from tsmg.influence import InfluenceGraph
+    from tsmg.tools import ToolSpec
 
 AgentID = str
 StateT = TypeVar("StateT")
@@ -202,6 +206,9 @@ class Game(ABC):
     #: win/draw/loss rule a seat that forfeits (by invalid answers) loses and is counted as a
     #: forfeit. None: ``"win_draw_loss"`` for a game of several agents, ``"goal"`` for one.
     outcome: ClassVar[OutcomeKind | None] = None
+    #: Whether :meth:`influence_graph` gives every finished episode's exact influence graph (the
+    #: service games); training's ``iapo`` credit then reads it without an annotator model.
+    provides_influence: ClassVar[bool] = False
 
     @property
     @abstractmethod
@@ -293,6 +300,25 @@ class Game(ABC):
         """An optimal (or strong heuristic) action text for ``agent``, or None without oracle."""
         return None
 
+    def tool_specs(self) -> Sequence[ToolSpec] | None:
+        """The tools a tool-using game's moves call (typed schemas, :mod:`tsmg.tools`), or None for other games.
+
+        Its moves are then calls in the text form ``name(arg="value")``; under the ``tool`` action
+        format a hosted model gets these schemas (one function per tool) instead of ``make_move``.
+        """
+        return None
+
+    def influence_graph(self) -> InfluenceGraph | None:
+        """The exact influence graph of the finished episode, or None for a game that keeps none.
+
+        A game that knows its own data flow (which fields of which tool result or user message each
+        action's arguments came from: the service games) returns it here; the rollout calls it once the
+        episode is over and stores it in the record's ``influence["exact"]``. Node ``step`` values
+        index the episode's decisions in order (for a single-agent game, the round). See
+        :mod:`tsmg.influence` for the graph's contract.
+        """
+        return None
+
     @property
     def has_random_start(self) -> bool:
         """Whether different seeds are expected to give different *first observations*.
@@ -336,7 +362,6 @@ class Game(ABC):
             f"{type(self).__name__} cannot fork an episode in progress: it copies no snapshot of its state and "
             "cannot replay one (implement fork() and fork_mode, or build it with tsmg.make from a seeded reset)"
         )
-
 
 
 @dataclass(slots=True)

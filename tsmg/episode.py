@@ -18,7 +18,9 @@ each step of the trained model records the temperature it was sampled at (``temp
 whether its log-probabilities are the trainer's own numerics (``exact_logprobs``) and whether
 the update trains on it (``trains``), and the episode the seats the trained model played
 (``model_seats``); before, these travelled beside the episodes. Older records read with these
-fields None.
+fields None. Version 5 added the typed influence graphs of the episode (``influence``, keyed by who
+made them: ``"exact"`` from the game's own record, an annotator's name for its graph; see
+:mod:`tsmg.influence`); older records read with it empty.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+
+from tsmg.influence import InfluenceGraph
 
 
 class Message(BaseModel):
@@ -117,7 +121,7 @@ class StepRecord(BaseModel):
 
 
 #: The version of the episode record this code writes; :func:`read_episodes` reads 1 to this.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class EpisodeSchemaError(ValueError):
@@ -160,6 +164,10 @@ class Episode(BaseModel):
             (:mod:`training.annotators`; e.g. an influence graph between tool calls).
         model_seats: The seats the trained model played (None outside training; the other seats
             were played by an opponent).
+        influence: Typed influence graphs between the episode's actions and the user and tool
+            messages they used (:class:`tsmg.influence.InfluenceGraph`), keyed by who made them:
+            ``"exact"`` is the game's own record (:meth:`tsmg.core.Game.influence_graph`), other keys
+            are annotators' names. Empty where nobody made one.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -190,6 +198,7 @@ class Episode(BaseModel):
     fork_round: int | None = None
     annotations: dict[str, Any] = Field(default_factory=dict)
     model_seats: list[str] | None = None
+    influence: dict[str, InfluenceGraph] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod

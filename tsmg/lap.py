@@ -31,6 +31,7 @@ from tsmg.core import Invalid
 from tsmg.decisions import Decision, DecisionRequest, Turn
 from tsmg.lm import Completion, GenerationRequest, LanguageModel, SamplingParams, ToolCall
 from tsmg.seeding import decision_seed
+from tsmg.tools import ToolSpec, call_from_json
 
 DEFAULT_SYSTEM = (
     "You are playing a text game. Read the observation, think briefly if you need to, then answer with your move."
@@ -140,8 +141,11 @@ class ActionFormat(BaseModel):
     def _compiles(cls, pattern: str | None) -> str | None:
         return checked_regex(pattern, "pattern")
 
-    def instructions_for(self, legal_actions: Sequence[str] | None) -> str:
-        """The format instructions shown to the model (the valid actions listed up to :data:`MAX_LISTED_ACTIONS`)."""
+    def instructions_for(self, legal_actions: Sequence[str] | None, tools: Sequence[ToolSpec] | None = None) -> str:
+        """The format instructions shown to the model (the valid actions listed up to :data:`MAX_LISTED_ACTIONS`).
+
+        ``tools``: a tool-using game's tools (:meth:`tsmg.core.Game.tool_specs`), called directly under kind 'tool'.
+        """
         if self.instructions is not None:
             return self.instructions
         options = f" Valid actions: {', '.join(legal_actions)}." if legal_actions else ""
@@ -153,6 +157,8 @@ class ActionFormat(BaseModel):
             )
         if self.kind == "choice":
             return f"Answer with your move only.{options}"
+        if self.kind == "tool" and tools:
+            return f"Call one of the functions {', '.join(tool.name for tool in tools)} with its arguments.{options}"
         if self.kind == "tool":
             return f"Call the {self.tool_name} function with your move.{options}"
         return f"Answer with your move.{options}"
@@ -213,6 +219,23 @@ class ActionFormat(BaseModel):
         if len(set(moves)) > 1:
             return Invalid(f"several different moves in one answer: {moves}")
         return moves[0]
+
+    def extract_game_call(self, calls: Sequence[ToolCall], tools: Sequence[ToolSpec]) -> str | Invalid:
+        """The one call of a tool-using game's tools, in its text form (``name(arg="value")``) for the game to parse.
+
+        Example:
+            >>> from tsmg.tools import ToolParam, ToolSpec
+            >>> ask = ToolSpec(name="ask_user", description="Ask.", parameters=[ToolParam(name="topic")])
+            >>> ActionFormat(kind="tool").extract_game_call([ToolCall("ask_user", '{"topic": "order"}')], [ask])
+            'ask_user(topic="order")'
+        """
+        names = ", ".join(tool.name for tool in tools)
+        if not calls:
+            return Invalid(f"no function call in the answer: call one of {names}")
+        texts = list(dict.fromkeys(call_from_json(call.name, call.arguments, tools) for call in calls))
+        if len(texts) > 1:
+            return Invalid(f"several different calls in one answer: {texts}; make one call")
+        return texts[0]
 
     @cached_property
     def _regex(self) -> re.Pattern[str]:
@@ -365,20 +388,28 @@ class LAP:
         messages: list[dict[str, str]] = []
         if template.system:
             messages.append({"role": "system", "content": template.system})
+        tools = self._game_tools(request)
         for turn in history:
-            messages.append({"role": "user", "content": self._user_text(turn.observation, None)})
-            messages.append({"role": "assistant", "content": self._earlier_answer(turn)})
+            messages.append({"role": "user", "content": self._user_text(turn.observation, None, tools)})
+            messages.append({"role": "assistant", "content": self._earlier_answer(turn, tools)})
             if not turn.valid and turn.reason:
                 messages.append({"role": "user", "content": f"That answer was invalid: {turn.reason}."})
-        messages.append({"role": "user", "content": self._user_text(request.observation, request.legal_actions)})
+        messages.append({"role": "user", "content": self._user_text(request.observation, request.legal_actions, tools)})
         return messages
 
-    def _earlier_answer(self, turn: Turn) -> str:
+    def _game_tools(self, request: DecisionRequest) -> Sequence[ToolSpec] | None:
+        """A tool-using game's own tools, which the ``tool`` action format offers instead of ``make_move``."""
+        if self.config.action_format.kind != "tool":
+            return None
+        return request.game.tool_specs() or None
+
+    def _earlier_answer(self, turn: Turn, tools: Sequence[ToolSpec] | None = None) -> str:
         """An earlier answer as the model sees it again: without its thinking (as chat templates do)."""
         answer = split_thinking(turn.answer).answer
         fmt = self.config.action_format
         if not answer and fmt.kind == "tool" and turn.action is not None:
-            answer = f"{fmt.tool_name}({json.dumps({'move': turn.action})})"
+            # A game's own tool call is its action's text form; a plain game's move went through make_move.
+            answer = turn.action if tools else f"{fmt.tool_name}({json.dumps({'move': turn.action})})"
         return answer
 
     def _fitted_messages(self, request: DecisionRequest) -> tuple[list[dict[str, str]], int]:
@@ -411,12 +442,14 @@ class LAP:
                 high = middle - 1
         return self._messages(request, history[len(history) - low :]), len(history) - low
 
-    def _user_text(self, observation: str, legal_actions: Sequence[str] | None) -> str:
+    def _user_text(
+        self, observation: str, legal_actions: Sequence[str] | None, tools: Sequence[ToolSpec] | None = None
+    ) -> str:
         fmt = self.config.action_format
         return self.config.template.user_layout().format(
             observation=observation,
             legal_actions=", ".join(legal_actions or ()),
-            format_instructions=fmt.instructions_for(legal_actions),
+            format_instructions=fmt.instructions_for(legal_actions, tools),
         )
 
     def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
@@ -453,7 +486,7 @@ class LAP:
                         {
                             "role": "user",
                             "content": f"That answer was invalid: {action.reason}. "
-                            + fmt.instructions_for(requests[i].legal_actions),
+                            + fmt.instructions_for(requests[i].legal_actions, self._game_tools(requests[i])),
                         },
                     ]
                     retry.append(i)
@@ -494,19 +527,21 @@ class LAP:
         fmt = self.config.action_format
         if fmt.kind != "tool":
             return generation
-        return replace(generation, tools=[fmt.tool_schema(request.legal_actions)], tool_choice=fmt.tool_choice)
+        tools = self._game_tools(request)
+        schemas = [tool.openai_schema() for tool in tools] if tools else [fmt.tool_schema(request.legal_actions)]
+        return replace(generation, tools=schemas, tool_choice=fmt.tool_choice)
 
     def _action_of(self, request: DecisionRequest, completion: Completion) -> str | Invalid:
         if completion.finish_reason == "error":
             return Invalid(f"the model call failed: {completion.error or 'unknown error'}")
-        action = self._extract(completion)
+        action = self._extract(completion, self._game_tools(request))
         if isinstance(action, Invalid):
             return action
         parsed = request.game.parse(request.agent, action)
         return parsed if isinstance(parsed, Invalid) else action
 
-    def _extract(self, completion: Completion) -> str | Invalid:
-        """The action text of an answer, read from outside its thinking."""
+    def _extract(self, completion: Completion, tools: Sequence[ToolSpec] | None = None) -> str | Invalid:
+        """The action text of an answer, read from outside its thinking (``tools``: a tool-using game's own)."""
         fmt = self.config.action_format
         inline = split_thinking(completion.text)
         thinking = "\n".join(part for part in (completion.reasoning, inline.thinking) if part)
@@ -518,7 +553,7 @@ class LAP:
             calls = completion.tool_calls or tool_calls_in_text(inline.answer)
             if isinstance(calls, Invalid):
                 return calls
-            action = fmt.extract_tool_call(calls)
+            action = fmt.extract_game_call(calls, tools) if tools else fmt.extract_tool_call(calls)
             if isinstance(action, Invalid) and thinking and tool_calls_in_text(thinking):
                 return Invalid(f"{action.reason} (one appears only inside the thinking, which is not the answer)")
             return action

@@ -47,6 +47,7 @@ from typing import Any, Literal, TypeVar
 
 from tsmg.core import AgentID, Game, GameCodeError, GameError, Invalid
 from tsmg.episode import Episode, Message, StepRecord, dumps_key
+from tsmg.influence import EXACT, InfluenceGraph
 from tsmg.policies import Decision, DecisionRequest, Policy, Turn
 from tsmg.registry import make
 from tsmg.run_folder import GAME_ERRORS_FILE as GAME_ERRORS_FILE  # importable from here as before
@@ -703,12 +704,23 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
 
 
 def _close_record(episode: _LiveEpisode) -> None:
-    """Record each agent's success and the state its last step led to, once the game is over."""
+    """Record each agent's success, the state its last step led to and the game's influence graph, once it is over."""
     game, record = episode.game, episode.record
     record.success = {
         agent: _in_game(game, episode.plan, "is_success", game.is_success, agent) for agent in game.agents
     }
     record.final_state_keys = {agent: final_state_key(game, agent) for agent in game.agents}
+    graph = _in_game(game, episode.plan, "influence_graph", _checked_influence, game, len(record.steps))
+    if graph is not None:
+        record.influence[EXACT] = graph
+
+
+def _checked_influence(game: Game, num_steps: int) -> InfluenceGraph | None:
+    """The game's own influence graph of the finished episode, its steps checked against the record's."""
+    graph = game.influence_graph()
+    if graph is not None:
+        graph.check_steps(num_steps)  # a ValueError here is the game's bug: the record has these steps
+    return graph
 
 
 def final_state_key(game: Game, agent: AgentID) -> str | None:

@@ -100,3 +100,20 @@ def test_max_turns_is_the_games_step_limit():
     registered = tsmg.make("Sokoban-v0").config.max_steps  # the registry's default options
     assert registered not in (None, 1_000)
     assert GameTextEnv({"game_id": "Sokoban-v0"}).max_turns == registered
+
+
+def test_a_tool_using_service_game_is_played_in_the_text_form_of_its_calls():
+    import games  # noqa: F401  (registers the catalog)
+
+    env = _make(game_id="ServiceRefund-v0", seed=7)
+    oracle = OraclePolicy()
+    answers = []
+
+    def answer(conversation):  # the oracle's call in its text form, inside the action tag
+        answers.append(oracle.act([env._request()])[0].action)
+        return f"<action>{answers[-1]}</action>"
+
+    _, outputs = _play(env, answer)
+    assert answers[0] == 'ask_user(topic="order")' and answers[-1].startswith(("issue_refund(", "deny_refund("))
+    assert [output["metadata"]["action"] for output in outputs] == answers
+    assert outputs[-1]["metadata"]["success"] is True and sum(output["reward"] for output in outputs) == 1.0

@@ -55,3 +55,17 @@ def test_tsmg_algos_json_lists_the_methods_of_issue_12():
     assert "importance_correction" in aaw["options"]
     gspo = next(entry for entry in listing["losses"] if entry["name"] == "gspo")
     assert gspo["ratio_level"] == "sequence" and gspo["aggregation"] == "sequence-mean"
+
+
+def test_tsmg_algos_json_lists_iapo_and_the_annotators():
+    import subprocess
+    import sys
+
+    output = subprocess.run(
+        [sys.executable, "-m", "tsmg.cli", "algos", "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    listing = json.loads(output)
+    iapo = next(entry for entry in listing["credit_assigners"] if entry["name"] == "iapo")
+    assert iapo["needs"] == ["groups", "influence"] and iapo["params"]["graph"]["default"] == "exact"
+    annotators = {entry["name"]: entry["description"] for entry in listing["annotators"]}
+    assert "exact" in annotators and "game's own influence graph" in annotators["exact"]
