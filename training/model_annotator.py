@@ -188,7 +188,7 @@ def parse_answer(text: str, items: Sequence[TranscriptItem]) -> tuple[list[Influ
 
 
 class ModelAnnotator:
-    """An influence annotator that asks a language model (one batched call per rollout); see the module.
+    """The ``model`` annotator: a language model labels which earlier messages each action used (one batched call).
 
     Args:
         model: A model spec (``smollm2``, ``hf:PATH``, ``openai:MODEL``) built on first use by
