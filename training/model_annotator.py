@@ -116,9 +116,7 @@ def transcript(episode: Episode) -> list[TranscriptItem]:
         shown = [line for line in _new_lines(previous, step.observation) if line.startswith(tuple(_ROLES))]
         if shown:
             kind = _ROLES[next(role for role in _ROLES if shown[-1].startswith(role))]
-            node = InfluenceNode(
-                id=f"m{step.index}", kind=kind, step=step.index, label=kind, produced_by=last_action
-            )
+            node = InfluenceNode(id=f"m{step.index}", kind=kind, step=step.index, label=kind, produced_by=last_action)
             items.append(TranscriptItem(node, "\n".join(shown)))
         previous = step.observation
         last_action = None
@@ -126,7 +124,9 @@ def transcript(episode: Episode) -> list[TranscriptItem]:
         if action is not None:
             last_action = f"a{step.index}"
             label = action.split("(", 1)[0].strip() or None
-            items.append(TranscriptItem(InfluenceNode(id=last_action, kind="action", step=step.index, label=label), action))
+            items.append(
+                TranscriptItem(InfluenceNode(id=last_action, kind="action", step=step.index, label=label), action)
+            )
     return items
 
 
@@ -170,7 +170,9 @@ def parse_answer(text: str, items: Sequence[TranscriptItem]) -> tuple[list[Influ
         target, source = nodes.get(match["target"]), nodes.get(match["source"])
         kind = (match["kind"] or "").lower()
         if target is None or source is None:
-            drop(line, f"names {match['target'] if target is None else match['source']!r}, not an item of the transcript")
+            drop(
+                line, f"names {match['target'] if target is None else match['source']!r}, not an item of the transcript"
+            )
         elif target.kind != "action":
             drop(line, f"{target.id!r} is a message; dependencies end at actions")
         elif kind not in ("support", "failure"):
@@ -241,8 +243,9 @@ class ModelAnnotator:
         completions = self.backend().generate(requests, self.sampling)
         for (episode, items), completion in zip(asked, completions, strict=True):
             report: dict[str, Any] = {"answer": completion.text[:2000]}
+            edges: list[InfluenceEdge] = []
+            dropped: list[dict[str, str]] = []
             if completion.finish_reason == "error":
-                edges, dropped = [], []
                 report["error"] = completion.error or "the model's call failed"
             else:
                 edges, dropped = parse_answer(completion.text, items)
@@ -257,8 +260,12 @@ def _edge_keys(graph: InfluenceGraph) -> set[tuple[str, int, int, str]]:
     """Each edge as (source is an action or a message, source step, target step, kind): id-free."""
     by_id = {node.id: node for node in graph.nodes}
     return {
-        ("action" if by_id[edge.source].kind == "action" else "message", by_id[edge.source].step,
-         by_id[edge.target].step, edge.kind)
+        (
+            "action" if by_id[edge.source].kind == "action" else "message",
+            by_id[edge.source].step,
+            by_id[edge.target].step,
+            edge.kind,
+        )
         for edge in graph.edges
     }
 
@@ -278,7 +285,7 @@ def edge_agreement(reference: InfluenceGraph, candidate: InfluenceGraph, *, type
         >>> edge_agreement(exact, guess)
         {'tp': 1, 'fp': 1, 'fn': 0}
     """
-    truth, guess = _edge_keys(reference), _edge_keys(candidate)
-    if not typed:
-        truth, guess = {key[:3] for key in truth}, {key[:3] for key in guess}
+    width = 4 if typed else 3  # the kind is the key's last part
+    truth = {key[:width] for key in _edge_keys(reference)}
+    guess = {key[:width] for key in _edge_keys(candidate)}
     return {"tp": len(truth & guess), "fp": len(guess - truth), "fn": len(truth - guess)}

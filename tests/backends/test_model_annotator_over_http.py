@@ -45,7 +45,9 @@ def test_a_good_annotator_over_http_gives_the_exact_edges_in_one_batch(server: F
     episodes += rollout("ServiceRefund-v0", RandomPolicy(seed=4), seeds=range(10, 12))
     answers = {question(transcript(episode))[-1]["content"]: good_answer(episode) for episode in episodes}
     malformed, failing = episodes[1], episodes[2]
-    answers[question(transcript(malformed))[-1]["content"]] = "Here you go:\na1 <- m1 support order_id\na9 <- m0 support"
+    answers[question(transcript(malformed))[-1]["content"]] = (
+        "Here you go:\na1 <- m1 support order_id\na9 <- m0 support"
+    )
     failing_key = question(transcript(failing))[-1]["content"]
     server.plan = lambda key, attempt: "500" if key == failing_key else "ok"
     server.reply = lambda body: answers[request_key(body)]
@@ -67,6 +69,11 @@ def test_a_good_annotator_over_http_gives_the_exact_edges_in_one_batch(server: F
             ]
             assert edge_agreement(exact, model_graph) == {"tp": 1, "fp": 0, "fn": len(exact.edges) - 1}
         else:
-            assert report == {"answer": good_answer(episode), "edges": len(exact.edges), "dropped": [], "dropped_count": 0}
+            assert report == {
+                "answer": good_answer(episode),
+                "edges": len(exact.edges),
+                "dropped": [],
+                "dropped_count": 0,
+            }
             assert edge_agreement(exact, model_graph) == {"tp": len(exact.edges), "fp": 0, "fn": 0}
             assert model_graph.edges == exact.edges  # fields included
