@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     asked = time.perf_counter()
     annotator(everything)
     answer_s = time.perf_counter() - asked
-    results: dict[str, dict[str, float | int | None]] = {}
+    results: dict[str, dict[str, Any]] = {}
     for game, episodes in played.items():
-        row: dict[str, float | int | None] = {"episodes": len(episodes)}
+        row: dict[str, Any] = {"episodes": len(episodes)}
         for typed, prefix in ((True, ""), (False, "untyped_")):
             counts = {"tp": 0, "fp": 0, "fn": 0}
             for episode in episodes:
@@ -61,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         row["dropped_lines"] = sum(
             int(episode.annotations.get("model", {}).get("dropped_count", 0)) for episode in episodes
         )
+        # What the lost lines looked like: the first dropped line of the first episodes, with the reason.
+        examples = [
+            episode.annotations["model"]["dropped"][0]
+            for episode in episodes
+            if episode.annotations.get("model", {}).get("dropped")
+        ]
+        row["dropped_examples"] = examples[:3]
         results[game] = row
         print(f"{game}: {row}")
     print(
