@@ -125,7 +125,9 @@ def set_up(
     return TrainingSetup(backend, lora, reference, parameters, optimizer, scheduler, parallel, reference_parallel)
 
 
-def unsharded_backend(setup: TrainingSetup, config: TrainConfig, run_dir: Path, world: World) -> TrainableModel | None:
+def unsharded_backend(
+    setup: TrainingSetup, config: TrainConfig, run_dir: Path, world: World
+) -> TrainableModel | None:
     """The trained model as one process holds it, on rank 0 (None on the others); every rank must call it.
 
     Without FSDP that is the trained backend itself. Under FSDP the weights are gathered to rank 0
