@@ -12,13 +12,24 @@ may skip them) and adds, in place, what it found:
   IAPO's credit (``iapo``, :mod:`training.iapo`) routes each trajectory's advantage along the graph
   named by ``credit.params.graph``.
 
-Built in: ``exact`` (:func:`exact_influence`), which reads the game's own influence record: a game
-that knows its data flow (:attr:`tsmg.core.Game.provides_influence`, the service games) has the
-rollout write ``episode.influence["exact"]`` at each episode's end, and this annotator checks
-that every finished episode carries it. ``iapo`` with ``graph: exact`` lists it by default.
-Annotators run where the rollout is handed over (:mod:`training.sources`). Register others with
+Built in:
+
+- ``exact`` (:func:`exact_influence`), which reads the game's own influence record: a game that
+  knows its data flow (:attr:`tsmg.core.Game.provides_influence`, the service games) has the
+  rollout write ``episode.influence["exact"]`` at each episode's end, and this annotator checks
+  that every finished episode carries it. ``iapo`` with ``graph: exact`` lists it by default.
+- ``model`` (:class:`training.model_annotator.ModelAnnotator`): a language model asked, in one
+  batched call per rollout, which earlier messages each action used (support or failure);
+  ``smollm2`` unless ``TSMG_ANNOTATOR_MODEL`` names another spec. ``iapo`` with ``graph: model``.
+
+Annotators run **once per rollout, where it is played**, before it is handed over
+(:meth:`training.sources.RolloutSource` hands over every rollout through ``_handed_over``): in the
+trainer's process under ``loop.mode: sync``, in the rollout worker's under ``loop.mode: async``
+(:mod:`training.async_loop`, which sends the worker the registered annotators the run lists),
+so that a slow annotator (a model) overlaps the updates. Register others with
 :func:`register_annotator` before building the configuration that lists them in
-``rollout.annotators``.
+``rollout.annotators``; under ``async`` an annotator must pickle (a module-level function or an
+instance of a module-level class), since the worker is a process of its own.
 
 Example:
     >>> def turns(episodes):
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from training.model_annotator import MODEL, ModelAnnotator
 from tsmg.episode import Episode
 from tsmg.influence import EXACT
 
@@ -89,3 +101,4 @@ def exact_influence(episodes: list[Episode]) -> None:
 
 
 register_annotator(EXACT, exact_influence)
+register_annotator(MODEL, ModelAnnotator())

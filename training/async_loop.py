@@ -29,7 +29,12 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   trainer's (for a constrained answer it normalises over more tokens), so there the trainer
   recomputes pi_engine under the weights of the version that played the sample, which it keeps
   until they are trained. Fresh samples keep their recorded log-probabilities, as in the
-  synchronous loop. Annotators run in the trainer on each rollout it receives.
+  synchronous loop.
+* **Annotators** (``rollout.annotators``, :mod:`training.annotators`) run once per rollout, in the
+  worker, as the rollout is handed over (:class:`training.sources.GroupRollouts`), so that a slow
+  one (a model annotator) overlaps the trainer's update; the trainer receives annotated episodes
+  and runs none. The trainer sends the worker the annotator objects the run lists (pickled: a
+  function or object registered at run time in the trainer reaches the worker too).
 * **Checkpoints** after update s hold the rollouts s + 1 .. s + eta the worker played already
   (the trainer waits for them: they need versions up to s - 1), so a resumed run plays exactly
   what the uninterrupted one would: no credited sample is lost and none is trained on twice.
@@ -56,7 +61,7 @@ from typing import Any
 import torch
 import torch.multiprocessing as multiprocessing
 
-from training.annotators import annotate
+from training.annotators import ANNOTATORS, Annotator, register_annotator
 from training.config import TrainConfig
 from training.credit import StepCredit
 from training.distributed import World
@@ -96,8 +101,12 @@ def worker_main(
     game_spec: Any,
     requests: Any,
     results: Any,
+    annotators: Mapping[str, Annotator] | None = None,
 ) -> None:
     """The rollout worker process: build the engine, then play each requested update's rollout.
+
+    ``annotators`` (the run's ``rollout.annotators``, by name) are registered here first: the
+    worker annotates every rollout it plays (:class:`training.sources.GroupRollouts`).
 
     Requests are ``(step, version, weights or None)`` (None weights: the version already loaded),
     or None to stop; results are ``("batch", step, batch, seconds, finished_at)`` (``time.time()``),
@@ -112,6 +121,8 @@ def worker_main(
 
     step = 0
     try:
+        for name, annotator in (annotators or {}).items():
+            register_annotator(name, annotator)
         config = TrainConfig.model_validate(config_data)
         if game_spec is not None and game_spec.id not in {spec.id for spec in registry.specs()}:
             spec = game_spec
@@ -238,10 +249,12 @@ class AsyncRollouts(GroupRollouts):
         from tsmg import registry
 
         data = self.config.model_dump(mode="json")
-        data["rollout"]["annotators"] = []  # the trainer runs them (they are registered in its process only)
+        # The worker runs the annotators; those registered at run time exist only in this process,
+        # so the worker gets the objects themselves and registers them before reading the config.
+        annotators = {name: ANNOTATORS[name] for name in self.config.rollout.annotators}
         game = self.config.rollout.game_id
         spec = None if registry.is_remote(game) else registry.spec(game)
-        arguments = (data, str(self.run_dir), self.model_seats, spec, self._requests, self._results)
+        arguments = (data, str(self.run_dir), self.model_seats, spec, self._requests, self._results, annotators)
         # Not a daemon: a vLLM engine starts processes of its own, which a daemon may not.
         self._process = context.Process(target=worker_main, args=arguments, name="tsmg-rollout-worker")
         self._process.start()
@@ -278,8 +291,7 @@ class AsyncRollouts(GroupRollouts):
                 raise message[2]
             if message[0] == "error":
                 raise RuntimeError(f"the rollout worker failed at update {message[1]}:\n{message[2]}")
-            _, played, batch, seconds, finished_at = message
-            annotate(self.config.rollout.annotators, batch.episodes)
+            _, played, batch, seconds, finished_at = message  # annotated by the worker
             self.ready[played], self.play_seconds[played], self.finished_at[played] = batch, seconds, finished_at
         return self.ready[step]
 

@@ -18,8 +18,10 @@ import in one direction.
 
 Each episode records the policy version that played it (:func:`stamp_policy_version`): version v
 is the weights after v updates, so the synchronous loop plays update u with version u - 1.
-Annotators (:mod:`training.annotators`) run on every rollout before it is handed over, the stage
-where e.g. an influence-graph annotator (IAPO) would plug in.
+Annotators (:mod:`training.annotators`, e.g. IAPO's influence-graph annotators) run once on every
+rollout as it is handed over (``_handed_over``), in the process that played it: the trainer's
+under ``loop.mode: sync``, the rollout worker's under ``async`` (:mod:`training.async_loop`: the
+trainer then runs none).
 """
 
 from __future__ import annotations

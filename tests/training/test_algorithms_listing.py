@@ -69,3 +69,5 @@ def test_tsmg_algos_json_lists_iapo_and_the_annotators():
     assert iapo["needs"] == ["groups", "influence"] and iapo["params"]["graph"]["default"] == "exact"
     annotators = {entry["name"]: entry["description"] for entry in listing["annotators"]}
     assert "exact" in annotators and "game's own influence graph" in annotators["exact"]
+    assert set(annotators) >= {"exact", "model"}
+    assert "a language model labels which earlier messages each action used" in annotators["model"]
