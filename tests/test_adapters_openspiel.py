@@ -20,12 +20,12 @@ from games.registrations_openspiel import CHECKER_FAILURES, OPENSPIEL_GAMES  # n
 from tests.test_fork import OBSERVABLE, play_on, reference, view  # noqa: E402
 from tsmg.adapters.openspiel import (  # noqa: E402
     REFUSED,
-    MCTSPolicy,
     OpenSpielGame,
     UnplayableGameError,
     family,
     refusal_reason,
 )
+from tsmg.adapters.openspiel_bots import MCTSPolicy  # noqa: E402
 from tsmg.checker import check_game  # noqa: E402
 from tsmg.cli import main  # noqa: E402
 from tsmg.core import GameError, Invalid  # noqa: E402

@@ -35,7 +35,7 @@ __all__ = [
 #: bots (MCTS, the exact best response) from the OpenSpiel adapter.
 MODEL_LOADER = "backends:load_model"
 OPENSPIEL_BOTS = {
-    "openspiel-mcts": "tsmg.adapters.openspiel:MCTSPolicy",
+    "openspiel-mcts": "tsmg.adapters.openspiel_bots:MCTSPolicy",
     "openspiel-br": "tsmg.adapters.openspiel_bots:BestResponsePolicy",
 }
 

@@ -58,7 +58,7 @@ import sys
 import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from functools import cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyspiel
@@ -68,7 +68,6 @@ from tsmg import loading
 from tsmg.answers import MoveNames
 from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
 from tsmg.lap import MAX_LISTED_ACTIONS
-from tsmg.policies import Decision, DecisionRequest
 from tsmg.registry import OPENSPIEL_PREFIX, GameOptionsError, GameSpec, UnknownGameError
 
 __all__ = [
@@ -77,7 +76,6 @@ __all__ = [
     "REFUSED",
     "OpenSpielConfig",
     "OpenSpielGame",
-    "MCTSPolicy",
     "UnplayableGameError",
     "family",
     "load",
@@ -574,132 +572,3 @@ def _move_names(state: Any, player: int) -> MoveNames[int]:
 
 
 # ------------------------------------------------------------------------------ OpenSpiel's bots
-class MCTSPolicy:
-    """OpenSpiel's MCTS bot (``open_spiel.python.algorithms.mcts``) as a policy on OpenSpiel games.
-
-    UCT search with random rollouts, the model spec ``openspiel-mcts`` (options:
-    ``--model-option openspiel-mcts:simulations=100``). Every decision searches with a numpy
-    ``RandomState`` seeded from the policy seed and the decision's plan position
-    (:meth:`tsmg.policies.DecisionRequest.rng`, tsmg's one seeding rule), so an evaluation replays
-    exactly. In an imperfect-information game the bot searches a world resampled from the seat's
-    own information state (OpenSpiel's ``resample_from_infostate``), never the true one: it does
-    not see the other seats' cards. It plays sequential games with terminal rewards; on any other
-    game it refuses with the reason.
-
-    Args:
-        seed: The policy seed.
-        simulations: MCTS simulations per decision.
-        uct_c: The UCT exploration constant.
-        rollouts: Random rollouts per leaf evaluation.
-        name: The policy's name in reports.
-    """
-
-    #: The model options the bot takes, with their defaults.
-    DEFAULTS: ClassVar[dict[str, float]] = {"simulations": 100, "uct_c": 2.0, "rollouts": 1}
-
-    def __init__(
-        self,
-        seed: int = 0,
-        *,
-        simulations: int = 100,
-        uct_c: float = 2.0,
-        rollouts: int = 1,
-        name: str = "openspiel-mcts",
-    ) -> None:
-        """Configure the search; see the class docstring."""
-        if simulations < 1 or rollouts < 1 or uct_c < 0:
-            raise ValueError(
-                f"openspiel-mcts needs simulations >= 1, rollouts >= 1 and uct_c >= 0, got simulations={simulations}, "
-                f"rollouts={rollouts}, uct_c={uct_c}"
-            )
-        self.seed = seed
-        self.simulations = int(simulations)
-        self.uct_c = float(uct_c)
-        self.rollouts = int(rollouts)
-        self.name = name
-        self._playable: set[str] = set()  # the OpenSpiel games (by game string) found playable
-
-    @classmethod
-    def from_options(cls, seed: int, options: Mapping[str, Any]) -> MCTSPolicy:
-        """The bot a model spec's options ask for (``simulations``, ``uct_c``, ``rollouts``).
-
-        Raises:
-            ValueError: An unknown option or a value of the wrong type.
-        """
-        unknown = sorted(set(options) - set(cls.DEFAULTS))
-        if unknown:
-            raise ValueError(
-                f"openspiel-mcts has no model option {', '.join(unknown)}; its options: {', '.join(cls.DEFAULTS)}"
-            )
-        values: dict[str, Any] = {}
-        for key, value in options.items():
-            kind = float if key == "uct_c" else int
-            if isinstance(value, bool) or not isinstance(value, int | float) or kind(value) != value:
-                raise ValueError(f"openspiel-mcts option {key} must be {'a number' if kind is float else 'an integer'}")
-            values[key] = kind(value)
-        return cls(seed, **values)
-
-    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
-        """Search each request's game from the deciding seat's view; the move with the most visits."""
-        return [Decision(action=self.choose(request)) for request in requests]
-
-    def choose(self, request: DecisionRequest) -> str:
-        """The bot's move for one decision (its name, as :meth:`OpenSpielGame.legal_actions` lists it)."""
-        return self.search(request.game, request.agent, request.rng(self.seed))
-
-    def search(self, game: Any, agent: AgentID, rng: np.random.Generator) -> str:
-        """The bot's move for ``agent`` in ``game`` now, its search seeded from ``rng``.
-
-        Raises:
-            ValueError: Not an OpenSpiel game, or one the bot cannot play (the message says why).
-        """
-        from open_spiel.python.algorithms import mcts
-
-        if not isinstance(game, OpenSpielGame):
-            raise ValueError(
-                f"openspiel-mcts plays OpenSpiel games only (openspiel:NAME or OpenSpiel/NAME-v0), not {game.game_id}"
-            )
-        self.check_playable(game)
-        player = game.player(agent)
-        random_state = np.random.RandomState(int(rng.integers(2**32)))
-        state = game.state.clone()
-        if game.game_type.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
-            sampler = pyspiel.UniformProbabilitySampler(int(rng.integers(2**31)), 0.0, 1.0)
-            state = state.resample_from_infostate(player, sampler)
-        bot = mcts.MCTSBot(
-            game.pyspiel_game,
-            self.uct_c,
-            self.simulations,
-            mcts.RandomRolloutEvaluator(self.rollouts, random_state),
-            solve=game.game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION,
-            random_state=random_state,
-        )
-        return game.move_name(agent, int(bot.step(state)))
-
-    def check_playable(self, game: OpenSpielGame) -> None:
-        """Refuse, with the reason, a game the bot cannot play fairly (checked once per OpenSpiel game; needs a state).
-
-        Raises:
-            ValueError: Simultaneous moves, rewards along the way, or hidden information it cannot resample.
-        """
-        key = str(game.pyspiel_game)
-        if key in self._playable:
-            return
-        game_type = game.game_type
-        problem = None
-        if not game.turn_based:
-            problem = "its moves are simultaneous (OpenSpiel's MCTS searches sequential games)"
-        elif game_type.reward_model != pyspiel.GameType.RewardModel.TERMINAL:
-            problem = "it pays rewards along the way (OpenSpiel's MCTS needs terminal rewards)"
-        elif game_type.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
-            try:
-                with quiet_openspiel():
-                    game.state.clone().resample_from_infostate(0, pyspiel.UniformProbabilitySampler(0, 0.0, 1.0))
-            except pyspiel.SpielError:
-                problem = (
-                    "its information is imperfect and OpenSpiel cannot resample a world from a seat's information "
-                    "state, so the search would see the other seats' hidden information"
-                )
-        if problem is not None:
-            raise ValueError(f"openspiel-mcts cannot play {game.game_id}: {problem}")
-        self._playable.add(key)
