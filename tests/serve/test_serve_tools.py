@@ -82,3 +82,41 @@ def test_a_hosted_model_calls_a_served_games_typed_tools(service_server):
         "lookup_customer",
         "update_address",
     ]
+
+
+def test_vllms_own_server_calls_a_served_games_tools(service_server, tmp_path):
+    """vLLM's CPU build, asked for tool calls (``required``), is offered the served game's own tools.
+
+    The tiny model's weights are random: vLLM constrains the function's name to the offered tools, so
+    every name is one of the game's (never ``make_move``); its arguments are whatever the model wrote,
+    and the game refuses the bad ones with its reason. One episode of two steps (vLLM starts in ~50 s).
+    """
+    from tests.backends.vllm_env import VLLMServer, require_vllm_python, vllm_model_dir
+    from tsmg.cli import main
+    from tsmg.episode import read_episodes
+
+    python = require_vllm_python()
+    server = VLLMServer(
+        vllm_model_dir(),
+        max_model_len=1024,
+        extra_args=("--enable-auto-tool-choice", "--tool-call-parser", "hermes"),  # `required` needs a parser
+    )
+    spec, out = "openai:tiny-vllm", tmp_path / "run"
+    try:
+        server.start(python)
+        arguments = [
+            "eval", "--game", service_server.url(REFUND), "--model", spec, "--episodes", "1",
+            "--action-format", "tool", "--tool-choice", "required", "--max-tokens", "160", "--option", "max_steps=2",
+            "--no-progress", "--out", str(out), "--model-option", f"{spec}:base_url={server.base_url}",
+            "--model-option", f"{spec}:api_key=none", "--model-option", f"{spec}:timeout_s=120",
+        ]  # fmt: skip
+        assert main(arguments) == 0, server.log_tail()
+    finally:
+        server.stop()
+    [episode] = read_episodes(out / "episodes.jsonl")
+    names = {tool.name for tool in tsmg.make(REFUND).tool_specs()}
+    assert episode.error is None and len(episode.steps) == 2
+    for step in episode.steps:
+        assert step.tool_calls and {call["name"] for call in step.tool_calls} <= names
+        assert step.valid or "no function call" not in str(step.reason)  # a call of the game's tool, judged by it
+    assert "exact" in episode.influence  # the served game's graph came back with the last step
