@@ -21,12 +21,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tsmg.core import AgentID, ForkMode, Game, GameError, Invalid, StepResult, check_answers
 from tsmg.registry import UnknownGameError
 from tsmg.serve.auth import client_token, token_headers
+
+if TYPE_CHECKING:
+    from tsmg.influence import InfluenceGraph
+    from tsmg.tools import ToolSpec
 
 ResultT = TypeVar("ResultT")
 
@@ -170,6 +174,8 @@ class RemoteGame(Game):
         self._agents: tuple[AgentID, ...] = tuple(self.info.agents)
         # turn_based is a class-level attribute of Game; a remote game learns it from the server.
         setattr(self, "turn_based", self.info.turn_based)  # noqa: B010
+        # So is provides_influence: a served service game's finished episode carries its influence graph.
+        setattr(self, "provides_influence", self.info.provides_influence)  # noqa: B010
         self._game_options = dict(game_options)
         self._message_timeout_s = message_timeout_s
         self._client = GameEnvClient(base_url=http_base(url), message_timeout_s=message_timeout_s, token=self._token)
@@ -363,6 +369,21 @@ class RemoteGame(Game):
         action = GameAction(query="oracle", agent=agent)
         oracle = self._call(lambda: self._client.step(action)).observation.info.get("oracle")
         return None if oracle is None else str(oracle)
+
+    def tool_specs(self) -> Sequence[ToolSpec] | None:
+        """The served game's tools (typed schemas), as the server describes them; None for other games."""
+        from tsmg.tools import ToolSpec
+
+        return None if self.info.tools is None else [ToolSpec.model_validate(tool) for tool in self.info.tools]
+
+    def influence_graph(self) -> InfluenceGraph | None:
+        """The served game's exact influence graph of the finished episode (None before the end or without one)."""
+        from tsmg.influence import InfluenceGraph
+
+        view = self._view
+        if view is None or not view.done or view.influence is None:
+            return None
+        return InfluenceGraph.model_validate(view.influence)
 
     def close(self) -> None:
         """Close the session on the server."""

@@ -106,15 +106,9 @@ def parse_call(text: str, tools: Sequence[ToolSpec]) -> tuple[str, dict[str, Any
     tool = next((tool for tool in tools if tool.name == name), None)
     if tool is None:
         return f"unknown tool {name!r}; the tools are {[tool.name for tool in tools]}"
-    arguments: dict[str, Any] = {}
-    position = 0
-    while position < len(body) and body[position:].strip():
-        found = _ARGUMENT.match(body, position)
-        if found is None:
-            return f'the arguments of {name} must be name="text" or name=number pairs separated by commas'
-        key, raw = found.group(1), found.group(2)
-        arguments[key] = json.loads(raw) if raw.startswith('"') else int(raw)
-        position = found.end()
+    arguments = _arguments(body)
+    if arguments is None:
+        return f'the arguments of {name} must be name="text" or name=number pairs separated by commas'
     expected = [param.name for param in tool.parameters]
     if sorted(arguments) != sorted(expected):
         return f"{name} takes {', '.join(expected) or 'no arguments'}; got {', '.join(arguments) or 'none'}"
@@ -125,6 +119,37 @@ def parse_call(text: str, tools: Sequence[ToolSpec]) -> tuple[str, dict[str, Any
         if param.type == "string":
             arguments[param.name] = str(value)
     return name, arguments
+
+
+def _arguments(body: str) -> dict[str, Any] | None:
+    """The ``name=value`` pairs of a call's parentheses, typed as written (None: not such pairs)."""
+    arguments: dict[str, Any] = {}
+    position = 0
+    while position < len(body) and body[position:].strip():
+        found = _ARGUMENT.match(body, position)
+        if found is None:
+            return None
+        key, raw = found.group(1), found.group(2)
+        arguments[key] = json.loads(raw) if raw.startswith('"') else int(raw)
+        position = found.end()
+    return arguments
+
+
+def read_call(text: str) -> tuple[str, dict[str, Any]] | None:
+    """``(name, arguments)`` of any call in text form, without the tools' schemas (None: not a call).
+
+    What a reader of a record (the viewer) uses; a game checks its calls with :func:`parse_call`.
+
+    >>> read_call('issue_refund(order_id="F18", amount="41.81")')
+    ('issue_refund', {'order_id': 'F18', 'amount': '41.81'})
+    >>> read_call("up") is None
+    True
+    """
+    match = _CALL.match(text)
+    if match is None:
+        return None
+    arguments = _arguments(match.group(2))
+    return None if arguments is None else (match.group(1), arguments)
 
 
 def call_from_json(name: str, arguments: str, tools: Sequence[ToolSpec]) -> str:

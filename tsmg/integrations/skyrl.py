@@ -24,7 +24,10 @@ the first), ``opponent`` (``random``, ``oracle`` or ``fixed:TEXT`` for the other
 constrained sampler or tool parser that SkyRL's generator does not share with tsmg, and are
 refused) and ``system`` (the system message). The answer is read and refused by the same rules
 as tsmg's LAP: thinking is not the answer, an invalid answer costs the game's invalid-answer
-rule, and the reason comes back as the next user message.
+rule, and the reason comes back as the next user message. A tool-using game (the service games)
+is played in the text form of its calls (``<action>lookup_order(order_id="A71")</action>``); the
+last step's ``metadata`` then carries the game's influence graph under ``influence``
+(:class:`tsmg.influence.InfluenceGraph` as JSON).
 """
 
 from __future__ import annotations
@@ -107,6 +110,9 @@ class GameTextEnv(BaseTextEnv):
         metadata: dict[str, Any] = {"valid": turn.valid, "reason": turn.reason, "action": turn.action}
         if turn.done:
             metadata |= {"success": self.seat.success(), "episode_return": self.seat.episode_return}
+            graph = self.game.influence_graph() if self.game.provides_influence else None
+            if graph is not None:  # a tool-using game's own data flow, for influence-aware credit on SkyRL's side
+                metadata["influence"] = graph.model_dump(mode="json")
         return BaseTextEnvStepOutput(observations=turn.messages, reward=turn.reward, done=turn.done, metadata=metadata)
 
     def get_metrics(self) -> dict[str, Any]:

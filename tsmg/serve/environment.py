@@ -148,6 +148,8 @@ def game_info(game_id: str, options: Mapping[str, Any], settings: ServeSettings)
         max_answer_chars=settings.max_answer_chars,
         max_sessions=settings.max_sessions,
         idle_timeout_s=settings.idle_timeout_s,
+        tools=None if (tools := game.tool_specs()) is None else [tool.model_dump() for tool in tools],
+        provides_influence=bool(game.provides_influence),
     )
 
 
@@ -521,6 +523,10 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
                 return None
             return dumps_key(game.state_key(agent)) if not done else final_state_key(game, agent)
 
+        # A finished episode of a game that keeps its own influence graph carries it, so a remote rollout's
+        # record gets influence["exact"] as a local one does (RemoteGame.influence_graph).
+        graph = game.influence_graph() if done and game.provides_influence else None
+        influence = None if graph is None else graph.model_dump(mode="json")
         views = None
         if len(seats) > 1:
             views = {
@@ -545,6 +551,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
                 round=self._round,
                 returns=dict(self._returns) if done else None,
                 seats=views,
+                influence=influence,
             )
         return GameObservation(
             text=text_of(focus),
@@ -560,4 +567,5 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             success=game.is_success(focus) if done else None,
             returns=dict(self._returns) if done else None,
             seats=views,
+            influence=influence,
         )

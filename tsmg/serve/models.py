@@ -104,6 +104,11 @@ class GameObservation(Observation):
     seats: dict[str, SeatView] | None = Field(
         default=None, description="Every seat's view, for a session that plays several seats."
     )
+    influence: dict[str, Any] | None = Field(
+        default=None,
+        description="The game's exact influence graph of the finished episode (tsmg.influence.InfluenceGraph), "
+        "for a game that keeps one (a service game); null otherwise.",
+    )
 
 
 class GameState(State):
@@ -141,3 +146,11 @@ class GameInfo(BaseModel):
     max_answer_chars: int
     max_sessions: int
     idle_timeout_s: float | None
+    tools: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="A tool-using game's tools (tsmg.tools.ToolSpec, typed arguments), so a client can offer them; "
+        "null for other games.",
+    )
+    provides_influence: bool = Field(
+        default=False, description="Whether a finished episode's observation carries the game's influence graph."
+    )

@@ -217,6 +217,8 @@ def normalise_episode(raw: dict[str, Any], line: int) -> dict[str, Any]:
     invalid = fields.integer("invalid_answers")
     counted_invalid = sum(1 for step in steps if not step["valid"])
     version = raw.get("schema_version", raw.get("version"))
+    influence = _influence_graphs(raw.get("influence"), issues)
+    _tool_exchanges(steps, influence)
     return {
         "line": line,
         "episode_id": fields.text("episode_id") or f"line {line}",
@@ -238,6 +240,7 @@ def normalise_episode(raw: dict[str, Any], line: int) -> dict[str, Any]:
         "error": fields.text("error"),
         "schema_version": None if version is None else _json_text(version, 40).strip('"'),
         "steps": steps,
+        "influence": influence,
         "extra": fields.extras(EPISODE_FIELDS_SHOWN),
         "issues": issues,
     }
@@ -269,6 +272,7 @@ def normalise_step(raw: dict[str, Any], position: int, issues: list[str]) -> dic
         "attempts": fields.integer("attempts"),
         "reward": fields.number("reward"),
         "choices": fields.strings("choices"),
+        "tool_calls": _tool_calls(raw.get("tool_calls"), fields),
         "state_key": fields.text("state_key"),
         "prompt_tokens": fields.integer("prompt_tokens"),
         "completion_tokens": fields.integer("completion_tokens"),
@@ -277,6 +281,123 @@ def normalise_step(raw: dict[str, Any], position: int, issues: list[str]) -> dic
         "token_counts": {key: len(raw[key]) for key in TOKEN_ARRAYS if isinstance(raw.get(key), list)},
         "extra": fields.extras(STEP_FIELDS_SHOWN),
     }
+
+
+def _tool_calls(value: Any, fields: _Fields) -> list[dict[str, Any]] | None:
+    """A hosted model's function calls as ``{name, arguments}`` (arguments decoded from JSON where they are)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        fields.issues.append(f"{fields.where}tool_calls is not a list: ignored")
+        return None
+    calls: list[dict[str, Any]] = []
+    for call in value:
+        if not isinstance(call, dict):
+            calls.append({"name": "?", "arguments": _json_text(call)})
+            continue
+        arguments = call.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                pass  # shown as the model wrote it
+        calls.append({"name": str(call.get("name", "?")), "arguments": arguments})
+    return calls
+
+
+def _influence_graphs(value: Any, issues: list[str]) -> dict[str, dict[str, Any]]:
+    """The episode's influence graphs by who made them, each checked (:class:`tsmg.influence.InfluenceGraph`)."""
+    from tsmg.influence import InfluenceGraph
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        issues.append("influence is not an object: ignored")
+        return {}
+    graphs = {}
+    for name, graph in value.items():
+        try:
+            graphs[str(name)] = InfluenceGraph.model_validate(graph).model_dump(mode="json")
+        except ValueError as error:
+            first = str(error).splitlines()[1:2] or [str(error)]
+            issues.append(f"influence graph {name!r} is not a valid graph ({first[0].strip()[:200]}): ignored")
+    return graphs
+
+
+def _tool_exchanges(steps: list[dict[str, Any]], influence: dict[str, dict[str, Any]]) -> None:
+    """Give each step of a tool-using game its tool call, the result the game returned, and what it used.
+
+    A step's ``tool_call`` is ``{name, arguments}``: the model's function call where it made one, else its
+    move in the text form of :mod:`tsmg.tools` where the influence graph (the ``exact`` one first) says the
+    step was an action. ``tool_result`` is ``{kind, text}``: the message that action produced (a tool's or
+    the user's), its text the lines it added to the next observation of the same seat (None when no step
+    followed). ``influence`` lists the graph's edges into that action, each naming the message or action it
+    used, its kind (``support``/``failure``) and the fields.
+    """
+    from tsmg.tools import read_call
+
+    if not influence:
+        for step in steps:
+            if step["tool_calls"]:
+                step["tool_call"] = step["tool_calls"][0]
+        return
+    name = "exact" if "exact" in influence else next(iter(influence))
+    graph = influence[name]
+    nodes = {node["id"]: node for node in graph["nodes"]}
+    actions = {node["step"]: node for node in graph["nodes"] if node["kind"] == "action"}
+    produced = {node["produced_by"]: node for node in graph["nodes"] if node["produced_by"] is not None}
+    for position, step in enumerate(steps):
+        action = actions.get(step["index"])
+        if step["tool_calls"]:
+            step["tool_call"] = step["tool_calls"][0]
+        elif action is not None and step["action"]:
+            call = read_call(step["action"])
+            if call is not None:
+                step["tool_call"] = {"name": call[0], "arguments": call[1]}
+        if action is None:
+            continue
+        message = produced.get(action["id"])
+        if message is not None:
+            following = next((later for later in steps[position + 1 :] if later["agent"] == step["agent"]), None)
+            step["tool_result"] = {
+                "kind": message["kind"],
+                "text": None if following is None else _added_lines(step, following["observation"]),
+            }
+        step["influence"] = {
+            "graph": name,
+            "used": [
+                {
+                    "source": edge["source"],
+                    "source_kind": nodes[edge["source"]]["kind"],
+                    "source_label": nodes[edge["source"]]["label"],
+                    "source_step": nodes[edge["source"]]["step"],
+                    "kind": edge["kind"],
+                    "fields": edge["fields"],
+                }
+                for edge in graph["edges"]
+                if edge["target"] == action["id"]
+            ],
+        }
+
+
+def _added_lines(step: dict[str, Any], after: str | None) -> str | None:
+    """The lines ``after`` inserted into the step's observation (a transcript grows), less the echo of its answer.
+
+    The lines both share at the start and at the end are dropped, so a result equal to an earlier one (the same
+    lookup twice) is still found where the transcript added it.
+    """
+    if after is None:
+        return None
+    lines, later = (step["observation"] or "").splitlines(), after.splitlines()
+    start = 0
+    while start < min(len(lines), len(later)) and lines[start] == later[start]:
+        start += 1
+    end = 0
+    while end < min(len(lines), len(later)) - start and lines[-1 - end] == later[-1 - end]:
+        end += 1
+    echoed = step["action"] or step["completion"] or ""
+    added = [line for line in later[start : len(later) - end] if line.strip() and not (echoed and echoed in line)]
+    return "\n".join(added) or None
 
 
 def model_observation(observation: str | None, prompt: list[list[str]] | None) -> str | None:

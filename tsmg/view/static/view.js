@@ -513,6 +513,64 @@
     return box;
   }
 
+  // A tool-using game's step: the call (name, typed arguments), the result the game returned, and what
+  // the call used according to the episode's influence graph (support or failure, by field).
+  function toolExchange(step) {
+    if (!step.tool_call && !step.influence) return null;
+    const box = el("div", { class: "tool-exchange" });
+    if (step.tool_call) {
+      const call = step.tool_call;
+      const args = el("table", { class: "tool-args" });
+      if (call.arguments && typeof call.arguments === "object") {
+        for (const [key, value] of Object.entries(call.arguments)) {
+          args.append(el("tr", {}, el("td", { class: "arg" }, key), el("td", { class: "type" }, typeof value === "number" ? "integer" : typeof value),
+            el("td", {}, el("code", {}, JSON.stringify(value)))));
+        }
+      } else args.append(el("tr", {}, el("td", {}, el("code", {}, String(call.arguments ?? "")))));
+      box.append(el("div", { class: "tool-call" }, el("h5", {}, "Tool call ", el("code", { class: "tool-name" }, call.name)), args));
+    }
+    if (step.tool_result) {
+      const result = step.tool_result;
+      box.append(el("div", { class: "tool-result" }, el("h5", {}, `Result (${result.kind} message) the game returned`),
+        pre(result.text ?? "(the episode ended: no later observation shows it)")));
+    }
+    if (step.influence) {
+      const used = el("ul", { class: "influence-used" });
+      for (const edge of step.influence.used) {
+        used.append(el("li", { class: "edge " + edge.kind },
+          el("b", {}, edge.kind), ` ← ${edge.source} (${edge.source_kind}: ${edge.source_label}, step ${edge.source_step})`,
+          edge.fields.length ? ` · fields ${edge.fields.join(", ")}` : ""));
+      }
+      if (!step.influence.used.length) used.append(el("li", {}, "nothing earlier (no edge into this action)"));
+      box.append(el("div", { class: "influence" }, el("h5", {}, `Used (influence graph: ${step.influence.graph})`), used));
+    }
+    return box;
+  }
+
+  // The episode's influence graphs, one small table each: per action, what it used and the failures it built on.
+  function influenceTables(episode) {
+    const names = Object.keys(episode.influence || {});
+    if (!names.length) return null;
+    const box = el("div", { class: "influence-graphs" });
+    for (const name of names) {
+      const graph = episode.influence[name];
+      const byId = new Map(graph.nodes.map((node) => [node.id, node]));
+      const body = el("tbody");
+      for (const action of graph.nodes.filter((node) => node.kind === "action")) {
+        const into = graph.edges.filter((edge) => edge.target === action.id);
+        const cell = (kind) => into.filter((edge) => edge.kind === kind)
+          .map((edge) => `${edge.source} (${byId.get(edge.source).label}${edge.fields.length ? ": " + edge.fields.join(", ") : ""})`).join("; ") || "—";
+        body.append(el("tr", { "data-action": action.id }, el("td", {}, String(action.step)), el("td", {}, action.id),
+          el("td", {}, action.label), el("td", { class: "support" }, cell("support")), el("td", { class: "failure" }, cell("failure"))));
+      }
+      const messages = graph.nodes.length - body.children.length;
+      box.append(el("h4", {}, `Influence graph (${name}): ${body.children.length} actions, ${messages} messages, ${graph.edges.length} edges`),
+        el("table", { class: "influence-graph", "data-graph": name }, el("thead", {}, el("tr", {}, el("th", {}, "step"), el("th", {}, "action"),
+          el("th", {}, "call"), el("th", {}, "support from"), el("th", {}, "failure from"))), body));
+    }
+    return box;
+  }
+
   function stepCard(episode, step, position, highlighted, query) {
     const invalid = !step.valid;
     const card = el("article", { class: "step" + (invalid ? " invalid" : "") + (highlighted ? " highlighted" : ""),
@@ -547,6 +605,8 @@
         step.parsed_action ? ` — played instead: ${step.parsed_action}` : "")
       : el("p", { class: "verdict good" }, "✓ move: ", el("span", { class: "move" }, step.parsed_action ?? step.action ?? "?"));
     card.append(verdict);
+    const tools = toolExchange(step);
+    if (tools) card.append(tools);
     if (step.choices) card.append(el("p", { class: "choices" }, "offered: " + step.choices.join(" | ")));
     const counts = [];
     if (step.prompt_tokens != null) counts.push(`prompt ${step.prompt_tokens} tokens`);
@@ -598,6 +658,8 @@
     }
     const extra = extraFields(episode.extra, "Other episode fields");
     if (extra) view.append(extra);
+    const graphs = influenceTables(episode);
+    if (graphs) view.append(graphs);
     const others = sameSeed(number).filter((other) => rows[other][MODELS].join() !== row[MODELS].join() || rows[other][RUN] !== row[RUN]);
     if (others.length) {
       const list = el("ul", { class: "compare" });
