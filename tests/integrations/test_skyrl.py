@@ -110,7 +110,7 @@ def test_a_tool_using_service_game_is_played_in_the_text_form_of_its_calls():
     answers = []
 
     def answer(conversation):  # the oracle's call in its text form, inside the action tag
-        answers.append(oracle.act([env._request()])[0].action)
+        answers.append(oracle.act([env.seat.request()])[0].action)
         return f"<action>{answers[-1]}</action>"
 
     _, outputs = _play(env, answer)
