@@ -16,3 +16,14 @@ def load_bench(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def flat(data: dict, prefix: str = "") -> dict:
+    """A configuration dump as ``section.field`` keys (``params`` and ``game_options`` kept whole)."""
+    items = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key not in ("params", "game_options"):
+            items.update(flat(value, f"{prefix}{key}."))
+        else:
+            items[f"{prefix}{key}"] = value
+    return items

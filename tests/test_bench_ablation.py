@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from bench_modules import load_bench
+from bench_modules import flat, load_bench
 
 ablation = load_bench("credit_ablation")
 learning = load_bench("learning")
@@ -23,16 +23,6 @@ def job(arm, game="frozen-lake", **extra):
         "checkpoint_every": 10,
         **extra,
     }
-
-
-def flat(data, prefix=""):
-    items = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and key not in ("params", "game_options"):
-            items.update(flat(value, f"{prefix}{key}."))
-        else:
-            items[f"{prefix}{key}"] = value
-    return items
 
 
 @pytest.mark.parametrize("game", sorted(ablation.GAMES))

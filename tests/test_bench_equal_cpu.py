@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_modules import load_bench
+from bench_modules import flat, load_bench
 
 import games  # noqa: F401  (registers the catalog)
 from training.cli import add_commands, config_from_args
@@ -24,16 +24,6 @@ def parsed(command):
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers())
     return config_from_args(parser.parse_args(command[3:]))  # past "python -m tsmg.cli"
-
-
-def flat(data, prefix=""):
-    items = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and key not in ("params", "game_options"):
-            items.update(flat(value, f"{prefix}{key}."))
-        else:
-            items[f"{prefix}{key}"] = value
-    return items
 
 
 @pytest.mark.parametrize("name", sorted(equal_cpu.PILOTS))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -85,6 +86,23 @@ def tool_call(name: str, arguments: str | Mapping[str, Any], call_id: str = "cal
     """One entry of a message's ``tool_calls`` (arguments as given if text, else as JSON)."""
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def address_clerk(body: dict[str, Any]) -> dict[str, Any]:
+    """A hosted model serving ``ServiceAddress-v0`` by reading the conversation: ask, ask, look up, update."""
+    text = body["messages"][-1]["content"]
+    email = re.search(r"My email is (\S+@example\.com)\.", text)
+    new = re.search(r"My new address is (.+?)\.\n", text)
+    customer = re.search(r"Customer (C\d+)", text)
+    if email is None:
+        call = tool_call("ask_user", {"topic": "email"})
+    elif new is None:
+        call = tool_call("ask_user", {"topic": "address"})
+    elif customer is None:
+        call = tool_call("lookup_customer", {"email": email.group(1)})
+    else:
+        call = tool_call("update_address", {"customer_id": customer.group(1), "address": new.group(1)})
+    return {"content": None, "tool_calls": [call]}
 
 
 FaultPlan = Callable[[str, int], str]

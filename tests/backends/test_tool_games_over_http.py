@@ -7,12 +7,10 @@ typed arguments), as a hosted model under ``ActionFormat(kind="tool")`` would.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from fault_server import FaultServer, tool_call
+from fault_server import FaultServer, address_clerk, tool_call
 
 import games  # noqa: F401  (registers the catalog)
 from backends.openai_compat import OpenAIBackend
@@ -26,25 +24,8 @@ def server() -> Iterator[FaultServer]:
         yield running
 
 
-def clerk(body: dict[str, Any]) -> dict[str, Any]:
-    """Serves an address change by reading the conversation: ask, ask, look up, update."""
-    text = body["messages"][-1]["content"]
-    email = re.search(r"My email is (\S+@example\.com)\.", text)
-    new = re.search(r"My new address is (.+?)\.\n", text)
-    customer = re.search(r"Customer (C\d+)", text)
-    if email is None:
-        call = tool_call("ask_user", {"topic": "email"})
-    elif new is None:
-        call = tool_call("ask_user", {"topic": "address"})
-    elif customer is None:
-        call = tool_call("lookup_customer", {"email": email.group(1)})
-    else:
-        call = tool_call("update_address", {"customer_id": customer.group(1), "address": new.group(1)})
-    return {"content": None, "tool_calls": [call]}
-
-
 def test_a_hosted_model_calls_the_games_typed_tools_and_solves_the_task(server: FaultServer) -> None:
-    server.reply = clerk
+    server.reply = address_clerk
     config = LAPConfig(action_format=ActionFormat(kind="tool", tool_choice="required"))
     with OpenAIBackend("fault-model", base_url=server.base_url, api_key="sk-x", timeout_s=5, max_retries=1) as model:
         [episode] = rollout("ServiceAddress-v0", LAP(model, config), seeds=[4])

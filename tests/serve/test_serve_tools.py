@@ -1,7 +1,5 @@
 """A served tool-using game (games/service.py) forwards its typed tools and its influence graph over the wire."""
 
-import re
-
 import httpx
 import pytest
 from conftest import serve_process
@@ -9,7 +7,7 @@ from test_serve import comparable
 
 import tsmg
 from backends.openai_compat import OpenAIBackend
-from tests.backends.fault_server import FaultServer, tool_call
+from tests.backends.fault_server import FaultServer, address_clerk
 from tsmg.lap import LAP, ActionFormat, LAPConfig
 from tsmg.policies import OraclePolicy, RandomPolicy
 from tsmg.rollout import rollout
@@ -48,28 +46,11 @@ def test_a_remote_rollout_records_the_exact_influence_graph_as_a_local_one(servi
     assert all(episode.success["player"] for episode in rollout(service_server.url(game_id), OraclePolicy(), [0, 1]))
 
 
-def clerk(body):
-    """Serves an address change by reading the conversation: ask, ask, look up, update."""
-    text = body["messages"][-1]["content"]
-    email = re.search(r"My email is (\S+@example\.com)\.", text)
-    new = re.search(r"My new address is (.+?)\.\n", text)
-    customer = re.search(r"Customer (C\d+)", text)
-    if email is None:
-        call = tool_call("ask_user", {"topic": "email"})
-    elif new is None:
-        call = tool_call("ask_user", {"topic": "address"})
-    elif customer is None:
-        call = tool_call("lookup_customer", {"email": email.group(1)})
-    else:
-        call = tool_call("update_address", {"customer_id": customer.group(1), "address": new.group(1)})
-    return {"content": None, "tool_calls": [call]}
-
-
 def test_a_hosted_model_calls_a_served_games_typed_tools(service_server):
     """The LAP of a remote client offers the served game's own tools (not make_move) and solves the task."""
     config = LAPConfig(action_format=ActionFormat(kind="tool", tool_choice="required"))
     with FaultServer() as model_server:
-        model_server.reply = clerk
+        model_server.reply = address_clerk
         with OpenAIBackend("fault-model", base_url=model_server.base_url, api_key="sk-x", timeout_s=5) as model:
             [episode] = rollout(service_server.url(ADDRESS), LAP(model, config), seeds=[4])
         tools = model_server.bodies[0]["tools"]
