@@ -170,3 +170,14 @@ def test_a_game_registered_in_a_script_reaches_every_command(tmp_path):
     assert result.returncode == 0 and "3/3 episodes completed" in result.stdout  # self-play: one matchup, result.stderr
     result = tsmg_cli("eval", "--game", "my/Nim-v0")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--import MODULE" in result.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_error_message(tmp_path):
+    """`tsmg games --json | head -c 100`: the closed pipe ends the command quietly (exit 141, as Unix tools)."""
+    command = [sys.executable, "-m", "tsmg.cli", "games", "--json"]  # ~90 KB: more than a pipe's buffer
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path) as process:
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.read(100).startswith(b"[")
+        process.stdout.close()
+        stderr = process.stderr.read().decode()
+    assert process.returncode == 141 and stderr == ""

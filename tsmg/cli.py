@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import select
 import sys
 import traceback
 from collections.abc import Sequence
@@ -34,7 +35,10 @@ from tsmg.summary import summarize, summary_line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 success, 1 a failed run, 2 bad input, 130 interrupted)."""
+    """Run the CLI; returns the exit code.
+
+    0 success, 1 a failed run, 2 bad input, 130 interrupted, 141 when the reader of the output went away.
+    """
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
         arguments, modules = _take_imports(arguments)
@@ -52,8 +56,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError as error:
+        if not _stdout_closed():  # a connection of a served game or an API, not our reader
+            return report_error(error)
+        # The reader of the output went away (`tsmg games --json | head`): stop quietly, as Unix tools
+        # do, with SIGPIPE's exit status; stdout goes to /dev/null so that Python's last flush is silent.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as error:
         return report_error(error)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on it; False where poll is missing)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or stdout is no file
+        return False
 
 
 def report_error(error: BaseException) -> int:
