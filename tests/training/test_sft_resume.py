@@ -60,7 +60,7 @@ def weights(run: Path) -> dict[str, torch.Tensor]:
     return load_file(run / "final" / "model.safetensors")
 
 
-def kill_after_first_checkpoint(arguments: list[str], out: Path) -> int:
+def kill_after_first_checkpoint(arguments: list[str], out: Path) -> None:
     """Run ``tsmg sft`` in a process and ``kill -9`` it once a checkpoint exists and a later step is logged."""
     environment = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "tsmg.cli", *arguments]
@@ -79,7 +79,6 @@ def kill_after_first_checkpoint(arguments: list[str], out: Path) -> int:
     finally:
         process.kill()
         process.wait()
-    return int(checkpoint.name.split("-")[1])
 
 
 def test_a_killed_fine_tune_resumes_to_the_weights_of_an_uninterrupted_one(tiny_model, tmp_path, capsys):
@@ -90,13 +89,15 @@ def test_a_killed_fine_tune_resumes_to_the_weights_of_an_uninterrupted_one(tiny_
 
     killed = tmp_path / "killed"
     arguments = flags(episodes, tiny_model, killed, steps=steps, every=4)
-    saved = kill_after_first_checkpoint(arguments, killed)
-    assert saved % 4 == 0 and saved < steps
-    # The killed run's folder: its newest checkpoint only, complete, and rows past it.
-    assert [path.name for path in (killed / "checkpoints").glob("checkpoint-*")] == [f"checkpoint-{saved}"]
-    assert (killed / "checkpoints" / f"checkpoint-{saved}" / TRAINER_STATE_FILE).is_file()
-    assert not (killed / "final").exists() and losses(killed)[-1][0] > saved
-    carried, _ = RunCost.carried(killed / "checkpoints" / f"checkpoint-{saved}")
+    kill_after_first_checkpoint(arguments, killed)
+    # The killed run's folder: its newest checkpoint only (and at most a save cut short), usually rows past it.
+    checkpoint = latest_checkpoint(killed / "checkpoints")
+    assert checkpoint is not None and not (killed / "final").exists()
+    complete = [path for path in (killed / "checkpoints").glob("checkpoint-*") if (path / TRAINER_STATE_FILE).is_file()]
+    assert complete == [checkpoint] and len(list((killed / "checkpoints").glob("checkpoint-*"))) <= 2
+    saved = int(checkpoint.name.split("-")[1])
+    assert saved % 4 == 0 and saved < steps and losses(killed)[-1][0] >= saved
+    carried, _ = RunCost.carried(checkpoint)
     assert carried > 0
 
     capsys.readouterr()
