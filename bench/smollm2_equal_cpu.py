@@ -28,10 +28,10 @@ that trained with MS-GRPO: the share of zero-signal groups and the mean |advanta
 the trained model's own answers (:func:`kl_to_start`).
 
 Everything lands in ``OUT`` (one folder per seed and arm, ``OUT/runs.jsonl`` appended as each
-arm finishes): started again with the same ``--out``, the bench skips what is done, resumes an
-interrupted ``tsmg train`` with ``--resume`` (its CPU budget counts the sessions before) and
-restarts an interrupted ``tsmg sft`` (it has no checkpoints). ``--summarise`` prints the tables
-of what is there. Ends with one line holding a JSON object.
+arm finishes): started again with the same ``--out``, the bench skips what is done and resumes
+an interrupted ``tsmg train`` or ``tsmg sft`` with ``--resume`` from its last checkpoint (its CPU
+budget counts the sessions before). ``--summarise`` prints the tables of what is there. Ends with
+one line holding a JSON object.
 
     python bench/smollm2_equal_cpu.py --out runs/equal-cpu --seeds 3          # ~9 CPU-hours, one process
     python bench/smollm2_equal_cpu.py --out runs/equal-cpu --pilot rl-lr1e-4  # one pilot, 20 CPU-minutes
@@ -162,16 +162,16 @@ class Bench:
         return float(found["cpu_s_fixed"]), float(found["cpu_s_per_step"])
 
     def sft_command(self, folder: Path, seed: int, *, steps: int, budget: float | None) -> list[str]:
-        """``tsmg sft`` of ``steps`` steps (at most ``budget`` CPU-seconds) into ``folder``."""
+        """``tsmg sft`` of ``steps`` steps (at most ``budget`` CPU-s) into ``folder`` (``--resume`` once it started)."""
+        resume = ["--resume"] if (folder / "config.yaml").is_file() else []
         command = tsmg("sft", "--config", SFT_CONFIG, "--episodes", str(self.out / "oracle" / "episodes.jsonl"),
                        "--max-steps", str(steps), "--seed", str(seed), "--threads", str(self.args.threads),
-                       "--out", str(folder), *self.args.model_flags)  # fmt: skip
+                       "--out", str(folder), *resume, *self.args.model_flags)  # fmt: skip
         return command + (["--max-cpu-seconds", str(budget)] if budget is not None else [])
 
     def sft(self, folder: Path, seed: int, budget: float) -> float:
-        """A finished SFT run of ``budget`` CPU-seconds in ``folder`` (restarted if interrupted); its CPU-seconds."""
+        """A finished SFT run of ``budget`` CPU-seconds in ``folder`` (resumed if interrupted); its CPU-seconds."""
         if not (folder / "final").is_dir():
-            shutil.rmtree(folder, ignore_errors=True)
             fixed, per_step = self.sft_cost()  # the schedule spans the steps the budget buys; the budget stops it
             steps = max(1, int((budget - fixed) / per_step))
             self.run(

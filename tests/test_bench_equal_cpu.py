@@ -89,3 +89,35 @@ def test_kl_to_start_is_zero_against_the_model_that_answered_and_positive_agains
     write_episodes(tmp_path / "episodes.jsonl", episodes)
     assert abs(equal_cpu.kl_to_start(tmp_path, answered, threads=1)) < 1e-5
     assert equal_cpu.kl_to_start(tmp_path, other, threads=1) > 0.01
+
+
+def test_an_interrupted_sft_is_resumed_where_it_stopped_not_started_again(tmp_path):
+    from training.run_folder import check_run_folder
+    from training.sft_checkpoints import RESUMABLE_CHANGES
+    from training.sft_cli import sft_config_from_args
+    from tsmg.cli import _build_parser
+
+    def parsed_sft(command):
+        return sft_config_from_args(_build_parser().parse_args(command[3:]))  # past "python -m tsmg.cli"
+
+    runner = bench(tmp_path)
+    (tmp_path / "calibration.json").write_text(json.dumps({"cpu_s_fixed": 100.0, "cpu_s_per_step": 10.0}))
+    folder = tmp_path / "seed0" / "sft"
+    first = runner.sft_command(folder, 0, steps=350, budget=3600.0)
+    assert "--resume" not in first
+    # What a killed `tsmg sft` leaves: its config and a checkpoint, no final model.
+    (folder / "checkpoints" / "checkpoint-40").mkdir(parents=True)
+    parsed_sft(first).to_yaml(folder / "config.yaml")
+    commands = []
+
+    def run(command, log):  # the SmolLM2 fine-tune itself is hours: record the command, log what it would
+        commands.append(command)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.jsonl").write_text(json.dumps({"step": 350, "time/cpu_s": 3601.0}) + "\n")
+
+    runner.run = run
+    assert runner.sft(folder, 0, 3600.0) == 3601.0
+    [again] = commands
+    assert again == [*first[: first.index("--out") + 2], "--resume", *first[first.index("--out") + 2 :]]
+    assert (folder / "checkpoints" / "checkpoint-40").is_dir()  # kept for the resumed run
+    check_run_folder(parsed_sft(again), folder, True, resumable=RESUMABLE_CHANGES)  # the same run: not refused

@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+from pydantic import BaseModel
+
 from training.checkpoint import (
     Checkpoint,
     latest_checkpoint,
@@ -192,8 +195,22 @@ class RunFolder:
         return final_model, adapter, curve, rows
 
 
-def check_run_folder(config: TrainConfig, run_dir: Path, resume: bool) -> None:
+def check_run_folder(
+    config: BaseModel,
+    run_dir: Path,
+    resume: bool,
+    *,
+    resumable: frozenset[tuple[str, str]] = RESUMABLE_CHANGES,
+    holds: str = "a training run",
+) -> None:
     """Refuse to mix runs: a fresh run in a used folder, or a resumed run whose config changed.
+
+    Args:
+        config: The run's configuration (a :class:`~training.config.TrainConfig`, or ``tsmg sft``'s).
+        run_dir: The run folder.
+        resume: Whether the run continues the folder's.
+        resumable: ``(section, field)`` pairs that may change on resume.
+        holds: What a used folder holds, for the message.
 
     Raises:
         FileExistsError: A fresh run in a folder that already holds one.
@@ -203,14 +220,20 @@ def check_run_folder(config: TrainConfig, run_dir: Path, resume: bool) -> None:
     if not stored.exists():
         return
     if not resume:
-        raise FileExistsError(f"{run_dir} already holds a training run: pass --resume, or choose another --out")
-    before = TrainConfig.from_yaml(stored).model_dump(mode="json")
+        raise FileExistsError(f"{run_dir} already holds {holds}: pass --resume, or choose another --out")
+    before = type(config).model_validate(yaml.safe_load(stored.read_text(encoding="utf-8"))).model_dump(mode="json")
     now = config.model_dump(mode="json")
     changed = [
-        f"{section}.{name}"
-        for section in now
-        for name in now[section]
-        if before.get(section, {}).get(name) != now[section][name] and (section, name) not in RESUMABLE_CHANGES
+        f"{section}.{name}" if name else section
+        for section, fields in now.items()
+        for name, value in (fields.items() if isinstance(fields, dict) else [("", fields)])
+        if _field(before, section, name) != value and (section, name) not in resumable
     ]
     if changed:
         raise ValueError(f"{run_dir} holds a run with another configuration (changed: {', '.join(changed)})")
+
+
+def _field(config: dict[str, Any], section: str, name: str) -> Any:
+    """A field of a dumped configuration: ``section.name``, or a top-level field when ``name`` is empty."""
+    value = config.get(section)
+    return value if not name else (value or {}).get(name)

@@ -20,10 +20,14 @@ some of the game, before reinforcement learning starts. What this module does, e
 * **Training.** TRL's ``SFTTrainer`` (a LoRA adapter through PEFT, or every weight) on the
   pre-tokenised dataset; no gradient checkpointing (these sequences are short).
 * **Run folder.** ``config.yaml``, ``dataset.jsonl`` (the chat samples, in the conversational
-  prompt-completion layout other trainers read), ``metrics.jsonl`` (the trainer's log rows), and
-  ``final/``: a full model folder with its tokenizer (a LoRA adapter is merged into it and also kept
-  in ``adapter/``), which ``tsmg eval --model hf:RUN/final`` and ``tsmg train --set
-  model.spec=hf:RUN/final`` load.
+  prompt-completion layout other trainers read), ``metrics.jsonl`` (the trainer's log rows, the
+  last one the run's cost: ``time/elapsed_s``, ``time/cpu_s``), and ``final/``: a full model
+  folder with its tokenizer (a LoRA adapter is merged into it and also kept in ``adapter/``),
+  which ``tsmg eval --model hf:RUN/final`` and ``tsmg train --set model.spec=hf:RUN/final`` load.
+  While the run lasts, ``checkpoints/checkpoint-N`` (the HF Trainer's, every
+  ``run.checkpoint_every`` steps, the newest only) lets ``resume=True`` (``tsmg sft --resume``)
+  continue a killed run where its checkpoint left it, with its CPU budget counting the sessions
+  before (:mod:`training.sft_checkpoints`).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from tsmg.episode import Episode, read_episodes
 from tsmg.lap import LAP, ActionFormat, LAPConfig, checked_regex
 from tsmg.lm import Completion, GenerationRequest, SamplingParams
 from tsmg.policies import DecisionRequest, Turn
-from tsmg.run_folder import CONFIG_FILE, METRICS_FILE
+from tsmg.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, METRICS_FILE, truncate_metrics
 
 if TYPE_CHECKING:
     from backends.base import TrainableModel
@@ -111,7 +115,16 @@ class SFTRunConfig(_Section):
         gt=0.0,
         description=(
             "Stop after the optimizer step during which the run has used this much CPU time (every thread, user + "
-            "system, loading included; None: no limit). The learning-rate schedule still runs over max_steps or epochs."
+            "system, loading included, a resumed run's earlier sessions counted; None: no limit). The learning-rate "
+            "schedule still runs over max_steps or epochs."
+        ),
+    )
+    checkpoint_every: int = Field(
+        default=20,
+        ge=0,
+        description=(
+            "Checkpoint every this many optimizer steps, keeping only the newest, which `tsmg sft --resume` continues "
+            "from (0: never); the checkpoint is removed once the final model is written."
         ),
     )
 
@@ -351,10 +364,12 @@ class SFTResult:
         adapter: The LoRA adapter folder (LoRA runs only).
         samples: Samples in the dataset.
         steps: Optimizer steps done.
-        train_loss: Mean training loss over the run.
-        seconds: Wall time of the training itself.
-        cpu_seconds: CPU time of the whole run, set-up included (every thread, user + system).
-        log: The trainer's log rows (also in ``metrics.jsonl``).
+        train_loss: Mean training loss over this session's steps.
+        seconds: Wall time of the training itself (every session's).
+        cpu_seconds: CPU time of the whole run, set-up included (every thread, user + system), a resumed run's
+            earlier sessions counted up to their last checkpoint.
+        log: This session's log rows (also in ``metrics.jsonl``).
+        resumed_from: The step of the checkpoint this session continued (None: a fresh start).
     """
 
     run_dir: Path
@@ -366,6 +381,7 @@ class SFTResult:
     seconds: float
     cpu_seconds: float
     log: list[dict[str, Any]]
+    resumed_from: int | None = None
 
 
 def model_source(config: SFTConfig) -> str:
@@ -397,6 +413,7 @@ def run_sft(
     *,
     samples: Sequence[ChatSample] | None = None,
     on_log: Callable[[dict[str, Any]], None] | None = None,
+    resume: bool = False,
 ) -> SFTResult:
     """Fine-tune as ``config`` says and write the run folder.
 
@@ -405,19 +422,20 @@ def run_sft(
         samples: The dataset, when already built with :func:`build_dataset` (else built here,
             before any model loads).
         on_log: Called with each row the trainer logs (loss, learning rate, step).
+        resume: Continue the run folder's fine-tune from its newest complete checkpoint (a fresh
+            start when there is none); ``metrics.jsonl`` is cut back to that checkpoint's step first.
 
     Raises:
         SFTDatasetError: The transcripts cannot make a dataset (before any model loads).
-        FileExistsError: The run folder holds a finished run already.
+        FileExistsError: The run folder holds a finished run, or a started one and ``resume`` is False.
+        ValueError: A resumed run whose configuration (beyond :data:`~training.sft_checkpoints.RESUMABLE_CHANGES`)
+            or dataset changed.
     """
     cpu_started = time.process_time()  # the budget counts set-up too (as tsmg train's does): what the run costs
     samples = list(samples) if samples is not None else build_dataset(config)
     run_dir = Path(config.run.out_dir)
     if (run_dir / FINAL_DIR).exists():
         raise FileExistsError(f"{run_dir} already holds a fine-tuned model: choose another --out")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config.to_yaml(run_dir / CONFIG_FILE)
-    (run_dir / DATASET_FILE).write_text("".join(sample.to_json() + "\n" for sample in samples), encoding="utf-8")
 
     import datasets
     import torch
@@ -426,12 +444,37 @@ def run_sft(
     from trl import SFTTrainer
 
     from backends.hf import HFBackend
+    from training.run_folder import check_run_folder
+    from training.sft_checkpoints import (
+        RESUMABLE_CHANGES,
+        RunCost,
+        checkpoint_step,
+        latest_checkpoint,
+        remove_incomplete,
+    )
+
+    check_run_folder(config, run_dir, resume, resumable=RESUMABLE_CHANGES, holds="a started fine-tune")
+    checkpoints = run_dir / CHECKPOINTS_DIR
+    checkpoint = latest_checkpoint(checkpoints) if resume else None
+    dataset_text = "".join(sample.to_json() + "\n" for sample in samples)
+    if checkpoint is not None and (run_dir / DATASET_FILE).read_text(encoding="utf-8") != dataset_text:
+        raise ValueError(
+            f"{run_dir} was fine-tuned on other samples than {', '.join(config.data.episodes)} make now: "
+            "restore the transcripts it began with, or choose another --out"
+        )
+    resumed_from = checkpoint_step(checkpoint) if checkpoint is not None else None
+    if resume:  # rows past the checkpoint are written again; without one, the run starts afresh
+        truncate_metrics(run_dir / METRICS_FILE, resumed_from if resumed_from is not None else -1)
+        remove_incomplete(checkpoints)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config.to_yaml(run_dir / CONFIG_FILE)
+    (run_dir / DATASET_FILE).write_text(dataset_text, encoding="utf-8")
 
     backend = HFBackend(model_source(config), dtype=config.model.dtype, threads=config.run.threads)
     dataset = datasets.Dataset.from_dict(tokenized(backend, samples))
-    optim, lora = config.optim, config.model.finetune == "lora"
+    optim, lora, every = config.optim, config.model.finetune == "lora", config.run.checkpoint_every
     arguments = TRLConfig(
-        output_dir=str(run_dir / "trainer"),
+        output_dir=str(checkpoints),
         learning_rate=optim.lr,
         num_train_epochs=optim.epochs,
         max_steps=optim.max_steps or -1,
@@ -447,7 +490,9 @@ def run_sft(
         gradient_checkpointing=False,  # short sequences: recomputation would cost more than it saves
         bf16=backend.dtype == torch.bfloat16,
         use_cpu=backend.device == "cpu",
-        save_strategy="no",
+        save_strategy="steps" if every else "no",
+        save_steps=every or 500,  # (unused without checkpoints)
+        save_total_limit=1,  # an interrupted run's folder holds its newest checkpoint only
         report_to="none",
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -463,12 +508,8 @@ def run_sft(
                 dropout=model_config.lora_dropout,
             )
     log: list[dict[str, Any]] = []
-
-    class _CPUBudget(TrainerCallback):
-        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-            budget = config.run.max_cpu_seconds
-            if budget is not None and time.process_time() - cpu_started >= budget:
-                control.should_training_stop = True
+    cpu_before, elapsed_before = RunCost.carried(checkpoint)
+    cost = RunCost(cpu_started, config.run.max_cpu_seconds, cpu_before=cpu_before, elapsed_before=elapsed_before)
 
     class _Rows(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
@@ -484,17 +525,16 @@ def run_sft(
         args=arguments,
         train_dataset=dataset,
         processing_class=backend.tokenizer,
-        callbacks=[_Rows(), _CPUBudget()],
+        callbacks=[_Rows(), cost],
     )
     trainer.remove_callback(PrinterCallback)  # without progress bars it prints every log row; on_log reports them
-    began = time.perf_counter()
-    output = trainer.train()
-    seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu_started
+    output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+    seconds, cpu_seconds = cost.elapsed_seconds(), cost.cpu_seconds()
     with open(run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:  # what the run cost, as tsmg train logs it
-        cost = {"step": int(output.global_step), "time/elapsed_s": seconds, "time/cpu_s": cpu_seconds}
-        handle.write(json.dumps(cost) + "\n")
+        row = {"step": int(output.global_step), "time/elapsed_s": seconds, "time/cpu_s": cpu_seconds}
+        handle.write(json.dumps(row) + "\n")
     final, adapter = save_final_model(backend, lora, run_dir)  # trains backend.model in place
-    shutil.rmtree(run_dir / "trainer", ignore_errors=True)
+    shutil.rmtree(checkpoints, ignore_errors=True)
     return SFTResult(
         run_dir=run_dir,
         final_model=final,
@@ -505,4 +545,5 @@ def run_sft(
         seconds=seconds,
         cpu_seconds=cpu_seconds,
         log=log,
+        resumed_from=resumed_from,
     )

@@ -1,14 +1,15 @@
 """``tsmg sft``: a supervised warm start on episode transcripts (see :mod:`training.sft`).
 
-Layers as in ``tsmg train``: the YAML file (``--config``), then the flags given, then
-``--set SECTION.FIELD=VALUE`` overrides; the whole config and then the dataset are checked before
-any model loads.
+Layers as in ``tsmg train``: the YAML file (``--config``; with ``--resume`` and no file, the run
+folder's own ``config.yaml``), then the flags given, then ``--set SECTION.FIELD=VALUE`` overrides;
+the whole config and then the dataset are checked before any model loads.
 
 Examples::
 
     tsmg rollout --game FrozenLake-NoSlip-v0 --model oracle --episodes 200 --seed 5000000 --out runs/oracle
     tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --out runs/sft
     tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft --set optim.max_steps=40
+    tsmg sft --resume --out runs/sft    # after a crash or kill: continues from the last checkpoint
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ _FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
         "run",
         "max_cpu_seconds",
         float,
-        "stop after this much CPU time of the fine-tune (default: no limit)",
+        "stop after this much CPU time of the fine-tune, earlier sessions of a resumed run counted (default: no limit)",
     ),
+    ("--checkpoint-every", "run", "checkpoint_every", int, "checkpoint every N optimizer steps (0: never)"),
 )
 
 
@@ -64,6 +66,7 @@ def add_sft_command(commands: Any) -> None:
             "tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --out runs/sft",
             "tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft --set optim.max_steps=40",
             "tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --dry-run",
+            "tsmg sft --resume --out runs/sft  # after a crash or kill: continues from the last checkpoint",
         ),
     )
     sft.add_argument("--config", type=Path, help="YAML config, see configs/ (default: none)")
@@ -77,6 +80,7 @@ def add_sft_command(commands: Any) -> None:
         sft.add_argument("--out", type=Path, help="run folder (dataset.jsonl, metrics.jsonl, final model)"),
         lambda: _config_default("run.out_dir"),
     )
+    sft.add_argument("--resume", action="store_true", help="continue from the run folder's last checkpoint")
     for flag, section, name, kind, text in _FIELD_FLAGS:
         document_default(
             sft.add_argument(flag, type=kind, metavar="SPEC" if flag == "--model" else None, help=text),
@@ -114,12 +118,16 @@ def sft_config_from_args(args: argparse.Namespace) -> Any:
 
     from training.sft import SFTConfig
     from tsmg.assignments import assign_config_field, validation_problems
+    from tsmg.run_folder import CONFIG_FILE
 
     data: dict[str, Any] = {}
-    if args.config is not None:
-        loaded = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+    source = args.config
+    if source is None and args.resume and args.out is not None and (args.out / CONFIG_FILE).is_file():
+        source = args.out / CONFIG_FILE
+    if source is not None:
+        loaded = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
         if not isinstance(loaded, dict):
-            raise ValueError(f"{args.config}: an SFT config is a YAML mapping of sections")
+            raise ValueError(f"{source}: an SFT config is a YAML mapping of sections")
         data = loaded
     for flag, section, name, _, _ in _FIELD_FLAGS:
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
@@ -173,10 +181,12 @@ def cmd_sft(args: argparse.Namespace) -> int:
             print(f"step {row['step']}  loss {row['loss']:.4f}  lr {row.get('learning_rate', 0):.2e}", flush=True)
 
     try:
-        result = run_sft(config, samples=samples, on_log=show)
+        result = run_sft(config, samples=samples, on_log=show, resume=args.resume)
     except FileExistsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if result.resumed_from is not None:
+        print(f"resumed from the checkpoint of step {result.resumed_from}")
     took = f"{result.seconds:.0f} s ({result.cpu_seconds:.0f} CPU-s)"
     print(f"{result.steps} steps over {result.samples} samples in {took}, mean loss {result.train_loss:.4f}")
     print(f"final model: {result.final_model}  (tsmg eval --model hf:{result.final_model} ...)")
