@@ -405,11 +405,36 @@ def _pick_device(device: Device) -> str:
     return device
 
 
+#: The environment variable that pins what ``dtype: auto`` means on this machine (:func:`pinned_auto_dtype`).
+AUTO_DTYPE_ENV = "TSMG_AUTO_DTYPE"
+
+
 def _pick_dtype(dtype: DType, device: str) -> tuple[torch.dtype, str]:
     if dtype == "auto":
-        return auto_dtype(device)
+        return pinned_auto_dtype() or auto_dtype(device)
     resolved: torch.dtype = getattr(torch, dtype)
     return resolved, "asked for"
+
+
+def pinned_auto_dtype() -> tuple[torch.dtype, str] | None:
+    """What ``TSMG_AUTO_DTYPE`` pins ``auto`` to (None: unset, ``auto`` is detected by :func:`auto_dtype`).
+
+    Figures measured where ``auto`` was float32 (a CPU without AMX) come out again on a CPU with
+    AMX-BF16, where ``auto`` is bfloat16, with ``TSMG_AUTO_DTYPE=float32``; the test suite pins it
+    so that its exact comparisons and recorded references do not depend on the machine's CPU.
+
+    Raises:
+        BackendError: The variable names no dtype of ``dtype:``.
+    """
+    pinned = os.environ.get(AUTO_DTYPE_ENV, "").strip()
+    if not pinned:
+        return None
+    allowed = [name for name in get_args(DType) if name != "auto"]
+    if pinned not in allowed:
+        raise BackendError(
+            f"{AUTO_DTYPE_ENV}={pinned!r} is not a dtype; set it to one of {', '.join(allowed)} or unset it"
+        )
+    return getattr(torch, pinned), f"pinned by {AUTO_DTYPE_ENV}"
 
 
 def auto_dtype(

@@ -294,20 +294,22 @@ def success(results: dict[int, bool]) -> dict[str, Any]:
     return {"success": wins / max(len(results), 1), "ci95": [low, high], "episodes": len(results)}
 
 
-def kl_to_start(eval_dir: Path, start: Path, threads: int) -> float:
+def kl_to_start(eval_dir: Path, start: Path, threads: int, dtype: str = "auto") -> float:
     """KL(trained || start) per decision, estimated on the trained model's own answers at temperature 1.
 
     Every decision of the evaluation at temperature 1 recorded its answer's tokens and their
     log-probabilities under the trained model; the start model scores the same tokens (a constrained
     choice under the same restriction), and the mean over decisions of the summed difference is an
-    unbiased estimate of the KL divergence from the start model.
+    unbiased estimate of the KL divergence from the start model. The start model is scored in
+    ``dtype``, by default the one ``tsmg eval`` picked for the answers (``auto``), so that the two
+    sides differ by their weights, not by their numerics.
     """
     from backends.hf import HFBackend
     from tsmg.episode import read_episodes
 
     steps = [step for episode in read_episodes(eval_dir / "episodes.jsonl") for step in episode.steps]
     steps = [step for step in steps if step.token_ids and step.logprobs and step.prompt_token_ids]
-    backend = HFBackend(str(start), dtype="float32", threads=threads)
+    backend = HFBackend(str(start), dtype=dtype, threads=threads)
     total = 0.0
     for first in range(0, len(steps), 32):
         batch = steps[first : first + 32]

@@ -35,7 +35,7 @@ def test_make_test_times_the_set_up_and_the_checks_apart():
     ]
     setup_at, checks_at = (line.start() for line in lines)
     assert dry.stdout.index("setup_vllm_cpu_env.sh") < setup_at < dry.stdout.index("ruff check") < checks_at
-    assert "TSMG_REQUIRE_VLLM=1 .venv/bin/pytest --durations=30" in dry.stdout
+    assert "TSMG_REQUIRE_VLLM=1 .venv/bin/pytest -n 2 --dist loadscope --durations=30" in dry.stdout
 
 
 def test_the_timing_line_reports_wall_and_cpu_time_and_keeps_the_exit_status():

@@ -484,7 +484,8 @@ class ModelConfig(_Section):
         default="auto",
         description=(
             "Weights' dtype; 'auto': the device's fast one, detected (backends.hf.auto_dtype): bfloat16 on CUDA "
-            "(float16 without bfloat16 support) and on a CPU with AMX-BF16, float32 on other CPUs."
+            "(float16 without bfloat16 support) and on a CPU with AMX-BF16, float32 on other CPUs; the environment "
+            "variable TSMG_AUTO_DTYPE pins it (e.g. float32, to reproduce figures measured without AMX)."
         ),
     )
     tiny: TinyModelOptions = Field(

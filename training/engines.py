@@ -313,9 +313,11 @@ class HFRolloutEngine(_LAPRolloutEngine):
 
     With ``merged``, a LoRA model's rollouts are sampled from a separate copy of its weights with
     the adapter folded in (:class:`backends.hf_lora.MergedAdapter`), refreshed by :meth:`sync`
-    after every update; the trained weights are never merged. In float32 the copy's
-    log-probabilities are the trainer's to float rounding and stand as pi_old; in another dtype
-    the batches say ``exact_logprobs=False`` and the trainer recomputes pi_old under its weights.
+    after every update; the trained weights are never merged. In float32 the log-probabilities
+    sampled (from the copy or the trained model) are the trainer's to float rounding and stand as
+    pi_old; in another dtype (bfloat16, ``auto`` on CUDA and on a CPU with AMX) a cached decode and
+    the training forward round differently, so the batches say ``exact_logprobs=False`` and the
+    trainer recomputes pi_old under its weights.
 
     Args:
         backend: The :class:`backends.hf.HFBackend` whose model is trained.
@@ -351,8 +353,8 @@ class HFRolloutEngine(_LAPRolloutEngine):
                 name=backend.name,
                 max_batch_size=backend.max_batch_size,
             )
-            self.exact_logprobs = backend.dtype == torch.float32
             self.plays_trained_model = False
+        self.exact_logprobs = backend.dtype == torch.float32
         super().__init__(backend, config, model_seats, opponent)
 
     def sync(self) -> None:

@@ -117,6 +117,17 @@ def test_outside_float32_the_merged_copy_leaves_pi_old_to_be_recomputed(tiny_mod
     assert all(sample.behaviour_logprobs is None for sample in samples)  # recomputed under the trained weights
 
 
+@pytest.mark.parametrize(("dtype", "exact"), [("float32", True), ("bfloat16", False)])
+def test_sampling_through_the_trained_model_is_pi_old_in_float32_only(tiny_model, tmp_path, dtype, exact):  # noqa: F811
+    # bfloat16's cached decode and the training forward round differently: pi_old is recomputed there
+    config, setup = lora_setup(tmp_path, tiny_model, merged="off", dtype=dtype)
+    engine = build_engine(config, setup.backend, tmp_path / "run", ["player"], None)
+    assert engine.merged is None and engine.exact_logprobs == exact
+    batch, samples = played_samples(engine, config, 41)
+    assert batch.exact_logprobs == exact and samples
+    assert all((sample.behaviour_logprobs is not None) == exact for sample in samples)
+
+
 @pytest.mark.parametrize(("merged", "dtype", "expected"), [("auto", "float32", True), ("auto", "bfloat16", False)])
 def test_auto_merges_float32_lora_on_a_cpu_only(tiny_model, tmp_path, merged, dtype, expected):  # noqa: F811
     config, setup = lora_setup(tmp_path, tiny_model, merged=merged, dtype=dtype)
