@@ -1,4 +1,4 @@
-"""Write the fixed-seed runs that tests/test_identical_runs.py compares byte for byte, and their digests.
+"""Write the fixed-seed runs that tests/test_identical_runs.py compares record for record, and their reference.
 
 Two runs, each on one thread in fp32 from a model built on the spot:
 
@@ -8,27 +8,33 @@ Two runs, each on one thread in fp32 from a model built on the spot:
   a time, at temperature 1, constrained to the four moves).
 
 Their ``episodes.jsonl`` and ``metrics.jsonl`` are normalised (:func:`normalise`: wall times,
-dates and paths dropped, the episode schema version and the fields schema 4 added left out) and
-hashed. The reference was written by schema 3 (main at bb20da2); schemas 4 and 5 only added fields
-(:data:`ADDED_IN_SCHEMA_4`, :data:`ADDED_IN_SCHEMA_5`), so every field schema 3 wrote must be byte for
-byte the same, and the test checks the added ones on their own. ``python
-scripts/identical_runs.py --write`` stores the digests and a short excerpt in
-``tests/data/identical-runs.json``; the test reruns the runs and compares.
+dates and paths dropped, the episode schema version and the fields schemas 4 and 5 added left out)
+and compared row for row with the reference (:func:`differences`): every text, token, action and
+count exactly, every float to a relative 1e-5. On one machine the runs are byte for byte the same;
+between CPUs float32 kernels round differently in the 7th digit (a CPU with AMX against one
+without), which is all the tolerance allows. The reference holds the records schema 3 wrote (the
+code of main at bb20da2); schemas 4 and 5 only added fields (:data:`ADDED_IN_SCHEMA_4`,
+:data:`ADDED_IN_SCHEMA_5`), so every field schema 3 wrote must be the same, and the test checks the
+added ones on their own. ``python scripts/identical_runs.py --write`` stores the normalised records
+in ``tests/data/identical-runs.json.gz``; the test reruns the runs and compares.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
+import gzip
 import json
+import math
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "identical-runs.json"
+REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "identical-runs.json.gz"
+#: How far a float may move between CPUs (their float32 kernels round differently).
+RELATIVE_TOLERANCE, ABSOLUTE_TOLERANCE = 1e-5, 1e-7
 #: Fields whose values are wall times, not what was computed (of the episode and of each step).
 VOLATILE_EPISODE_FIELDS = frozenset({"latency_s"})
 VOLATILE_METRIC_PREFIXES = ("time/",)
@@ -107,35 +113,64 @@ def run_both(folder: Path) -> dict[str, Path]:
     return {"demo": demo, "eval": run_eval(folder, demo / "final")}
 
 
-def digests(folder: Path, runs: dict[str, Path] | None = None) -> dict[str, dict[str, Any]]:
-    """Per run and file: the sha256 of the normalised content, its line count and its first line."""
-    found: dict[str, dict[str, Any]] = {}
+def records(folder: Path, runs: dict[str, Path] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Per run and file (``demo/episodes.jsonl``, ...): its normalised rows."""
+    found: dict[str, list[dict[str, Any]]] = {}
     for run, path in (runs or run_both(folder)).items():
         for name in ("episodes.jsonl", "metrics.jsonl"):
-            if not (path / name).exists():
-                continue
-            text = normalise(name, (path / name).read_text(encoding="utf-8"), folder)
-            found[f"{run}/{name}"] = {
-                "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                "lines": text.count("\n"),
-                "first_line": text.splitlines()[0][:2000],
-            }
+            if (path / name).exists():
+                text = normalise(name, (path / name).read_text(encoding="utf-8"), folder)
+                found[f"{run}/{name}"] = [json.loads(line) for line in text.splitlines()]
     return found
 
 
+def read_reference(path: Path = REFERENCE) -> dict[str, list[dict[str, Any]]]:
+    """The stored records (:func:`records` of the reference code's runs)."""
+    with gzip.open(path, "rt", encoding="utf-8") as stored:
+        reference: dict[str, list[dict[str, Any]]] = json.load(stored)
+    return reference
+
+
+def differences(found: Any, expected: Any, where: str = "") -> list[str]:
+    """Where ``found`` differs from ``expected``: floats beyond the tolerance, anything else at all.
+
+    Returns one line per difference (``demo/episodes.jsonl[3].steps[0].logprobs[0]: ...``), empty
+    when the records agree.
+    """
+    if isinstance(expected, dict) and isinstance(found, dict):
+        if found.keys() != expected.keys():
+            return [f"{where or 'the records'}: keys {sorted(found)} instead of {sorted(expected)}"]
+        inside = [(found[key], expected[key], f"{where}.{key}" if where else key) for key in expected]
+        return [line for item, wanted, at in inside for line in differences(item, wanted, at)]
+    if isinstance(expected, list) and isinstance(found, list):
+        if len(found) != len(expected):
+            return [f"{where}: {len(found)} items instead of {len(expected)}"]
+        pairs = enumerate(zip(found, expected, strict=True))
+        return [line for i, (item, wanted) in pairs for line in differences(item, wanted, f"{where}[{i}]")]
+    floats = isinstance(expected, float) and isinstance(found, float)
+    if floats and math.isclose(found, expected, rel_tol=RELATIVE_TOLERANCE, abs_tol=ABSOLUTE_TOLERANCE):
+        return []
+    if not floats and type(found) is type(expected) and found == expected:
+        return []
+    return [f"{where}: {found!r} instead of {expected!r}"]
+
+
 def main() -> int:
-    """Print the digests; ``--write`` stores them as the reference."""
+    """Compare the runs with the reference and print the differences; ``--write`` stores them as the reference."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"store the digests in {REFERENCE}")
+    parser.add_argument("--write", action="store_true", help=f"store the records as the reference, {REFERENCE}")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as scratch:
-        found = digests(Path(scratch))
-    text = json.dumps(found, indent=1, sort_keys=True) + "\n"
+        found = records(Path(scratch))
     if args.write:
-        REFERENCE.write_text(text, encoding="utf-8")
-    sys.stdout.write(text)
-    return 0
+        text = json.dumps(found, sort_keys=True, separators=(",", ":"))
+        REFERENCE.write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))  # mtime 0: the same records, the same bytes
+        print(f"wrote {REFERENCE}: " + ", ".join(f"{name} {len(rows)} rows" for name, rows in found.items()))
+        return 0
+    lines = [line for name in sorted(found) for line in differences(found[name], read_reference().get(name), name)]
+    print("\n".join(lines[:20]) if lines else "the runs write the reference's records")
+    return 1 if lines else 0
 
 
 if __name__ == "__main__":
