@@ -98,7 +98,7 @@ def train_config(
             "lap": LAP,
             "game_options": dict(VIEW),
         },
-        "model": {"spec": "tiny" if model is None else f"hf:{model}", "finetune": "full"},
+        "model": {"spec": "tiny" if model is None else f"hf:{model}", "finetune": "full", "dtype": "float32"},
         "optim": {"lr": lr, "micro_batch_size": 64, "grad_accumulation": 1},
         "run": {"out_dir": str(out_dir), "seed": seed, "updates": updates, "threads": 1, "tensorboard": False},
     }
@@ -259,7 +259,7 @@ def warm_start(seed: int, model: str, out_dir: Path, transcripts: Path) -> str:
         config = SFTConfig.model_validate(
             {
                 "data": {"episodes": [str(transcripts)]},
-                "model": {"spec": f"hf:{model}", "finetune": "full"},
+                "model": {"spec": f"hf:{model}", "finetune": "full", "dtype": "float32"},
                 "lap": LAP,
                 "optim": {"lr": 1e-3, "epochs": 4, "batch_size": 32, "schedule": "linear"},
                 "run": {"out_dir": str(out_dir), "seed": seed, "threads": 1, "logging_steps": 100},

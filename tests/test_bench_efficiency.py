@@ -64,8 +64,16 @@ def test_efficiency_is_flops_over_cpu_seconds_times_peak_and_names_the_phase_tha
     assert result["phase_efficiency"]["prefill"] == pytest.approx(0.8)
     assert not result["reached"] and result["spread_update_cpu_s"] == [11.0, 13.0]
     assert result["generation_cpu_s"] == {"merged": 8.0, "unmerged": 9.5, "plain_generate": 9.0}
+    assert result["efficiency_at_dtype_peak"] == result["efficiency"] and result["dtype_peak_gflops"] == 1.0
+    # In bfloat16 (auto on a CPU with AMX): the update against both peaks, its phases against its own dtype's.
+    fast = efficiency.summarise([record], 1.0e9, args, "bfloat16", dtype_peak=4.0e9)
+    assert fast["efficiency"] == pytest.approx(4.0 / 11.0, abs=1e-3)
+    assert fast["efficiency_at_dtype_peak"] == pytest.approx(1.0 / 11.0, abs=1e-3)
+    assert fast["phase_efficiency"]["prefill"] == pytest.approx(0.2)
+    assert fast["held_back_by"] == "decode"
 
 
-def test_the_peak_is_a_plausible_float32_rate():
-    peak = efficiency.matmul_peak(torch.get_num_threads(), size=256, tries=2)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_peak_is_a_plausible_rate(dtype):
+    peak = efficiency.matmul_peak(torch.get_num_threads(), size=256, tries=2, dtype=dtype)
     assert 1e8 < peak < 1e13

@@ -122,7 +122,14 @@ def demo_config(
                     "temperature": 1.0,
                 },
             },
-            "model": {"spec": "tiny", "finetune": "full", "tiny": {"preset": "0.15m", "tokenizer_corpus": "prose"}},
+            # float32 on any CPU (not `auto`, which is bfloat16 with AMX): a 0.15M model gains no speed in
+            # bfloat16, and its full fine-tune would round every weight update to 8 bits of mantissa.
+            "model": {
+                "spec": "tiny",
+                "finetune": "full",
+                "dtype": "float32",
+                "tiny": {"preset": "0.15m", "tokenizer_corpus": "prose"},
+            },
             "credit": {"name": "ms-grpo"},
             "sampler": {"name": "aaw"},
             "loss": loss,
