@@ -19,7 +19,8 @@ budget as a hard stop. The arms' actual CPU-seconds are in the
 table.
 
 Judged on the held-out maps (``tsmg eval --seed 0``, ``--episodes`` maps, greedy and at
-temperature 1); pilots (``--pilot NAME``, 20 CPU-minutes each, training seed 0) on the
+temperature 1, and an RL arm that trained at another temperature also at that one, paired there
+with SFT at temperature 1: :func:`training_temperature`); pilots (``--pilot NAME``, 20 CPU-minutes each, training seed 0) on the
 validation maps (``--seed 1000000``), never the held-out ones. Each arm's success with its
 Wilson 95 % interval, and exact McNemar tests over the held-out maps (per seed and pooled over
 seeds: the discordant maps summed) of ``sft+rl`` and ``rl-choice`` against ``sft``. For runs
@@ -87,6 +88,22 @@ PILOTS: dict[str, Pilot] = {
     "choice-base": Pilot("rl-choice", {}, "the shipped constrained-choice config as it is"),
     "choice-t4": Pilot("rl-choice", {"rollout.lap.temperature": 4.0}, "temperature 4: more maps solved by chance"),
 }
+
+
+def training_temperature(arm: str, pilot: str | None = None) -> float | None:
+    """The temperature an arm's MS-GRPO rollouts sample at, where it is neither 0 nor 1 (None otherwise).
+
+    Such an arm is also judged at that temperature: the policy MS-GRPO trained is the sampled one
+    (the constrained-choice arm samples at 2, where greedy play repeats one move everywhere).
+    """
+    if arm == "sft":
+        return None
+    import yaml
+
+    config = yaml.safe_load((REPO / (RL_CONFIG if arm == "sft+rl" else CHOICE_CONFIG)).read_text())
+    settings = PILOTS[pilot].settings if pilot else {}
+    temperature = float(settings.get("rollout.lap.temperature", config["rollout"]["lap"].get("temperature", 1.0)))
+    return None if temperature in (0.0, 1.0) else temperature
 
 
 def tsmg(*args: str) -> list[str]:
@@ -237,6 +254,9 @@ class Bench:
         }
         record = {"seed": seed, "arm": arm, "budget": budget, "cpu": cpu, "cpu_total": sum(cpu.values())}
         record["evals"] = evals
+        if (trained_at := training_temperature(arm, pilot)) is not None:
+            record["train_temperature"] = trained_at
+            evals["train"] = str(self.evaluate(model, arm, root / f"eval-{arm}-t{trained_at:g}", eval_seed, trained_at))
         if arm != "sft":  # how far MS-GRPO moved the policy from where it started
             start = short_sft / "final" if arm == "sft+rl" else self.base_model()
             record["kl_to_start"] = kl_to_start(Path(evals["t1"]), start, self.args.threads)
@@ -348,15 +368,26 @@ def summarise(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
         return f"{100 * entry['success']:.1f}% ({100 * low:.1f}–{100 * high:.1f}%)"
 
     headline: dict[str, Any] = {"arms": {}, "paired": {}}
-    for temperature in ("t0", "t1"):
-        results = {(r["seed"], r["arm"]): solved(Path(r["evals"][temperature])) for r in records}
-        print(f"\nheld-out maps, {'greedy' if temperature == 't0' else 'temperature 1'}:")
-        print("| seed | arm | CPU-s (sft + rl) | success (95% CI) |")
-        print("|---|---|---|---|")
+    # Greedy, temperature 1, and each RL arm at the temperature it trained at ("train"; paired with sft at 1).
+    titles = {"t0": "greedy", "t1": "temperature 1", "train": "each arm at its training temperature"}
+    for temperature, title in titles.items():
+        results = {
+            (r["seed"], r["arm"]): solved(Path(r["evals"][temperature])) for r in records if temperature in r["evals"]
+        }
+        if temperature == "train":
+            if not results:
+                continue
+            results.update({(r["seed"], "sft"): solved(Path(r["evals"]["t1"])) for r in records if r["arm"] == "sft"})
+        print(f"\nheld-out maps, {title}:")
+        print("| seed | arm | CPU-s (sft + rl) | temperature | success (95% CI) |")
+        print("|---|---|---|---|---|")
         for r in records:
+            if (r["seed"], r["arm"]) not in results:
+                continue
             cpu = " + ".join(f"{r['cpu'][k]:.0f}" for k in ("sft", "rl") if k in r["cpu"])
-            print(f"| {r['seed']} | {r['arm']} | {cpu} | {pct(success(results[(r['seed'], r['arm'])]))} |")
-        for arm in ARMS:
+            at = {"t0": 0, "t1": 1}.get(temperature, r.get("train_temperature", 1))
+            print(f"| {r['seed']} | {r['arm']} | {cpu} | {at:g} | {pct(success(results[(r['seed'], r['arm'])]))} |")
+        for arm in ARMS if temperature != "train" else ARMS[1:]:  # there sft's row is its temperature 1
             pooled = {
                 (seed, s): ok for (seed, name), found in results.items() if name == arm for s, ok in found.items()
             }
@@ -439,11 +470,16 @@ def main() -> None:
                     records.append(record)
         print(f"wall time this session: {time.time() - started:.0f} s")
     if args.pilot:
+        figures = {}
         for r in records:
-            found = success(solved(Path(r["evals"]["t0"])))
-            share = f"{100 * found['success']:.1f}%"
-            print(f"pilot {r['pilot']} ({r['note']}): validation greedy {share}, CPU {r['cpu_total']:.0f} s")
-        print(json.dumps({"pilots": {r["pilot"]: success(solved(Path(r["evals"]["t0"]))) for r in records}}))
+            figures[r["pilot"]] = {key: success(solved(Path(folder))) for key, folder in r["evals"].items()}
+            shares = ", ".join(
+                f"{'greedy' if key == 't0' else 'T1' if key == 't1' else 'T' + format(r['train_temperature'], 'g')} "
+                f"{100 * found['success']:.1f}%"
+                for key, found in figures[r["pilot"]].items()
+            )
+            print(f"pilot {r['pilot']} ({r['note']}): validation {shares}; CPU {r['cpu_total']:.0f} s")
+        print(json.dumps({"pilots": figures}))
         return
     records = [r for r in records if r["seed"] < args.seeds and r["arm"] in args.arms]
     print(json.dumps({"budget_cpu_s": args.budget, "seeds": args.seeds, **summarise(records, args.out)}))

@@ -123,3 +123,33 @@ def test_an_interrupted_sft_is_resumed_where_it_stopped_not_started_again(tmp_pa
     assert again == [*first[: first.index("--out") + 2], "--resume", *first[first.index("--out") + 2 :]]
     assert (folder / "checkpoints" / "checkpoint-40").is_dir()  # kept for the resumed run
     check_run_folder(parsed_sft(again), folder, True, resumable=RESUMABLE_CHANGES)  # the same run: not refused
+
+
+def test_an_rl_arm_is_also_judged_at_the_temperature_it_trained_at():
+    assert equal_cpu.training_temperature("rl-choice") == 2.0  # the shipped choice config samples at 2
+    assert equal_cpu.training_temperature("rl-choice", "choice-t4") == 4.0
+    assert equal_cpu.training_temperature("sft+rl") is None  # trains at 1: the temperature-1 table is its own
+    assert equal_cpu.training_temperature("sft+rl", "rl-t1.3") == 1.3
+    assert equal_cpu.training_temperature("sft") is None
+
+
+def test_the_training_temperature_table_pairs_each_rl_arm_with_sft_at_temperature_1(tmp_path, monkeypatch, capsys):
+    # solved() reads an evaluation's episodes; here each folder's name stands for the maps it solved
+    solved_by = {"sft-t0": {0: True}, "sft-t1": {0: True, 1: True}, "c-t0": {}, "c-t1": {2: True}, "c-t2": {1: True}}
+    monkeypatch.setattr(equal_cpu, "solved", lambda folder: {m: m in solved_by[folder.name] for m in range(4)})
+    records = [
+        {"seed": 0, "arm": "sft", "cpu": {"sft": 3600.0}, "evals": {"t0": "sft-t0", "t1": "sft-t1"}},
+        {
+            "seed": 0,
+            "arm": "rl-choice",
+            "cpu": {"rl": 3600.0},
+            "evals": {"t0": "c-t0", "t1": "c-t1", "train": "c-t2"},
+            "train_temperature": 2.0,
+        },
+    ]
+    headline = equal_cpu.summarise(records, tmp_path)
+    assert headline["arms"]["rl-choice"]["train"]["success"] == 0.25
+    assert "train" not in headline["arms"]["sft"]
+    paired = headline["paired"]["rl-choice vs sft train"]  # map 1 solved by both, map 0 by sft at temperature 1 only
+    assert (paired["only_arm"], paired["only_baseline"]) == (0, 1)
+    assert "| 0 | rl-choice | 3600 | 2 | 25.0% " in capsys.readouterr().out
