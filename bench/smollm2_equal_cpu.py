@@ -18,15 +18,16 @@ holds an SFT run's fixed CPU-seconds (loading) and CPU-seconds per step, measure
 budget as a hard stop. The arms' actual CPU-seconds are in the
 table.
 
-Judged on the held-out maps (``tsmg eval --seed 0``, ``--episodes`` maps, greedy and at
-temperature 1, and an RL arm that trained at another temperature also at that one, paired there
-with SFT at temperature 1: :func:`training_temperature`); pilots (``--pilot NAME``, 20 CPU-minutes each, training seed 0) on the
-validation maps (``--seed 1000000``), never the held-out ones. Each arm's success with its
-Wilson 95 % interval, and exact McNemar tests over the held-out maps (per seed and pooled over
-seeds: the discordant maps summed) of ``sft+rl`` and ``rl-choice`` against ``sft``. For runs
-that trained with MS-GRPO: the share of zero-signal groups and the mean |advantage| (from their
-``metrics.jsonl``), and how far the policy moved: KL(trained || start) per decision, estimated on
-the trained model's own answers (:func:`kl_to_start`).
+Judged on the held-out maps (``tsmg eval --seed 0``, ``--episodes`` maps, greedy and at temperature
+1, and an RL arm that trained at another temperature also at that one, paired there with SFT at
+temperature 1: :func:`training_temperature`; every arm under the same game options,
+:func:`eval_game_options`, so that all meet the same maps); pilots (``--pilot NAME``, 20 CPU-minutes
+each, training seed 0) on the validation maps (``--seed 1000000``), never the held-out ones. Each
+arm's success with its Wilson 95 % interval, and exact McNemar tests over the held-out maps (per
+seed and pooled over seeds: the discordant maps summed) of ``sft+rl`` and ``rl-choice`` against
+``sft``. For runs that trained with MS-GRPO: the share of zero-signal groups and the mean
+|advantage| (from their ``metrics.jsonl``), and how far the policy moved: KL(trained || start) per
+decision, estimated on the trained model's own answers (:func:`kl_to_start`).
 
 Everything lands in ``OUT`` (one folder per seed and arm, ``OUT/runs.jsonl`` appended as each
 arm finishes): started again with the same ``--out``, the bench skips what is done and resumes
@@ -61,6 +62,22 @@ ORACLE_SEED = 5_000_000
 HELD_OUT_SEED = 0  # tsmg eval's default seeds: never a training (< 1,000,000 from run seeds) or oracle seed
 VALIDATION_SEED = 1_000_000
 ARMS = ("sft", "sft+rl", "rl-choice")
+
+
+def eval_game_options() -> list[str]:
+    """``--option`` flags of the game options every evaluation plays under: the SFT-then-RL arm's training options.
+
+    ``tsmg eval`` plays a training run's model under its run's game options, and an evaluation's
+    seed list depends on the game's options (``tsmg.evaluation.plan.episode_seeds``): without one
+    set for all, the arm trained with ``on_invalid: penalize`` would meet other maps than the others,
+    and no map would pair. These options change the reward of an invalid answer only, not success.
+    """
+    import yaml
+
+    options = yaml.safe_load((REPO / RL_CONFIG).read_text())["rollout"].get("game_options") or {}
+    return [flag for key, value in options.items() for flag in ("--option", f"{key}={json.dumps(value)}")]
+
+
 #: Each arm's evaluation LAP: the action format it trained in.
 EVAL_FORMAT = {
     "sft": ["--action-format", "tag"],
@@ -214,7 +231,7 @@ class Bench:
         spec = f"hf:{model}"
         self.run(
             tsmg("eval", "--game", GAME, "--model", spec, "--episodes", str(self.args.episodes), "--seed", str(seed),
-                 "--temperature", str(temperature), "--max-tokens", "24", *EVAL_FORMAT[arm],
+                 "--temperature", str(temperature), "--max-tokens", "24", *EVAL_FORMAT[arm], *eval_game_options(),
                  "--model-option", f"{spec}:threads={self.args.threads}", "--no-progress", "--out", str(folder)),
             self.out / "logs" / f"eval-{folder.parent.name}-{folder.name}.log",
         )  # fmt: skip
@@ -278,6 +295,7 @@ class Bench:
             self.run(
                 tsmg("eval", "--game", GAME, "--model", "smollm2", "--episodes", str(self.args.episodes), "--seed",
                      str(HELD_OUT_SEED), "--temperature", str(temperature), "--action-format", "choice",
+                     *eval_game_options(),
                      "--model-option", f"smollm2:threads={self.args.threads}", "--no-progress", "--out", str(folder)),
                 self.out / "logs" / f"eval-zero-shot-t{temperature:g}.log",
             )  # fmt: skip

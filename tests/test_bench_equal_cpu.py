@@ -153,3 +153,17 @@ def test_the_training_temperature_table_pairs_each_rl_arm_with_sft_at_temperatur
     paired = headline["paired"]["rl-choice vs sft train"]  # map 1 solved by both, map 0 by sft at temperature 1 only
     assert (paired["only_arm"], paired["only_baseline"]) == (0, 1)
     assert "| 0 | rl-choice | 3600 | 2 | 25.0% " in capsys.readouterr().out
+
+
+def test_every_arm_is_judged_under_the_same_game_options_so_all_meet_the_same_maps():
+    from tsmg.assignments import parse_assignments
+    from tsmg.evaluation.plan import episode_seeds
+
+    options = TrainConfig.from_yaml(REPO / equal_cpu.RL_CONFIG).rollout.game_options
+    assert options  # the RL arm trains with on_invalid: penalize; tsmg eval would carry it into its seeds
+    flags = equal_cpu.eval_game_options()
+    assert set(flags[::2]) == {"--option"}
+    given = parse_assignments(flags[1::2])  # as tsmg eval reads them
+    assert given == options
+    game = equal_cpu.GAME
+    assert episode_seeds(game, given, 0, 8) == episode_seeds(game, options, 0, 8) != episode_seeds(game, {}, 0, 8)
