@@ -161,6 +161,7 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help=f"store the records as the reference, {REFERENCE}")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("TSMG_AUTO_DTYPE", "float32")  # as the test suite: fp32 on a CPU with AMX too
     with tempfile.TemporaryDirectory() as scratch:
         found = records(Path(scratch))
     if args.write:
