@@ -43,6 +43,7 @@ one line holding a JSON object.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -64,6 +65,14 @@ VALIDATION_SEED = 1_000_000
 ARMS = ("sft", "sft+rl", "rl-choice")
 
 
+@functools.cache
+def shipped_config(path: str) -> Any:
+    """A shipped training config (``RL_CONFIG``, ``CHOICE_CONFIG``) as ``tsmg train`` reads it, defaults filled in."""
+    from training.config import TrainConfig
+
+    return TrainConfig.from_yaml(REPO / path)
+
+
 def eval_game_options() -> list[str]:
     """``--option`` flags of the game options every evaluation plays under: the SFT-then-RL arm's training options.
 
@@ -72,9 +81,7 @@ def eval_game_options() -> list[str]:
     set for all, the arm trained with ``on_invalid: penalize`` would meet other maps than the others,
     and no map would pair. These options change the reward of an invalid answer only, not success.
     """
-    import yaml
-
-    options = yaml.safe_load((REPO / RL_CONFIG).read_text())["rollout"].get("game_options") or {}
+    options = shipped_config(RL_CONFIG).rollout.game_options
     return [flag for key, value in options.items() for flag in ("--option", f"{key}={json.dumps(value)}")]
 
 
@@ -115,11 +122,9 @@ def training_temperature(arm: str, pilot: str | None = None) -> float | None:
     """
     if arm == "sft":
         return None
-    import yaml
-
-    config = yaml.safe_load((REPO / (RL_CONFIG if arm == "sft+rl" else CHOICE_CONFIG)).read_text())
+    shipped = shipped_config(RL_CONFIG if arm == "sft+rl" else CHOICE_CONFIG).rollout.lap.temperature
     settings = PILOTS[pilot].settings if pilot else {}
-    temperature = float(settings.get("rollout.lap.temperature", config["rollout"]["lap"].get("temperature", 1.0)))
+    temperature = float(settings.get("rollout.lap.temperature", shipped))
     return None if temperature in (0.0, 1.0) else temperature
 
 
