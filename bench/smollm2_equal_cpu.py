@@ -32,12 +32,17 @@ decision, estimated on the trained model's own answers (:func:`kl_to_start`).
 Everything lands in ``OUT`` (one folder per seed and arm, ``OUT/runs.jsonl`` appended as each
 arm finishes): started again with the same ``--out``, the bench skips what is done and resumes
 an interrupted ``tsmg train`` or ``tsmg sft`` with ``--resume`` from its last checkpoint (its CPU
-budget counts the sessions before). ``--summarise`` prints the tables of what is there. Ends with
-one line holding a JSON object.
+budget counts the sessions before). A record of ``runs.jsonl`` holds all its tables need (the maps
+each evaluation solved, the training signal, the commit it ran at), so the default ``OUT``,
+``bench/results/smollm2-equal-cpu``, keeps in git only ``runs.jsonl`` and ``calibration.json``
+(its ``.gitignore``): a clone resumes with the arms that are done and prints their tables with
+``--summarise``. The zero-shot model (the ``rl-choice`` arm's start) is judged once, with that arm.
+Ends with one line holding a JSON object.
 
-    python bench/smollm2_equal_cpu.py --out runs/equal-cpu --seeds 3          # ~9 CPU-hours, one process
-    python bench/smollm2_equal_cpu.py --out runs/equal-cpu --pilot rl-lr1e-4  # one pilot, 20 CPU-minutes
-    python bench/smollm2_equal_cpu.py --out runs/equal-cpu --seeds 3 --summarise
+    python bench/smollm2_equal_cpu.py --seeds 3                     # ~9 CPU-hours, one process
+    python bench/smollm2_equal_cpu.py --seeds 1 --arms sft          # processes can share the arms out
+    python bench/smollm2_equal_cpu.py --pilot rl-lr1e-4 --out runs/equal-cpu  # one pilot, 20 CPU-minutes
+    python bench/smollm2_equal_cpu.py --seeds 3 --summarise
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ ORACLE_SEED = 5_000_000
 HELD_OUT_SEED = 0  # tsmg eval's default seeds: never a training (< 1,000,000 from run seeds) or oracle seed
 VALIDATION_SEED = 1_000_000
 ARMS = ("sft", "sft+rl", "rl-choice")
+ZERO_SHOT = "zero-shot"  # the record of the zero-shot model under constrained choice (no training seed)
+RESULTS = REPO / "bench" / "results" / "smollm2-equal-cpu"
 
 
 @functools.cache
@@ -279,10 +286,11 @@ class Bench:
         if (trained_at := training_temperature(arm, pilot)) is not None:
             record["train_temperature"] = trained_at
             evals["train"] = str(self.evaluate(model, arm, root / f"eval-{arm}-t{trained_at:g}", eval_seed, trained_at))
-        if arm != "sft":  # how far MS-GRPO moved the policy from where it started
+        if arm != "sft":  # what MS-GRPO saw, and how far it moved the policy from where it started
             start = short_sft / "final" if arm == "sft+rl" else self.base_model()
+            record["training_signal"] = training_signal(model.parent)
             record["kl_to_start"] = kl_to_start(Path(evals["t1"]), start, self.args.threads)
-        return record
+        return finished(record)
 
     def base_model(self) -> Path:
         """The folder of the model the runs start from (``--model hf:DIR``, else the embedded SmolLM2)."""
@@ -292,8 +300,11 @@ class Bench:
 
         return Path(embedded_model_dir())
 
-    def zero_shot(self) -> dict[str, str]:
-        """The zero-shot model under constrained choice on the held-out maps (its tags row is in docs/results.md)."""
+    def zero_shot(self) -> dict[str, Any]:
+        """The record of the zero-shot model under constrained choice on the held-out maps.
+
+        (Its row in ``<action>`` tags is in docs/results.md: it answers no tag.)
+        """
         folders = {}
         for temperature in (0.0, 1.0):
             folder = self.out / "zero-shot" / f"eval-choice-t{temperature:g}"
@@ -305,7 +316,7 @@ class Bench:
                 self.out / "logs" / f"eval-zero-shot-t{temperature:g}.log",
             )  # fmt: skip
             folders[f"t{temperature:g}"] = str(folder)
-        return folders
+        return finished({"seed": None, "arm": ZERO_SHOT, "evals": folders})
 
 
 # ---------------------------------------------------------------------- the tables
@@ -314,6 +325,23 @@ def solved(eval_dir: Path) -> dict[int, bool]:
     from tsmg.episode import read_episodes
 
     return {int(e.seed or 0): bool(e.success.get("player")) for e in read_episodes(eval_dir / "episodes.jsonl")}
+
+
+def finished(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` made whole: the maps each of its evaluations solved, and the commit the bench ran at.
+
+    The tables are made from these alone, so that ``runs.jsonl`` outlives the run folders.
+    """
+    record["solved"] = {key: {str(seed): ok for seed, ok in solved(Path(folder)).items()} for key, folder in
+                        record["evals"].items()}  # fmt: skip
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    record["commit"] = commit.stdout.strip() or None
+    return record
+
+
+def outcomes(record: dict[str, Any], key: str) -> dict[int, bool]:
+    """Which held-out (or validation) maps ``record``'s evaluation ``key`` (``t0``, ``t1``, ``train``) solved."""
+    return {int(seed): ok for seed, ok in record["solved"][key].items()}
 
 
 def mcnemar(arm: dict[int, bool], baseline: dict[int, bool]) -> dict[str, Any]:
@@ -383,24 +411,29 @@ def training_signal(run_dir: Path) -> dict[str, float | None]:
     }
 
 
-def summarise(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
-    """Print the per-seed and pooled tables of ``records``; the headline figures."""
+def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Print the per-seed and pooled tables of ``records`` (a zero-shot record gives a line); the headline figures."""
 
     def pct(entry: dict[str, Any]) -> str:
         low, high = entry["ci95"]
         return f"{100 * entry['success']:.1f}% ({100 * low:.1f}–{100 * high:.1f}%)"
 
     headline: dict[str, Any] = {"arms": {}, "paired": {}}
+    for r in records:
+        if r["arm"] == ZERO_SHOT:
+            headline[ZERO_SHOT] = {key: success(outcomes(r, key)) for key in r["solved"]}
+            found = ", ".join(f"{'greedy' if k == 't0' else 'temperature 1'} {pct(v)}" for k, v in
+                              headline[ZERO_SHOT].items())  # fmt: skip
+            print(f"zero-shot under constrained choice: {found}")
+    records = [r for r in records if r["arm"] != ZERO_SHOT]
     # Greedy, temperature 1, and each RL arm at the temperature it trained at ("train"; paired with sft at 1).
     titles = {"t0": "greedy", "t1": "temperature 1", "train": "each arm at its training temperature"}
     for temperature, title in titles.items():
-        results = {
-            (r["seed"], r["arm"]): solved(Path(r["evals"][temperature])) for r in records if temperature in r["evals"]
-        }
+        results = {(r["seed"], r["arm"]): outcomes(r, temperature) for r in records if temperature in r["solved"]}
         if temperature == "train":
             if not results:
                 continue
-            results.update({(r["seed"], "sft"): solved(Path(r["evals"]["t1"])) for r in records if r["arm"] == "sft"})
+            results.update({(r["seed"], "sft"): outcomes(r, "t1") for r in records if r["arm"] == "sft"})
         print(f"\nheld-out maps, {title}:")
         print("| seed | arm | CPU-s (sft + rl) | temperature | success (95% CI) |")
         print("|---|---|---|---|---|")
@@ -438,9 +471,8 @@ def summarise(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
                   f"{totals['only_arm']} vs {totals['only_baseline']}, exact McNemar p {pooled_p:.3g}")  # fmt: skip
     signals = {}
     for r in records:
-        folder = out / f"seed-{r['seed']}" / r["arm"]
-        if r["arm"] != "sft" and (signal := training_signal(folder)):
-            signal["kl_to_start"] = r.get("kl_to_start")
+        if signal := r.get("training_signal"):
+            signal = {**signal, "kl_to_start": r.get("kl_to_start")}
             signals[f"{r['seed']}/{r['arm']}"] = signal
             rounded = {key: value if value is None else round(value, 4) for key, value in signal.items()}
             print(f"seed {r['seed']} {r['arm']}: {json.dumps(rounded)}")
@@ -450,7 +482,7 @@ def summarise(records: list[dict[str, Any]], out: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/equal-cpu"), help="the bench's folder (resumable)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the bench's folder (resumable)")
     parser.add_argument("--seeds", type=int, default=3, help="training seeds (0, 1, ...)")
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--budget", type=float, default=3600.0, help="CPU-seconds per arm and seed")
@@ -481,8 +513,11 @@ def main() -> None:
                     handle.write(json.dumps(record) + "\n")
                 records.append(record)
         else:
-            if args.model is None:
-                bench.zero_shot()
+            if args.model is None and "rl-choice" in args.arms and not any(r["arm"] == ZERO_SHOT for r in records):
+                record = bench.zero_shot()
+                with open(records_path, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(record) + "\n")
+                records.append(record)
             for seed in range(args.seeds):
                 for arm in args.arms:
                     if any(r["seed"] == seed and r["arm"] == arm for r in records):
@@ -495,7 +530,7 @@ def main() -> None:
     if args.pilot:
         figures = {}
         for r in records:
-            figures[r["pilot"]] = {key: success(solved(Path(folder))) for key, folder in r["evals"].items()}
+            figures[r["pilot"]] = {key: success(outcomes(r, key)) for key in r["solved"]}
             shares = ", ".join(
                 f"{'greedy' if key == 't0' else 'T1' if key == 't1' else 'T' + format(r['train_temperature'], 'g')} "
                 f"{100 * found['success']:.1f}%"
@@ -504,8 +539,8 @@ def main() -> None:
             print(f"pilot {r['pilot']} ({r['note']}): validation {shares}; CPU {r['cpu_total']:.0f} s")
         print(json.dumps({"pilots": figures}))
         return
-    records = [r for r in records if r["seed"] < args.seeds and r["arm"] in args.arms]
-    print(json.dumps({"budget_cpu_s": args.budget, "seeds": args.seeds, **summarise(records, args.out)}))
+    records = [r for r in records if r["arm"] == ZERO_SHOT or (r["seed"] < args.seeds and r["arm"] in args.arms)]
+    print(json.dumps({"budget_cpu_s": args.budget, "seeds": args.seeds, **summarise(records)}))
 
 
 if __name__ == "__main__":

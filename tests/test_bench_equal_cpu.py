@@ -133,26 +133,59 @@ def test_an_rl_arm_is_also_judged_at_the_temperature_it_trained_at():
     assert equal_cpu.training_temperature("sft") is None
 
 
-def test_the_training_temperature_table_pairs_each_rl_arm_with_sft_at_temperature_1(tmp_path, monkeypatch, capsys):
-    # solved() reads an evaluation's episodes; here each folder's name stands for the maps it solved
-    solved_by = {"sft-t0": {0: True}, "sft-t1": {0: True, 1: True}, "c-t0": {}, "c-t1": {2: True}, "c-t2": {1: True}}
-    monkeypatch.setattr(equal_cpu, "solved", lambda folder: {m: m in solved_by[folder.name] for m in range(4)})
+def test_the_training_temperature_table_pairs_each_rl_arm_with_sft_at_temperature_1(capsys):
+    def maps(*solved):  # a record's solved maps, as runs.jsonl holds them, of 4 maps
+        return {str(m): m in solved for m in range(4)}
+
     records = [
-        {"seed": 0, "arm": "sft", "cpu": {"sft": 3600.0}, "evals": {"t0": "sft-t0", "t1": "sft-t1"}},
+        {"seed": 0, "arm": "sft", "cpu": {"sft": 3600.0}, "solved": {"t0": maps(0), "t1": maps(0, 1)}},
         {
             "seed": 0,
             "arm": "rl-choice",
             "cpu": {"rl": 3600.0},
-            "evals": {"t0": "c-t0", "t1": "c-t1", "train": "c-t2"},
+            "solved": {"t0": maps(), "t1": maps(2), "train": maps(1)},
             "train_temperature": 2.0,
         },
     ]
-    headline = equal_cpu.summarise(records, tmp_path)
+    headline = equal_cpu.summarise(records)
     assert headline["arms"]["rl-choice"]["train"]["success"] == 0.25
     assert "train" not in headline["arms"]["sft"]
     paired = headline["paired"]["rl-choice vs sft train"]  # map 1 solved by both, map 0 by sft at temperature 1 only
     assert (paired["only_arm"], paired["only_baseline"]) == (0, 1)
     assert "| 0 | rl-choice | 3600 | 2 | 25.0% " in capsys.readouterr().out
+
+
+def test_a_record_holds_all_its_tables_need_so_runs_jsonl_outlives_the_run_folders(tmp_path, capsys):
+    from tsmg.episode import write_episodes
+    from tsmg.policies import policy_from_spec
+    from tsmg.rollout import rollout
+
+    for name, spec in (("zero-shot-t0", "random"), ("sft-t0", "oracle")):
+        episodes = rollout(equal_cpu.GAME, policy_from_spec(spec), seeds=range(6))
+        (tmp_path / name).mkdir()
+        write_episodes(tmp_path / name / "episodes.jsonl", episodes)
+    zero_shot = equal_cpu.finished({"seed": None, "arm": "zero-shot", "evals": {"t0": str(tmp_path / "zero-shot-t0")}})
+    sft = equal_cpu.finished({"seed": 0, "arm": "sft", "cpu": {"sft": 1.0}, "evals": {"t0": str(tmp_path / "sft-t0")}})
+    assert sft["solved"]["t0"] == {str(seed): True for seed in range(6)}  # the oracle solves every map
+    assert sft["commit"]  # the commit the bench ran at
+    records = [json.loads(json.dumps(record)) for record in (zero_shot, sft)]  # as runs.jsonl gives them back
+    for name in ("zero-shot-t0", "sft-t0"):
+        (tmp_path / name / "episodes.jsonl").unlink()  # a clone has no run folders
+    headline = equal_cpu.summarise(records)
+    assert headline["arms"]["sft"]["t0"]["success"] == 1.0
+    assert headline["zero-shot"]["t0"]["episodes"] == 6
+    assert "zero-shot under constrained choice: greedy" in capsys.readouterr().out
+
+
+def test_the_default_folder_keeps_in_git_only_the_records_and_the_calibration():
+    import subprocess
+
+    def ignored(name):
+        path = equal_cpu.RESULTS / name
+        return subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=REPO).returncode == 0
+
+    assert not ignored("runs.jsonl") and not ignored("calibration.json")
+    assert ignored("seed-0/sft/final/adapter_model.safetensors") and ignored("oracle/episodes.jsonl")
 
 
 def test_every_arm_is_judged_under_the_same_game_options_so_all_meet_the_same_maps():
