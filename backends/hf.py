@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -44,13 +44,13 @@ from backends.base import (
 )
 from backends.hf_cache import ModelCalls
 from backends.hf_constraints import ChoiceTrie, ChoiceTries
+from backends.hf_dtype import DType, auto_dtype, pinned_auto_dtype
 from backends.hf_generation import DecodeSettings, RowSpec, decode_batch
 from backends.hf_lora import AdapterMixin
 from backends.scoring import ChoiceMasks, score_completions
 
 logger = logging.getLogger(__name__)
 
-DType = Literal["auto", "float32", "bfloat16", "float16"]
 Device = Literal["auto", "cpu", "cuda"]
 
 _NO_TOOLS = "use --action-format tag or choice, or a model whose chat template renders tools (Qwen2.5, Qwen3, ...)"
@@ -62,9 +62,9 @@ class HFBackend(AdapterMixin):
     Args:
         model: A local folder (``save_pretrained`` layout), a ``.gguf`` file, or a hub id that
             is already in the local Hugging Face cache.
-        dtype: Weight dtype; ``auto`` is the device's fast one (:func:`auto_dtype`): bfloat16 on
-            CUDA (float16 where bfloat16 is unsupported) and on a CPU with AMX-BF16, float32 on
-            any other CPU (without AMX a bfloat16 matmul runs slower than a float32 one).
+        dtype: Weight dtype; ``auto`` is the device's fast one (:func:`backends.hf_dtype.auto_dtype`):
+            bfloat16 on CUDA (float16 where bfloat16 is unsupported), on a CPU with AMX-BF16, and on
+            one with AVX512-BF16 where its bfloat16 matmuls are measured faster; float32 elsewhere.
         device: ``auto`` picks CUDA when available.
         chat: True: use the chat template (error if the model has none); False: plain-prompt
             mode (messages are laid out as ``Role: text`` lines ending with ``Assistant:``);
@@ -405,83 +405,11 @@ def _pick_device(device: Device) -> str:
     return device
 
 
-#: The environment variable that pins what ``dtype: auto`` means on this machine (:func:`pinned_auto_dtype`).
-AUTO_DTYPE_ENV = "TSMG_AUTO_DTYPE"
-
-
 def _pick_dtype(dtype: DType, device: str) -> tuple[torch.dtype, str]:
     if dtype == "auto":
         return pinned_auto_dtype() or auto_dtype(device)
     resolved: torch.dtype = getattr(torch, dtype)
     return resolved, "asked for"
-
-
-def pinned_auto_dtype() -> tuple[torch.dtype, str] | None:
-    """What ``TSMG_AUTO_DTYPE`` pins ``auto`` to (None: unset, ``auto`` is detected by :func:`auto_dtype`).
-
-    Figures measured where ``auto`` was float32 (a CPU without AMX) come out again on a CPU with
-    AMX-BF16, where ``auto`` is bfloat16, with ``TSMG_AUTO_DTYPE=float32``; the test suite pins it
-    so that its exact comparisons and recorded references do not depend on the machine's CPU.
-
-    Raises:
-        BackendError: The variable names no dtype of ``dtype:``.
-    """
-    pinned = os.environ.get(AUTO_DTYPE_ENV, "").strip()
-    if not pinned:
-        return None
-    allowed = [name for name in get_args(DType) if name != "auto"]
-    if pinned not in allowed:
-        raise BackendError(
-            f"{AUTO_DTYPE_ENV}={pinned!r} is not a dtype; set it to one of {', '.join(allowed)} or unset it"
-        )
-    return getattr(torch, pinned), f"pinned by {AUTO_DTYPE_ENV}"
-
-
-def auto_dtype(
-    device: str, *, cpu_flags: Collection[str] | None = None, cuda_bf16: bool | None = None
-) -> tuple[torch.dtype, str]:
-    """The dtype ``auto`` means on ``device``, detected, and why: the fastest one that trains well there.
-
-    bfloat16 where the device has fast bfloat16 matmuls: CUDA with bfloat16 (float16 on older
-    GPUs), a CPU with AMX-BF16. On any other CPU float32: there a bfloat16 matmul is converted
-    in software and runs slower than float32 (74 against 128 GFLOP/s measured on an AVX-512 CPU
-    with ``avx512_bf16`` but no AMX).
-
-    Args:
-        device: ``cpu`` or ``cuda`` (``cuda:N``).
-        cpu_flags: The CPU's feature flags (None: read from the machine, :func:`cpu_flags`).
-        cuda_bf16: Whether the GPU supports bfloat16 (None: ask torch).
-
-    Returns:
-        ``(dtype, reason)``, the reason a short phrase for the model's printed description.
-
-    Example:
-        >>> auto_dtype("cpu", cpu_flags={"avx512f", "amx_bf16", "amx_tile"})
-        (torch.bfloat16, 'CPU with AMX-BF16')
-        >>> auto_dtype("cpu", cpu_flags={"avx2", "avx512_bf16"})[0]
-        torch.float32
-    """
-    if device.startswith("cuda"):
-        bf16 = torch.cuda.is_bf16_supported() if cuda_bf16 is None else cuda_bf16
-        return (torch.bfloat16, "CUDA with bfloat16") if bf16 else (torch.float16, "CUDA without bfloat16")
-    flags = frozenset(cpu_flags) if cpu_flags is not None else cpu_flags_of_machine()
-    if "amx_bf16" in flags:
-        return torch.bfloat16, "CPU with AMX-BF16"
-    return torch.float32, "CPU without AMX-BF16, where bfloat16 runs slower"
-
-
-def cpu_flags_of_machine() -> frozenset[str]:
-    """This CPU's feature flags: the ``flags`` line of ``/proc/cpuinfo``, else what torch detects (AMX only)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
-    # No /proc (macOS, Windows): torch's own check of the AMX tile unit, which comes with AMX-BF16.
-    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
-    return frozenset({"amx_tile", "amx_bf16"}) if amx is not None and amx() else frozenset()
 
 
 def describe_dtype(dtype: DType, device: Device = "auto") -> str:

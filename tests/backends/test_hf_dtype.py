@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from backends.base import BackendError
-from backends.hf import AUTO_DTYPE_ENV, HFBackend, auto_dtype, cpu_flags_of_machine, describe_dtype
+from backends.hf import HFBackend, describe_dtype
+from backends.hf_dtype import AUTO_DTYPE_ENV, BF16_FAST_SPEEDUP, auto_dtype, cpu_bf16_speedup, cpu_flags_of_machine
 from tsmg.run_folder import CONFIG_FILE
 
 
@@ -17,18 +18,28 @@ def detected(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("flags", "expected"),
+    ("flags", "speedup", "expected"),
     [
-        ({"avx2", "fma"}, torch.float32),
-        ({"avx512f", "avx512_bf16"}, torch.float32),  # bf16 instructions without AMX: slower than fp32 matmuls
-        ({"avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"}, torch.bfloat16),
-        (set(), torch.float32),
+        ({"avx2", "fma"}, None, torch.float32),
+        (set(), None, torch.float32),
+        # bf16 instructions without AMX: slower than fp32 matmuls on one CPU (0.58), 4.6x faster on another
+        ({"avx512f", "avx512_bf16"}, 0.58, torch.float32),
+        ({"avx512f", "avx512_bf16"}, BF16_FAST_SPEEDUP - 0.01, torch.float32),
+        ({"avx512f", "avx512_bf16"}, BF16_FAST_SPEEDUP, torch.bfloat16),
+        ({"avx512f", "avx512_bf16"}, 4.6, torch.bfloat16),
+        ({"avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"}, 0.1, torch.bfloat16),  # AMX: not measured
     ],
 )
-def test_auto_on_a_cpu_is_bfloat16_only_with_amx_bf16(flags, expected):
-    dtype, reason = auto_dtype("cpu", cpu_flags=flags)
+def test_auto_on_a_cpu_is_bfloat16_with_amx_or_measured_fast_avx512_bf16(flags, speedup, expected):
+    dtype, reason = auto_dtype("cpu", cpu_flags=flags, bf16_speedup=speedup)
     assert dtype == expected
-    assert ("with AMX-BF16" in reason) == (expected == torch.bfloat16)
+    assert ("measured" in reason) == ("avx512_bf16" in flags and "amx_bf16" not in flags)
+
+
+def test_the_bfloat16_speedup_is_measured_once_per_process():
+    cpu_bf16_speedup.cache_clear()
+    first = cpu_bf16_speedup(size=64, repeats=1)
+    assert first > 0 and cpu_bf16_speedup(size=64, repeats=1) == first  # cached: the choice cannot flip mid-run
 
 
 @pytest.mark.parametrize(("bf16", "expected"), [(True, torch.bfloat16), (False, torch.float16)])
@@ -42,7 +53,8 @@ def test_the_machine_flags_are_read_from_cpuinfo_and_decide_auto(tiny_model_dir,
     lines = Path("/proc/cpuinfo").read_text().splitlines()
     flags = frozenset(next(line for line in lines if line.startswith("flags")).split(":", 1)[1].split())
     assert cpu_flags_of_machine() == flags
-    expected = torch.bfloat16 if "amx_bf16" in flags else torch.float32
+    fast_bf16 = "amx_bf16" in flags or ("avx512_bf16" in flags and cpu_bf16_speedup() >= BF16_FAST_SPEEDUP)
+    expected = torch.bfloat16 if fast_bf16 else torch.float32
     assert auto_dtype("cpu")[0] == expected
     assert HFBackend(tiny_model_dir, dtype="auto", device="cpu").dtype == expected
 
