@@ -101,26 +101,32 @@ def auto_dtype(
 
 
 @functools.cache
-def cpu_bf16_speedup(size: int = 512, repeats: int = 3) -> float:
+def cpu_bf16_speedup(size: int = 512, repeats: int = 5) -> float:
     """How many times as fast a bfloat16 ``torch.mm`` runs as a float32 one on this CPU: measured once per process.
 
-    The best of ``repeats`` runs of each, ``size`` x ``size``, at the process's torch thread count,
-    after one run of each to warm up: about 20 ms in all. The CPUs it decides for sit far from the
-    threshold (0.58 and 4.6 measured), so a busy machine does not flip the choice; where it could,
-    ``TSMG_AUTO_DTYPE`` pins it (:func:`pinned_auto_dtype`).
+    The best of ``repeats`` runs of each, ``size`` x ``size``, on one thread in that thread's CPU
+    time (a busy machine that takes the core away mid-run does not count), after one run of each
+    to warm up: about 30 ms in all. The CPUs it decides for sit far from the threshold (0.58 and
+    4.6 measured), so load does not flip the choice; where it could, ``TSMG_AUTO_DTYPE`` pins it
+    (:func:`pinned_auto_dtype`).
     """
     generator = torch.Generator().manual_seed(0)
-    timings = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        left = torch.randn(size, size, generator=generator).to(dtype)
-        right = torch.randn(size, size, generator=generator).to(dtype)
-        torch.mm(left, right)  # the first call picks and loads the kernel
-        best = float("inf")
-        for _ in range(repeats):
-            started = time.perf_counter()
-            torch.mm(left, right)
-            best = min(best, time.perf_counter() - started)
-        timings[dtype] = best
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a per-core property; one thread's CPU time is the whole cost
+    try:
+        timings = {}
+        for dtype in (torch.float32, torch.bfloat16):
+            left = torch.randn(size, size, generator=generator).to(dtype)
+            right = torch.randn(size, size, generator=generator).to(dtype)
+            torch.mm(left, right)  # the first call picks and loads the kernel
+            best = float("inf")
+            for _ in range(repeats):
+                started = time.thread_time()
+                torch.mm(left, right)
+                best = min(best, time.thread_time() - started)
+            timings[dtype] = best
+    finally:
+        torch.set_num_threads(threads)
     return timings[torch.float32] / max(timings[torch.bfloat16], 1e-12)
 
 

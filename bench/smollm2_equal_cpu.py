@@ -336,7 +336,24 @@ def finished(record: dict[str, Any]) -> dict[str, Any]:
                         record["evals"].items()}  # fmt: skip
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     record["commit"] = commit.stdout.strip() or None
+    record["machine"] = machine()
     return record
+
+
+def machine() -> dict[str, str]:
+    """The CPU the bench ran on and what ``dtype: auto`` meant there: arms are comparable within one machine."""
+    import platform
+
+    from backends.hf import describe_dtype
+
+    name = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [
+            line.partition(":")[2].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")
+        ]
+        name = names[0] if names else name
+    return {"cpu": name, "cores": str(os.cpu_count()), "dtype_auto": describe_dtype("auto", "cpu")}
 
 
 def outcomes(record: dict[str, Any], key: str) -> dict[int, bool]:

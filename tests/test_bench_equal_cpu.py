@@ -168,6 +168,7 @@ def test_a_record_holds_all_its_tables_need_so_runs_jsonl_outlives_the_run_folde
     sft = equal_cpu.finished({"seed": 0, "arm": "sft", "cpu": {"sft": 1.0}, "evals": {"t0": str(tmp_path / "sft-t0")}})
     assert sft["solved"]["t0"] == {str(seed): True for seed in range(6)}  # the oracle solves every map
     assert sft["commit"]  # the commit the bench ran at
+    assert sft["machine"]["cpu"] and "auto" not in sft["machine"]["dtype_auto"].split(" ")[0]  # where, in what dtype
     records = [json.loads(json.dumps(record)) for record in (zero_shot, sft)]  # as runs.jsonl gives them back
     for name in ("zero-shot-t0", "sft-t0"):
         (tmp_path / name / "episodes.jsonl").unlink()  # a clone has no run folders
