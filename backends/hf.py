@@ -413,7 +413,7 @@ def _pick_dtype(dtype: DType, device: str) -> tuple[torch.dtype, str]:
 
 
 def describe_dtype(dtype: DType, device: Device = "auto") -> str:
-    """The weights' dtype as the trainer prints it, e.g. ``float32 (auto: CPU without AMX-BF16, ...)``.
+    """The weights' dtype as the trainer prints it, e.g. ``float32 (auto: CPU without bfloat16 matmul instructions)``.
 
     Raises:
         BackendError: An unknown dtype or device, or CUDA asked for where there is none.
