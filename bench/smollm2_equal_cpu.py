@@ -13,10 +13,10 @@ not part of it), spent through the commands a user types (``tsmg sft`` / ``tsmg 
   (``configs/frozen_lake_smollm2_equal_cpu_choice.yaml``), for the whole budget.
 
 An SFT run's learning-rate schedule spans the steps its budget buys: ``OUT/calibration.json``
-holds an SFT run's fixed CPU-seconds (loading) and CPU-seconds per step, measured once (a 5-step and a
-``5 + --calibrate-steps``-step run), and each SFT run asks for the steps its budget buys, with the
-budget as a hard stop. The arms' actual CPU-seconds are in the
-table.
+holds an SFT run's fixed CPU-seconds (loading) and CPU-seconds per step, measured once per machine
+(CPU and the dtype ``auto`` picks there; a 5-step and a ``5 + --calibrate-steps``-step run), and
+each SFT run asks for the steps its budget buys, with the budget as a hard stop. The arms' actual
+CPU-seconds are in the table.
 
 Judged on the held-out maps (``tsmg eval --seed 0``, ``--episodes`` maps, greedy and at temperature
 1, and an RL arm that trained at another temperature also at that one, paired there with SFT at
@@ -191,9 +191,15 @@ class Bench:
         return folder / "episodes.jsonl"
 
     def sft_cost(self) -> tuple[float, float]:
-        """An SFT run's fixed CPU-seconds (loading) and CPU-seconds per step: two timed runs, 5 and 5 + N steps."""
+        """An SFT run's fixed CPU-seconds (loading) and CPU-seconds per step here: two timed runs, 5 and 5 + N steps.
+
+        ``calibration.json`` holds one calibration per machine (:func:`machine_key`): the records of a
+        bench moved to another CPU are kept, and that CPU is timed anew.
+        """
         path = self.out / "calibration.json"
-        if not path.is_file():
+        calibrations = json.loads(path.read_text()) if path.is_file() else {}
+        key = machine_key()
+        if key not in calibrations:
             costs = {}
             for steps in (5, 5 + self.args.calibrate_steps):
                 folder = self.out / "calibration" / f"sft-{steps}"
@@ -203,8 +209,9 @@ class Bench:
                 costs[steps] = cpu_spent(folder)
             per_step = (costs[5 + self.args.calibrate_steps] - costs[5]) / self.args.calibrate_steps
             fixed = max(costs[5] - 5 * per_step, 0.0)
-            path.write_text(json.dumps({"cpu_s_per_step": per_step, "cpu_s_fixed": fixed, "runs": costs}) + "\n")
-        found = json.loads(path.read_text())
+            calibrations[key] = {"cpu_s_per_step": per_step, "cpu_s_fixed": fixed, "runs": costs}
+            path.write_text(json.dumps(calibrations, indent=1) + "\n")
+        found = calibrations[key]
         return float(found["cpu_s_fixed"]), float(found["cpu_s_per_step"])
 
     def sft_command(self, folder: Path, seed: int, *, steps: int, budget: float | None) -> list[str]:
@@ -354,6 +361,12 @@ def machine() -> dict[str, str]:
         ]
         name = names[0] if names else name
     return {"cpu": name, "cores": str(os.cpu_count()), "dtype_auto": describe_dtype("auto", "cpu")}
+
+
+def machine_key() -> str:
+    """What an SFT calibration holds for: this CPU and the dtype ``auto`` picks on it, e.g. ``AMD EPYC / bfloat16``."""
+    found = machine()
+    return f"{found['cpu']} / {found['dtype_auto'].split()[0]}"
 
 
 def outcomes(record: dict[str, Any], key: str) -> dict[int, bool]:

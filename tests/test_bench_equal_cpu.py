@@ -103,7 +103,8 @@ def test_an_interrupted_sft_is_resumed_where_it_stopped_not_started_again(tmp_pa
         return sft_config_from_args(_build_parser().parse_args(command[3:]))  # past "python -m tsmg.cli"
 
     runner = bench(tmp_path)
-    (tmp_path / "calibration.json").write_text(json.dumps({"cpu_s_fixed": 100.0, "cpu_s_per_step": 10.0}))
+    calibration = {equal_cpu.machine_key(): {"cpu_s_fixed": 100.0, "cpu_s_per_step": 10.0}}
+    (tmp_path / "calibration.json").write_text(json.dumps(calibration))
     folder = tmp_path / "seed0" / "sft"
     first = runner.sft_command(folder, 0, steps=350, budget=3600.0)
     assert "--resume" not in first
@@ -119,7 +120,7 @@ def test_an_interrupted_sft_is_resumed_where_it_stopped_not_started_again(tmp_pa
 
     runner.run = run
     assert runner.sft(folder, 0, 3600.0) == 3601.0
-    [again] = commands
+    [again] = commands  # one run: this machine's calibration was used, none timed
     assert again == [*first[: first.index("--out") + 2], "--resume", *first[first.index("--out") + 2 :]]
     assert (folder / "checkpoints" / "checkpoint-40").is_dir()  # kept for the resumed run
     check_run_folder(parsed_sft(again), folder, True, resumable=RESUMABLE_CHANGES)  # the same run: not refused
@@ -176,6 +177,29 @@ def test_a_record_holds_all_its_tables_need_so_runs_jsonl_outlives_the_run_folde
     assert headline["arms"]["sft"]["t0"]["success"] == 1.0
     assert headline["zero-shot"]["t0"]["episodes"] == 6
     assert "zero-shot under constrained choice: greedy" in capsys.readouterr().out
+
+
+def test_an_sft_calibration_holds_for_its_machine_and_another_machine_is_timed_anew(tmp_path, monkeypatch):
+    runner = bench(tmp_path)
+    runner.args.calibrate_steps = 20
+    other = {"Another CPU / float32": {"cpu_s_fixed": 50.0, "cpu_s_per_step": 30.0}}
+    (tmp_path / "calibration.json").write_text(json.dumps(other))
+    timed = []
+
+    def run(command, log):  # a calibration run: its CPU-seconds are 20 fixed + 5 per step
+        steps = int(command[command.index("--max-steps") + 1])
+        folder = Path(command[command.index("--out") + 1])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.jsonl").write_text(json.dumps({"step": steps, "time/cpu_s": 20.0 + 5.0 * steps}) + "\n")
+        timed.append(steps)
+
+    runner.run = run
+    assert runner.sft_cost() == (pytest.approx(20.0), pytest.approx(5.0))
+    assert timed == [5, 25]
+    assert runner.sft_cost() == (pytest.approx(20.0), pytest.approx(5.0)) and timed == [5, 25]  # measured once
+    kept = json.loads((tmp_path / "calibration.json").read_text())
+    assert kept["Another CPU / float32"] == other["Another CPU / float32"]  # the other machine's is kept
+    assert set(kept) == {"Another CPU / float32", equal_cpu.machine_key()}
 
 
 def test_the_default_folder_keeps_in_git_only_the_records_and_the_calibration():
