@@ -510,6 +510,13 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
     return headline
 
 
+def keep(record: dict[str, Any], records: list[dict[str, Any]], path: Path) -> None:
+    """Append a finished ``record`` to ``path`` (``runs.jsonl`` / ``pilots.jsonl``) and to ``records``."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    records.append(record)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=RESULTS, help="the bench's folder (resumable)")
@@ -539,23 +546,17 @@ def main() -> None:
             if not any(r.get("pilot") == args.pilot for r in records):
                 record = bench.arm(0, pilot.arm, args.budget, pilot=args.pilot)
                 record.update(pilot=args.pilot, note=pilot.note)
-                with open(records_path, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(record) + "\n")
-                records.append(record)
+                keep(record, records, records_path)
         else:
             if args.model is None and "rl-choice" in args.arms and not any(r["arm"] == ZERO_SHOT for r in records):
                 record = bench.zero_shot()
-                with open(records_path, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(record) + "\n")
-                records.append(record)
+                keep(record, records, records_path)
             for seed in range(args.seeds):
                 for arm in args.arms:
                     if any(r["seed"] == seed and r["arm"] == arm for r in records):
                         continue
                     record = bench.arm(seed, arm, args.budget)
-                    with open(records_path, "a", encoding="utf-8") as handle:
-                        handle.write(json.dumps(record) + "\n")
-                    records.append(record)
+                    keep(record, records, records_path)
         print(f"wall time this session: {time.time() - started:.0f} s")
     if args.pilot:
         figures = {}
