@@ -36,6 +36,24 @@ def test_auto_on_a_cpu_is_bfloat16_with_amx_or_measured_fast_avx512_bf16(flags, 
     assert ("measured" in reason) == ("avx512_bf16" in flags and "amx_bf16" not in flags)
 
 
+def test_the_bfloat16_speedup_is_float32s_time_over_bfloat16s(monkeypatch):
+    import time
+
+    def busy(seconds):  # CPU time, which the measurement counts (a sleep would not)
+        started = time.thread_time()
+        while time.thread_time() - started < seconds:
+            pass
+
+    real_mm = torch.mm
+    cost = {torch.float32: 0.004, torch.bfloat16: 0.001}  # bfloat16 four times as fast
+    monkeypatch.setattr(torch, "mm", lambda left, right: (busy(cost[left.dtype]), real_mm(left, right))[1])
+    cpu_bf16_speedup.cache_clear()
+    try:
+        assert 2.5 < cpu_bf16_speedup(size=8, repeats=3) < 6.0
+    finally:
+        cpu_bf16_speedup.cache_clear()
+
+
 def test_the_bfloat16_speedup_is_measured_once_per_process():
     cpu_bf16_speedup.cache_clear()
     first = cpu_bf16_speedup(size=64, repeats=1)
