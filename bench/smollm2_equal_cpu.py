@@ -15,8 +15,12 @@ not part of it), spent through the commands a user types (``tsmg sft`` / ``tsmg 
 An SFT run's learning-rate schedule spans the steps its budget buys: ``OUT/calibration.json``
 holds an SFT run's fixed CPU-seconds (loading) and CPU-seconds per step, measured once per machine
 (CPU and the dtype ``auto`` picks there; a 5-step and a ``5 + --calibrate-steps``-step run), and
-each SFT run asks for the steps its budget buys, with the budget as a hard stop. The arms' actual
-CPU-seconds are in the table.
+each SFT run asks for the steps its budget buys, with the budget as a hard stop. A step's CPU cost
+depends on how many processes share the cores, so every finished SFT run adds its steps and
+CPU-seconds to its machine's calibration, and once there are some, the cheapest step among them
+sizes the next runs: the budget, not the schedule, ends an ``sft`` arm (a timed pair beside more
+processes than the arms once left seed 0's ``sft`` arm 22 % of its budget unspent). The arms'
+actual CPU-seconds and SFT steps are in the table.
 
 Judged on the held-out maps (``tsmg eval --seed 0``, ``--episodes`` maps, greedy and at temperature
 1, and an RL arm that trained at another temperature also at that one, paired there with SFT at
@@ -152,6 +156,29 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def steps_done(run_dir: Path) -> int:
+    """The optimizer steps a finished ``tsmg sft`` run logged last (``step``)."""
+    steps = [row["step"] for row in read_rows(run_dir / "metrics.jsonl") if "step" in row]
+    if not steps:
+        raise SystemExit(f"{run_dir}: no step in metrics.jsonl")
+    return int(steps[-1])
+
+
+def per_step_cost(calibration: dict[str, Any]) -> float:
+    """CPU-seconds an SFT step costs on a machine: the cheapest among its finished runs, else the timed pair's.
+
+    A finished run (``calibration["finished"]``: its ``steps`` and ``cpu_s``) ran beside the processes
+    the arms share the cores with, which the timed pair may not have; the cheapest such step sizes an
+    SFT run so that its budget is spent (a dearer step ends it by the budget before its schedule does,
+    with the learning rate near its end).
+    """
+    fixed = float(calibration["cpu_s_fixed"])
+    runs = calibration.get("finished", [])
+    if not runs:
+        return float(calibration["cpu_s_per_step"])
+    return min((run["cpu_s"] - fixed) / run["steps"] for run in runs)
+
+
 def cpu_spent(run_dir: Path) -> float:
     """The CPU-seconds a finished ``tsmg sft`` / ``tsmg train`` run logged last (``time/cpu_s``)."""
     spent = [row["time/cpu_s"] for row in read_rows(run_dir / "metrics.jsonl") if "time/cpu_s" in row]
@@ -190,14 +217,20 @@ class Bench:
             )  # fmt: skip
         return folder / "episodes.jsonl"
 
-    def sft_cost(self) -> tuple[float, float]:
-        """An SFT run's fixed CPU-seconds (loading) and CPU-seconds per step here: two timed runs, 5 and 5 + N steps.
+    def calibrations(self) -> dict[str, Any]:
+        """Every machine's SFT calibration in ``calibration.json`` (empty before the first)."""
+        path = self.out / "calibration.json"
+        return json.loads(path.read_text()) if path.is_file() else {}
 
-        ``calibration.json`` holds one calibration per machine (:func:`machine_key`): the records of a
-        bench moved to another CPU are kept, and that CPU is timed anew.
+    def sft_cost(self) -> tuple[float, float]:
+        """An SFT run's fixed CPU-seconds (loading) and CPU-seconds per step here (:func:`per_step_cost`).
+
+        Timed once per machine, by two runs of 5 and 5 + N steps. ``calibration.json`` holds one
+        calibration per machine (:func:`machine_key`): the records of a bench moved to another CPU
+        are kept, and that CPU is timed anew.
         """
         path = self.out / "calibration.json"
-        calibrations = json.loads(path.read_text()) if path.is_file() else {}
+        calibrations = self.calibrations()
         key = machine_key()
         if key not in calibrations:
             costs = {}
@@ -212,7 +245,16 @@ class Bench:
             calibrations[key] = {"cpu_s_per_step": per_step, "cpu_s_fixed": fixed, "runs": costs}
             path.write_text(json.dumps(calibrations, indent=1) + "\n")
         found = calibrations[key]
-        return float(found["cpu_s_fixed"]), float(found["cpu_s_per_step"])
+        return float(found["cpu_s_fixed"]), per_step_cost(found)
+
+    def remember_sft(self, folder: Path) -> None:
+        """Add a finished SFT run's steps and CPU-seconds to this machine's calibration (once per run)."""
+        calibrations, key = self.calibrations(), machine_key()
+        name = folder.relative_to(self.out).as_posix()
+        runs = calibrations[key].setdefault("finished", [])
+        if all(run["run"] != name for run in runs):
+            runs.append({"run": name, "steps": steps_done(folder), "cpu_s": cpu_spent(folder)})
+            (self.out / "calibration.json").write_text(json.dumps(calibrations, indent=1) + "\n")
 
     def sft_command(self, folder: Path, seed: int, *, steps: int, budget: float | None) -> list[str]:
         """``tsmg sft`` of ``steps`` steps (at most ``budget`` CPU-s) into ``folder`` (``--resume`` once it started)."""
@@ -230,6 +272,7 @@ class Bench:
             self.run(
                 self.sft_command(folder, seed, steps=steps, budget=budget), self.out / "logs" / f"{folder.name}.log"
             )
+            self.remember_sft(folder)
         return cpu_spent(folder)
 
     def train_command(self, folder: Path, config: str, seed: int, budget: float, extra: list[str]) -> list[str]:
@@ -271,9 +314,11 @@ class Bench:
         cpu: dict[str, float] = {}
         if arm == "sft":
             cpu["sft"] = self.sft(root / "sft", seed, budget)
+            sft_steps = steps_done(root / "sft")
             model = root / "sft" / "final"
         elif arm == "sft+rl":
             cpu["sft"] = self.sft(short_sft, seed, self.args.sft_share * budget)
+            sft_steps = steps_done(short_sft)
             start = ["--set", f"model.spec=hf:{short_sft / 'final'}"]
             rl_budget = self.args.pilot_budget if pilot else budget - cpu["sft"]
             cpu["rl"] = self.train(root / "sft+rl", RL_CONFIG, seed, rl_budget, start + extra)
@@ -289,6 +334,8 @@ class Bench:
             for temperature in (0.0, 1.0)
         }
         record = {"seed": seed, "arm": arm, "budget": budget, "cpu": cpu, "cpu_total": sum(cpu.values())}
+        if arm != "rl-choice":
+            record["sft_steps"] = sft_steps
         record["evals"] = evals
         if (trained_at := training_temperature(arm, pilot)) is not None:
             record["train_temperature"] = trained_at
@@ -465,14 +512,17 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
                 continue
             results.update({(r["seed"], "sft"): outcomes(r, "t1") for r in records if r["arm"] == "sft"})
         print(f"\nheld-out maps, {title}:")
-        print("| seed | arm | CPU-s (sft + rl) | temperature | success (95% CI) |")
-        print("|---|---|---|---|---|")
+        print("| seed | arm | CPU-s (sft + rl) | SFT steps / updates | temperature | success (95% CI) |")
+        print("|---|---|---|---|---|---|")
         for r in records:
             if (r["seed"], r["arm"]) not in results:
                 continue
             cpu = " + ".join(f"{r['cpu'][k]:.0f}" for k in ("sft", "rl") if k in r["cpu"])
+            updates = r.get("training_signal", {}).get("updates")
+            steps = f"{r.get('sft_steps', '—')} / {'—' if updates is None else format(updates, '.0f')}"
             at = {"t0": 0, "t1": 1}.get(temperature, r.get("train_temperature", 1))
-            print(f"| {r['seed']} | {r['arm']} | {cpu} | {at:g} | {pct(success(results[(r['seed'], r['arm'])]))} |")
+            print(f"| {r['seed']} | {r['arm']} | {cpu} | {steps} | {at:g} | "
+                  f"{pct(success(results[(r['seed'], r['arm'])]))} |")  # fmt: skip
         for arm in ARMS if temperature != "train" else ARMS[1:]:  # there sft's row is its temperature 1
             pooled = {
                 (seed, s): ok for (seed, name), found in results.items() if name == arm for s, ok in found.items()

@@ -153,7 +153,7 @@ def test_the_training_temperature_table_pairs_each_rl_arm_with_sft_at_temperatur
     assert "train" not in headline["arms"]["sft"]
     paired = headline["paired"]["rl-choice vs sft train"]  # map 1 solved by both, map 0 by sft at temperature 1 only
     assert (paired["only_arm"], paired["only_baseline"]) == (0, 1)
-    assert "| 0 | rl-choice | 3600 | 2 | 25.0% " in capsys.readouterr().out
+    assert "| 0 | rl-choice | 3600 | — / — | 2 | 25.0% " in capsys.readouterr().out
 
 
 def test_a_record_holds_all_its_tables_need_so_runs_jsonl_outlives_the_run_folders(tmp_path, capsys):
@@ -225,3 +225,29 @@ def test_every_arm_is_judged_under_the_same_game_options_so_all_meet_the_same_ma
     assert given == options
     game = equal_cpu.GAME
     assert episode_seeds(game, given, 0, 8) == episode_seeds(game, options, 0, 8) != episode_seeds(game, {}, 0, 8)
+
+
+def test_finished_sft_runs_size_the_next_by_their_cheapest_step_so_the_budget_is_spent(tmp_path):
+    runner = bench(tmp_path)
+    timed = {"cpu_s_fixed": 20.0, "cpu_s_per_step": 20.0}  # timed beside more processes than the arms
+    (tmp_path / "calibration.json").write_text(json.dumps({equal_cpu.machine_key(): timed}))
+    assert runner.sft_cost() == (pytest.approx(20.0), pytest.approx(20.0))
+    asked = []
+
+    def run(command, log):  # an SFT arm whose steps cost 15 CPU-s, stopped by its budget or its steps
+        steps = int(command[command.index("--max-steps") + 1])
+        budget = float(command[command.index("--max-cpu-seconds") + 1])
+        done = min(steps, int((budget - 20.0) / 15.0))
+        folder = Path(command[command.index("--out") + 1])
+        (folder / "final").mkdir(parents=True)
+        (folder / "metrics.jsonl").write_text(json.dumps({"step": done, "time/cpu_s": 20.0 + 15.0 * done}) + "\n")
+        asked.append(steps)
+
+    runner.run = run
+    assert runner.sft(tmp_path / "seed-0" / "sft", 0, 3620.0) == pytest.approx(20.0 + 15.0 * 180)  # 900 CPU-s unspent
+    assert runner.sft_cost()[1] == pytest.approx(15.0)  # the finished run's step, not the timed pair's
+    runner.sft(tmp_path / "seed-0" / "sft", 0, 3620.0)  # done: not run again, not counted twice
+    assert runner.sft(tmp_path / "seed-1" / "sft", 1, 3620.0) == pytest.approx(3620.0)  # the next spends its budget
+    assert asked == [180, 240]
+    kept = json.loads((tmp_path / "calibration.json").read_text())[equal_cpu.machine_key()]["finished"]
+    assert [run["run"] for run in kept] == ["seed-0/sft", "seed-1/sft"] and kept[0]["steps"] == 180
