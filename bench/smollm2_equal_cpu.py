@@ -528,7 +528,11 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
                 (seed, s): ok for (seed, name), found in results.items() if name == arm for s, ok in found.items()
             }
             if pooled:
-                headline["arms"].setdefault(arm, {})[temperature] = success(pooled)  # type: ignore[arg-type]
+                per_seed = {seed: success(found)["success"] for (seed, name), found in results.items() if name == arm}
+                entry = {**success(pooled), "per_seed": per_seed}  # type: ignore[arg-type]
+                headline["arms"].setdefault(arm, {})[temperature] = entry
+                spread = ", ".join(f"seed {seed} {100 * value:.1f}%" for seed, value in sorted(per_seed.items()))
+                print(f"{arm} pooled over {len(per_seed)} seed(s): {pct(entry)}; {spread}")
         for arm in ("sft+rl", "rl-choice"):
             per_seed, totals = [], {"only_arm": 0, "only_baseline": 0}
             for seed in sorted({r["seed"] for r in records}):

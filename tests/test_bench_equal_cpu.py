@@ -251,3 +251,17 @@ def test_finished_sft_runs_size_the_next_by_their_cheapest_step_so_the_budget_is
     assert asked == [180, 240]
     kept = json.loads((tmp_path / "calibration.json").read_text())[equal_cpu.machine_key()]["finished"]
     assert [run["run"] for run in kept] == ["seed-0/sft", "seed-1/sft"] and kept[0]["steps"] == 180
+
+
+def test_an_arm_is_pooled_over_its_seeds_maps_with_each_seeds_success_beside(capsys):
+    def maps(*solved):  # a record's solved maps, as runs.jsonl holds them, of 4 maps
+        return {str(m): m in solved for m in range(4)}
+
+    records = [
+        {"seed": 0, "arm": "sft", "cpu": {"sft": 3600.0}, "solved": {"t0": maps(0, 1, 2), "t1": maps(0)}},
+        {"seed": 1, "arm": "sft", "cpu": {"sft": 3600.0}, "solved": {"t0": maps(0), "t1": maps(0)}},
+    ]
+    greedy = equal_cpu.summarise(records)["arms"]["sft"]["t0"]
+    assert (greedy["success"], greedy["episodes"]) == (0.5, 8)  # 4 of the 8 maps of both seeds
+    assert greedy["per_seed"] == {0: 0.75, 1: 0.25}
+    assert "sft pooled over 2 seed(s): 50.0% " in capsys.readouterr().out
