@@ -29,7 +29,8 @@ temperature 1: :func:`training_temperature`; every arm under the same game optio
 each, training seed 0) on the validation maps (``--seed 1000000``), never the held-out ones. Each
 arm's success with its Wilson 95 % interval, and exact McNemar tests over the held-out maps (per
 seed and pooled over seeds: the discordant maps summed) of ``sft+rl`` and ``rl-choice`` against
-``sft``. For runs that trained with MS-GRPO: the share of zero-signal groups and the mean
+``sft``, and of ``sft+rl`` against its own start, the short SFT judged on the same maps (what
+MS-GRPO added). For runs that trained with MS-GRPO: the share of zero-signal groups and the mean
 |advantage| (from their ``metrics.jsonl``), and how far the policy moved: KL(trained || start) per
 decision, estimated on the trained model's own answers (:func:`kl_to_start`).
 
@@ -73,6 +74,7 @@ HELD_OUT_SEED = 0  # tsmg eval's default seeds: never a training (< 1,000,000 fr
 VALIDATION_SEED = 1_000_000
 ARMS = ("sft", "sft+rl", "rl-choice")
 ZERO_SHOT = "zero-shot"  # the record of the zero-shot model under constrained choice (no training seed)
+START = "start_"  # an sft+rl record's evaluations of its short SFT, the start of its MS-GRPO: start_t0, start_t1
 RESULTS = REPO / "bench" / "results" / "smollm2-equal-cpu"
 
 
@@ -340,6 +342,11 @@ class Bench:
         if (trained_at := training_temperature(arm, pilot)) is not None:
             record["train_temperature"] = trained_at
             evals["train"] = str(self.evaluate(model, arm, root / f"eval-{arm}-t{trained_at:g}", eval_seed, trained_at))
+        if arm == "sft+rl" and not pilot:  # where its MS-GRPO started, on the same maps: what the RL added
+            for temperature in (0.0, 1.0):
+                folder = root / f"eval-sft-short-t{temperature:g}"
+                evals[f"{START}t{temperature:g}"] = str(self.evaluate(short_sft / "final", arm, folder, eval_seed,
+                                                                     temperature))  # fmt: skip
         if arm != "sft":  # what MS-GRPO saw, and how far it moved the policy from where it started
             start = short_sft / "final" if arm == "sft+rl" else self.base_model()
             record["training_signal"] = training_signal(model.parent)
@@ -553,6 +560,27 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
             )
             print(f"{arm} vs sft (maps solved only by the first vs only by sft): {seeds}; pooled "
                   f"{totals['only_arm']} vs {totals['only_baseline']}, exact McNemar p {pooled_p:.3g}")  # fmt: skip
+    for temperature, title in (("t0", "greedy"), ("t1", "temperature 1")):  # sft+rl against its own start
+        started = [r for r in records if r["arm"] == "sft+rl" and START + temperature in r["solved"]]
+        if not started:
+            continue
+        from scipy.stats import binomtest
+
+        pairs = [(r, mcnemar(outcomes(r, temperature), outcomes(r, START + temperature))) for r in started]
+        gained, lost = sum(t["only_arm"] for _, t in pairs), sum(t["only_baseline"] for _, t in pairs)
+        pooled_p = binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0
+        per_seed = [{"seed": r["seed"], **t} for r, t in pairs]
+        headline["paired"][f"sft+rl vs its start {temperature}"] = {
+            "per_seed": per_seed, "only_arm": gained, "only_baseline": lost, "p_value": pooled_p
+        }  # fmt: skip
+        moves = ", ".join(
+            f"seed {r['seed']}: {100 * success(outcomes(r, START + temperature))['success']:.1f}% → "
+            f"{100 * success(outcomes(r, temperature))['success']:.1f}%, {t['only_arm']} vs {t['only_baseline']}, "
+            f"p {t['p_value']:.3g}"
+            for r, t in pairs
+        )
+        print(f"\nsft+rl against its short SFT, {title} (maps solved only after vs only before MS-GRPO): {moves}; "
+              f"pooled {gained} vs {lost}, exact McNemar p {pooled_p:.3g}")  # fmt: skip
     signals = {}
     for r in records:
         if signal := r.get("training_signal"):

@@ -265,3 +265,18 @@ def test_an_arm_is_pooled_over_its_seeds_maps_with_each_seeds_success_beside(cap
     assert (greedy["success"], greedy["episodes"]) == (0.5, 8)  # 4 of the 8 maps of both seeds
     assert greedy["per_seed"] == {0: 0.75, 1: 0.25}
     assert "sft pooled over 2 seed(s): 50.0% " in capsys.readouterr().out
+
+
+def test_sft_then_rl_is_paired_with_its_own_start_on_the_same_maps(capsys):
+    def maps(*solved):  # a record's solved maps, as runs.jsonl holds them, of 4 maps
+        return {str(m): m in solved for m in range(4)}
+
+    solved = {"t0": maps(0, 1, 2), "t1": maps(0), "start_t0": maps(0, 3), "start_t1": maps(0)}
+    records = [{"seed": 1, "arm": "sft+rl", "cpu": {"sft": 900.0, "rl": 2700.0}, "solved": solved}]
+    paired = equal_cpu.summarise(records)["paired"]
+    greedy = paired["sft+rl vs its start t0"]  # maps 1 and 2 gained by MS-GRPO, map 3 lost
+    assert (greedy["only_arm"], greedy["only_baseline"]) == (2, 1)
+    assert (paired["sft+rl vs its start t1"]["only_arm"], paired["sft+rl vs its start t1"]["only_baseline"]) == (0, 0)
+    assert "greedy (maps solved only after vs only before MS-GRPO): seed 1: 50.0% → 75.0%, 2 vs 1" in (
+        capsys.readouterr().out
+    )
