@@ -280,3 +280,40 @@ def test_sft_then_rl_is_paired_with_its_own_start_on_the_same_maps(capsys):
     assert "greedy (maps solved only after vs only before MS-GRPO): seed 1: 50.0% → 75.0%, 2 vs 1" in (
         capsys.readouterr().out
     )
+
+
+def test_an_sft_then_rl_arm_is_judged_at_its_start_on_the_same_maps(tmp_path, monkeypatch):
+    from tsmg.episode import write_episodes
+    from tsmg.policies import policy_from_spec
+    from tsmg.rollout import rollout
+
+    runner = bench(tmp_path)
+    runner.args.episodes = 4
+    calibration = {equal_cpu.machine_key(): {"cpu_s_fixed": 10.0, "cpu_s_per_step": 10.0}}
+    (tmp_path / "calibration.json").write_text(json.dumps(calibration))
+    judged = {}
+
+    def run(command, log):  # the SmolLM2 runs are an hour: a training run leaves its metrics, an eval its episodes
+        folder = Path(command[command.index("--out") + 1])
+        folder.mkdir(parents=True, exist_ok=True)
+        if command[3] == "eval":
+            model, seed = command[command.index("--model") + 1], int(command[command.index("--seed") + 1])
+            judged[folder.name] = (model, seed, float(command[command.index("--temperature") + 1]))
+            spec = "random" if "sft-short" in model else "oracle"
+            episodes = rollout(equal_cpu.GAME, policy_from_spec(spec), seeds=range(seed, seed + 4))
+            write_episodes(folder / "episodes.jsonl", episodes)
+        else:
+            (folder / "final").mkdir()
+            (folder / "metrics.jsonl").write_text(json.dumps({"step": 8, "time/cpu_s": 90.0}) + "\n")
+
+    runner.run = run
+    monkeypatch.setattr(equal_cpu, "training_signal", lambda run_dir: {"updates": 3.0})
+    monkeypatch.setattr(equal_cpu, "kl_to_start", lambda *args, **kwargs: 0.0)
+    record = runner.arm(0, "sft+rl", 360.0)
+    short = f"hf:{tmp_path / 'seed-0' / 'sft-short' / 'final'}"
+    assert judged["eval-sft-short-t0"] == (short, equal_cpu.HELD_OUT_SEED, 0.0)
+    assert judged["eval-sft-short-t1"] == (short, equal_cpu.HELD_OUT_SEED, 1.0)
+    assert judged["eval-sft+rl-t0"][1:] == (equal_cpu.HELD_OUT_SEED, 0.0)  # the same maps as the trained model's
+    assert set(record["solved"]) == {"t0", "t1", "start_t0", "start_t1"}
+    assert record["solved"]["t0"] == {str(seed): True for seed in range(4)}  # the oracle stands in for the trained
+    assert record["sft_steps"] == 8
