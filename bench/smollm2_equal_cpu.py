@@ -1,5 +1,8 @@
 """SmolLM2-135M on held-out random maps at equal CPU time: SFT alone, SFT then MS-GRPO, MS-GRPO alone.
 
+(Past 600 lines on purpose: a bench is one script a user runs and reads, and its runner and its
+tables share the record format of ``runs.jsonl``; split, each half would be read with the other open.)
+
 The setting of docs/results.md ("SmolLM2-135M in the paper's setting"): FrozenLake-NoSlip-v0, a
 random 4x4 map per episode, 8 steps. Every arm of a seed gets the same CPU budget (``--budget``
 CPU-seconds of the training processes, user + system; model loading included; evaluations are
@@ -440,6 +443,16 @@ def mcnemar(arm: dict[int, bool], baseline: dict[int, bool]) -> dict[str, Any]:
     return {"only_arm": only_arm, "only_baseline": only_baseline, "p_value": p_value, "maps": len(shared)}
 
 
+def pooled_mcnemar(tests: list[dict[str, Any]]) -> dict[str, Any]:
+    """Exact McNemar test pooled over seeds' :func:`mcnemar` tests: their discordant maps summed."""
+    from scipy.stats import binomtest
+
+    only_arm, only_baseline = sum(t["only_arm"] for t in tests), sum(t["only_baseline"] for t in tests)
+    discordant = only_arm + only_baseline
+    p_value = binomtest(only_arm, discordant, 0.5).pvalue if discordant else 1.0
+    return {"only_arm": only_arm, "only_baseline": only_baseline, "p_value": p_value}
+
+
 def success(results: dict[int, bool]) -> dict[str, Any]:
     """Success with its Wilson 95 % interval."""
     from tsmg.evaluation.metrics import wilson_interval
@@ -541,38 +554,29 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
                 spread = ", ".join(f"seed {seed} {100 * value:.1f}%" for seed, value in sorted(per_seed.items()))
                 print(f"{arm} pooled over {len(per_seed)} seed(s): {pct(entry)}; {spread}")
         for arm in ("sft+rl", "rl-choice"):
-            per_seed, totals = [], {"only_arm": 0, "only_baseline": 0}
-            for seed in sorted({r["seed"] for r in records}):
-                if (seed, arm) in results and (seed, "sft") in results:
-                    test = mcnemar(results[(seed, arm)], results[(seed, "sft")])
-                    per_seed.append({"seed": seed, **test})
-                    totals["only_arm"] += test["only_arm"]
-                    totals["only_baseline"] += test["only_baseline"]
+            per_seed = [
+                {"seed": seed, **mcnemar(results[(seed, arm)], results[(seed, "sft")])}
+                for seed in sorted({r["seed"] for r in records})
+                if (seed, arm) in results and (seed, "sft") in results
+            ]
             if not per_seed:
                 continue
-            from scipy.stats import binomtest
-
-            discordant = totals["only_arm"] + totals["only_baseline"]
-            pooled_p = binomtest(totals["only_arm"], discordant, 0.5).pvalue if discordant else 1.0
-            headline["paired"][f"{arm} vs sft {temperature}"] = {"per_seed": per_seed, **totals, "p_value": pooled_p}
+            total = pooled_mcnemar(per_seed)
+            headline["paired"][f"{arm} vs sft {temperature}"] = {"per_seed": per_seed, **total}
             seeds = ", ".join(
                 f"seed {t['seed']}: {t['only_arm']} vs {t['only_baseline']}, p {t['p_value']:.3g}" for t in per_seed
             )
             print(f"{arm} vs sft (maps solved only by the first vs only by sft): {seeds}; pooled "
-                  f"{totals['only_arm']} vs {totals['only_baseline']}, exact McNemar p {pooled_p:.3g}")  # fmt: skip
+                  f"{total['only_arm']} vs {total['only_baseline']}, "
+                  f"exact McNemar p {total['p_value']:.3g}")  # fmt: skip
     for temperature, title in (("t0", "greedy"), ("t1", "temperature 1")):  # sft+rl against its own start
         started = [r for r in records if r["arm"] == "sft+rl" and START + temperature in r["solved"]]
         if not started:
             continue
-        from scipy.stats import binomtest
-
         pairs = [(r, mcnemar(outcomes(r, temperature), outcomes(r, START + temperature))) for r in started]
-        gained, lost = sum(t["only_arm"] for _, t in pairs), sum(t["only_baseline"] for _, t in pairs)
-        pooled_p = binomtest(gained, gained + lost, 0.5).pvalue if gained + lost else 1.0
         per_seed = [{"seed": r["seed"], **t} for r, t in pairs]
-        headline["paired"][f"sft+rl vs its start {temperature}"] = {
-            "per_seed": per_seed, "only_arm": gained, "only_baseline": lost, "p_value": pooled_p
-        }  # fmt: skip
+        total = pooled_mcnemar(per_seed)
+        headline["paired"][f"sft+rl vs its start {temperature}"] = {"per_seed": per_seed, **total}
         moves = ", ".join(
             f"seed {r['seed']}: {100 * success(outcomes(r, START + temperature))['success']:.1f}% → "
             f"{100 * success(outcomes(r, temperature))['success']:.1f}%, {t['only_arm']} vs {t['only_baseline']}, "
@@ -580,7 +584,8 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
             for r, t in pairs
         )
         print(f"\nsft+rl against its short SFT, {title} (maps solved only after vs only before MS-GRPO): {moves}; "
-              f"pooled {gained} vs {lost}, exact McNemar p {pooled_p:.3g}")  # fmt: skip
+              f"pooled {total['only_arm']} vs {total['only_baseline']}, "
+              f"exact McNemar p {total['p_value']:.3g}")  # fmt: skip
     signals = {}
     for r in records:
         if signal := r.get("training_signal"):
