@@ -161,12 +161,17 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def last_logged(run_dir: Path, key: str, why_missing: str = "") -> float:
+    """The last value of ``key`` in a run's ``metrics.jsonl`` (``why_missing``: a hint for the error)."""
+    values = [row[key] for row in read_rows(run_dir / "metrics.jsonl") if key in row]
+    if not values:
+        raise SystemExit(f"{run_dir}: no {key} in metrics.jsonl{why_missing}")
+    return float(values[-1])
+
+
 def steps_done(run_dir: Path) -> int:
     """The optimizer steps a finished ``tsmg sft`` run logged last (``step``)."""
-    steps = [row["step"] for row in read_rows(run_dir / "metrics.jsonl") if "step" in row]
-    if not steps:
-        raise SystemExit(f"{run_dir}: no step in metrics.jsonl")
-    return int(steps[-1])
+    return int(last_logged(run_dir, "step"))
 
 
 def per_step_cost(calibration: dict[str, Any]) -> float:
@@ -186,10 +191,7 @@ def per_step_cost(calibration: dict[str, Any]) -> float:
 
 def cpu_spent(run_dir: Path) -> float:
     """The CPU-seconds a finished ``tsmg sft`` / ``tsmg train`` run logged last (``time/cpu_s``)."""
-    spent = [row["time/cpu_s"] for row in read_rows(run_dir / "metrics.jsonl") if "time/cpu_s" in row]
-    if not spent:
-        raise SystemExit(f"{run_dir}: no time/cpu_s in metrics.jsonl (a run from before CPU budgets?)")
-    return float(spent[-1])
+    return last_logged(run_dir, "time/cpu_s", " (a run from before CPU budgets?)")
 
 
 class Bench:
@@ -227,6 +229,10 @@ class Bench:
         path = self.out / "calibration.json"
         return json.loads(path.read_text()) if path.is_file() else {}
 
+    def save_calibrations(self, calibrations: dict[str, Any]) -> None:
+        """Write every machine's SFT calibration to ``calibration.json``."""
+        (self.out / "calibration.json").write_text(json.dumps(calibrations, indent=1) + "\n")
+
     def sft_cost(self) -> tuple[float, float]:
         """An SFT run's fixed CPU-seconds (loading) and CPU-seconds per step here (:func:`per_step_cost`).
 
@@ -234,7 +240,6 @@ class Bench:
         calibration per machine (:func:`machine_key`): the records of a bench moved to another CPU
         are kept, and that CPU is timed anew.
         """
-        path = self.out / "calibration.json"
         calibrations = self.calibrations()
         key = machine_key()
         if key not in calibrations:
@@ -248,7 +253,7 @@ class Bench:
             per_step = (costs[5 + self.args.calibrate_steps] - costs[5]) / self.args.calibrate_steps
             fixed = max(costs[5] - 5 * per_step, 0.0)
             calibrations[key] = {"cpu_s_per_step": per_step, "cpu_s_fixed": fixed, "runs": costs}
-            path.write_text(json.dumps(calibrations, indent=1) + "\n")
+            self.save_calibrations(calibrations)
         found = calibrations[key]
         return float(found["cpu_s_fixed"]), per_step_cost(found)
 
@@ -259,7 +264,7 @@ class Bench:
         runs = calibrations[key].setdefault("finished", [])
         if all(run["run"] != name for run in runs):
             runs.append({"run": name, "steps": steps_done(folder), "cpu_s": cpu_spent(folder)})
-            (self.out / "calibration.json").write_text(json.dumps(calibrations, indent=1) + "\n")
+            self.save_calibrations(calibrations)
 
     def sft_command(self, folder: Path, seed: int, *, steps: int, budget: float | None) -> list[str]:
         """``tsmg sft`` of ``steps`` steps (at most ``budget`` CPU-s) into ``folder`` (``--resume`` once it started)."""
@@ -317,13 +322,12 @@ class Bench:
         short_sft = self.out / "pilots" / "sft-short" if pilot else root / "sft-short"
         eval_seed = VALIDATION_SEED if pilot else HELD_OUT_SEED
         cpu: dict[str, float] = {}
+        sft_folder = {"sft": root / "sft", "sft+rl": short_sft}.get(arm)
         if arm == "sft":
             cpu["sft"] = self.sft(root / "sft", seed, budget)
-            sft_steps = steps_done(root / "sft")
             model = root / "sft" / "final"
         elif arm == "sft+rl":
             cpu["sft"] = self.sft(short_sft, seed, self.args.sft_share * budget)
-            sft_steps = steps_done(short_sft)
             start = ["--set", f"model.spec=hf:{short_sft / 'final'}"]
             rl_budget = self.args.pilot_budget if pilot else budget - cpu["sft"]
             cpu["rl"] = self.train(root / "sft+rl", RL_CONFIG, seed, rl_budget, start + extra)
@@ -339,8 +343,8 @@ class Bench:
             for temperature in (0.0, 1.0)
         }
         record = {"seed": seed, "arm": arm, "budget": budget, "cpu": cpu, "cpu_total": sum(cpu.values())}
-        if arm != "rl-choice":
-            record["sft_steps"] = sft_steps
+        if sft_folder is not None:
+            record["sft_steps"] = steps_done(sft_folder)
         record["evals"] = evals
         if (trained_at := training_temperature(arm, pilot)) is not None:
             record["train_temperature"] = trained_at
