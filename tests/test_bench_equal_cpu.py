@@ -317,3 +317,26 @@ def test_an_sft_then_rl_arm_is_judged_at_its_start_on_the_same_maps(tmp_path, mo
     assert set(record["solved"]) == {"t0", "t1", "start_t0", "start_t1"}
     assert record["solved"]["t0"] == {str(seed): True for seed in range(4)}  # the oracle stands in for the trained
     assert record["sft_steps"] == 8
+
+
+def test_the_pooled_mcnemar_test_sums_every_seeds_discordant_maps():
+    def maps(*solved):  # a record's solved maps, as runs.jsonl holds them, of 4 maps
+        return {str(m): m in solved for m in range(4)}
+
+    records = [
+        {"seed": 0, "arm": "sft", "cpu": {"sft": 3600.0}, "solved": {"t0": maps(0, 1)}},
+        {"seed": 0, "arm": "rl-choice", "cpu": {"rl": 3600.0}, "solved": {"t0": maps(2)}},  # 1 vs 2
+        {"seed": 1, "arm": "sft", "cpu": {"sft": 3600.0}, "solved": {"t0": maps(0, 1, 2)}},
+        {"seed": 1, "arm": "rl-choice", "cpu": {"rl": 3600.0}, "solved": {"t0": maps(3)}},  # 1 vs 3
+    ]
+    paired = equal_cpu.summarise(records)["paired"]["rl-choice vs sft t0"]
+    assert [(t["only_arm"], t["only_baseline"]) for t in paired["per_seed"]] == [(1, 2), (1, 3)]
+    assert (paired["only_arm"], paired["only_baseline"]) == (2, 5)
+    assert paired["p_value"] == pytest.approx(0.453125)  # two-sided binomial: 2 of 7 discordant maps at 1/2
+
+
+def test_the_cheapest_finished_step_net_of_loading_sizes_an_sft_run():
+    timed = {"cpu_s_fixed": 30.0, "cpu_s_per_step": 20.0}
+    assert equal_cpu.per_step_cost(timed) == 20.0  # no finished run yet: the timed pair's
+    finished = [{"run": "a", "steps": 100, "cpu_s": 1530.0}, {"run": "b", "steps": 50, "cpu_s": 1030.0}]
+    assert equal_cpu.per_step_cost({**timed, "finished": finished}) == pytest.approx(15.0)  # not b's 20
