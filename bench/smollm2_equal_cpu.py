@@ -56,6 +56,8 @@ Ends with one line holding a JSON object.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -63,6 +65,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,16 +215,32 @@ class Bench:
             tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
             raise SystemExit(f"{' '.join(command[2:])} failed (exit {done.returncode}); its log {log} ends:\n{tail}")
 
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Hold ``OUT/.lock`` while a piece every arm shares is made or updated.
+
+        Processes that share the arms out (``--arms sft`` beside ``--arms sft+rl``) start together:
+        unlocked, each ran the oracle rollout into the same folder (6,000 transcripts instead of
+        2,000), and each could time the calibration or rewrite ``calibration.json`` over another's.
+        """
+        with open(self.out / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
     # ------------------------------------------------------------------ the pieces
     def oracle(self) -> Path:
         """Oracle transcripts (seeds from 5,000,000): more decisions than the longest SFT run uses."""
         folder = self.out / "oracle"
-        if not (folder / "summary.json").is_file():
-            self.run(
-                tsmg("rollout", "--game", GAME, "--model", "oracle", "--episodes", str(self.args.oracle_episodes),
-                     "--seed", str(ORACLE_SEED), "--out", str(folder)),
-                self.out / "logs" / "oracle.log",
-            )  # fmt: skip
+        with self.alone():
+            if not (folder / "summary.json").is_file():
+                self.run(
+                    tsmg("rollout", "--game", GAME, "--model", "oracle", "--episodes", str(self.args.oracle_episodes),
+                         "--seed", str(ORACLE_SEED), "--out", str(folder)),
+                    self.out / "logs" / "oracle.log",
+                )  # fmt: skip
         return folder / "episodes.jsonl"
 
     def calibrations(self) -> dict[str, Any]:
@@ -240,6 +259,10 @@ class Bench:
         calibration per machine (:func:`machine_key`): the records of a bench moved to another CPU
         are kept, and that CPU is timed anew.
         """
+        with self.alone():  # one process times this machine; the others wait for its figures
+            return self._sft_cost()
+
+    def _sft_cost(self) -> tuple[float, float]:
         calibrations = self.calibrations()
         key = machine_key()
         if key not in calibrations:
@@ -259,12 +282,13 @@ class Bench:
 
     def remember_sft(self, folder: Path) -> None:
         """Add a finished SFT run's steps and CPU-seconds to this machine's calibration (once per run)."""
-        calibrations, key = self.calibrations(), machine_key()
-        name = folder.relative_to(self.out).as_posix()
-        runs = calibrations[key].setdefault("finished", [])
-        if all(run["run"] != name for run in runs):
-            runs.append({"run": name, "steps": steps_done(folder), "cpu_s": cpu_spent(folder)})
-            self.save_calibrations(calibrations)
+        with self.alone():  # read, add, write: another arm's process may be doing the same
+            calibrations, key = self.calibrations(), machine_key()
+            name = folder.relative_to(self.out).as_posix()
+            runs = calibrations[key].setdefault("finished", [])
+            if all(run["run"] != name for run in runs):
+                runs.append({"run": name, "steps": steps_done(folder), "cpu_s": cpu_spent(folder)})
+                self.save_calibrations(calibrations)
 
     def sft_command(self, folder: Path, seed: int, *, steps: int, budget: float | None) -> list[str]:
         """``tsmg sft`` of ``steps`` steps (at most ``budget`` CPU-s) into ``folder`` (``--resume`` once it started)."""

@@ -340,3 +340,19 @@ def test_the_cheapest_finished_step_net_of_loading_sizes_an_sft_run():
     assert equal_cpu.per_step_cost(timed) == 20.0  # no finished run yet: the timed pair's
     finished = [{"run": "a", "steps": 100, "cpu_s": 1530.0}, {"run": "b", "steps": 50, "cpu_s": 1030.0}]
     assert equal_cpu.per_step_cost({**timed, "finished": finished}) == pytest.approx(15.0)  # not b's 20
+
+
+def test_arms_started_together_make_the_oracle_transcripts_once(tmp_path):
+    # Processes sharing the arms out start at once; each used to run the rollout into the same folder.
+    import threading
+
+    runners = [bench(tmp_path) for _ in range(3)]
+    for runner in runners:
+        runner.args.oracle_episodes = 20
+    threads = [threading.Thread(target=runner.oracle) for runner in runners]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seeds = [json.loads(line)["seed"] for line in (tmp_path / "oracle" / "episodes.jsonl").open()]
+    assert seeds == list(range(equal_cpu.ORACLE_SEED, equal_cpu.ORACLE_SEED + 20))
