@@ -216,10 +216,10 @@ def _play_random(game: Game, seed: int, max_rounds: int, report: CheckReport, ho
             if not isinstance(key, Hashable):
                 raise GameCheckError(f"{name}: state_key({agent!r}) must be hashable, got {type(key).__name__}")
             legal = game.legal_actions(agent)
-            if hostile:
-                _check_oracle_move(game, agent, legal)
             if legal is not None:
                 _check_legal_actions(game, agent, legal, report)
+            if hostile:
+                _check_oracle_move(game, agent, legal)
                 if hostile and (round_index < 2 or round_index % 25 == 0):
                     sampler = np.random.default_rng([seed, round_index])  # apart from the play's own choices
                     _check_answer_rule(game, agent, legal, observation, sampler, report)
