@@ -32,6 +32,7 @@ import tsmg
 from games.registrations_textarena import TEXTARENA_GAMES, tsmg_id
 from tsmg.adapters.textarena import MAX_CANDIDATES, TextArenaGame
 from tsmg.adapters.textarena_moves import LISTED_MOVES, NEUTRAL_ANSWER, bracketed, play_signature, relays
+from tsmg.adapters.textarena_refusals import family
 from tsmg.checker import hostile_answers, two_move_answers
 from tsmg.core import Invalid
 
@@ -166,10 +167,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     env_ids = args.env_ids or [name for name, _ in TEXTARENA_GAMES]
     seeds = range(args.seeds)
     if args.derive:
-        verdicts = []
-        for env_id in env_ids:
-            verdicts.append(derive(env_id, seeds, args.rounds))
-            print(f"{env_id:<36} {'listed' if verdicts[-1]['listed'] else 'open text':<10} {verdicts[-1]['why']}")
+        verdicts = [derive(env_id, seeds, args.rounds) for env_id in env_ids]
+        open_families = {family(verdict["id"]): verdict for verdict in verdicts if not verdict["listed"]}
+        for verdict in verdicts:  # variants of a family run the same code: evidence on one holds for all
+            other = open_families.get(family(verdict["id"]))
+            if verdict["listed"] and other is not None:
+                verdict.update(listed=False, why=f"as its variant {other['id']}: {other['why']}")
+            print(f"{verdict['id']:<36} {'listed' if verdict['listed'] else 'open text':<10} {verdict['why']}")
         listed = sorted(verdict["id"] for verdict in verdicts if verdict["listed"])
         expected = sorted(env_id for env_id in env_ids if env_id in LISTED_MOVES)
         summary = {

@@ -16,7 +16,9 @@ moves with their numbers changed, the bracketed texts of the seat's messages wit
 changed, and a vocabulary of bracketed words; an id is open text as soon as a turn announces no
 move, relays the neutral sentence to another seat, or takes a probe that plays as none of the
 announced moves and not as the neutral sentence does (the game's own reading of nonsense, such as
-Surround's crash). What was played is :func:`play_signature`: TextArena's ``game_state``, whose
+Surround's crash), or announces more moves than the adapter tries (``MAX_CANDIDATES``); and the
+variants of a family (``Othello-v0``, ``Othello-v0-small``...) run the same code, so evidence on one
+makes the family open text (Othello's forced skip relays any sentence). What was played is :func:`play_signature`: TextArena's ``game_state``, whose
 turn it is, whether it is over and its rewards (the messages aside, which echo the answer's text).
 
 **Open text, read strictly where it can be.** On an open-text id an answer that names one announced
@@ -51,12 +53,12 @@ LISTED_MOVES: frozenset[str] = frozenset({
     "2048-v0-very-easy", "2048-v0-very-hard", "Blackjack-v0", "Blackjack-v0-long", "FifteenPuzzle-v0",
     "FrozenLake-v0", "FrozenLake-v0-hardcore", "FrozenLake-v0-random", "GameOfPureStrategy-v0", "HighSociety-v0",
     "IteratedMatchingPennies-v0", "IteratedRockPaperScissors-v0", "KuhnPoker-v0", "KuhnPoker-v0-extreme",
-    "KuhnPoker-v0-long", "KuhnPoker-v0-medium", "KuhnPoker-v0-short", "Othello-v0", "Othello-v0-big",
-    "Othello-v0-huge", "Othello-v0-small", "PigDice-v0", "PigDice-v0-100", "PigDice-v0-150", "PigDice-v0-200",
+    "KuhnPoker-v0-long", "KuhnPoker-v0-medium", "KuhnPoker-v0-short",
+    "PigDice-v0", "PigDice-v0-100", "PigDice-v0-150", "PigDice-v0-200",
     "PigDice-v0-250", "PigDice-v0-300", "PigDice-v0-350", "PigDice-v0-400", "PigDice-v0-450", "PigDice-v0-50",
     "PigDice-v0-500", "PigDice-v0-long", "PigDice-v0-short", "Secretary-v0", "Secretary-v0-long", "SimpleTak-v0",
     "SimpleTak-v0-extreme", "SimpleTak-v0-large", "SimpleTak-v0-medium", "Snake-v0", "Snake-v0-large",
-    "Snake-v0-standard", "Sokoban-v0", "SpiteAndMalice-v0", "Surround-v0", "Surround-v0-large",
+    "Snake-v0-standard", "Sokoban-v0", "Surround-v0", "Surround-v0-large",
     "Surround-v0-standard", "ThreeCardMonte-v0", "ThreePlayerGOPS-v0", "ThreePlayerTicTacToe-v0", "TicTacToe-v0",
     "WildTicTacToe-v0",
 })  # fmt: skip
