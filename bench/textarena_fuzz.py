@@ -14,7 +14,7 @@ is :mod:`tsmg.adapters.textarena_moves`'s; :data:`~tsmg.adapters.textarena_moves
 its output) and prints, per id, the verdict and the first evidence of open text, then a JSON line
 with the listed ids and whether they equal the adapter's::
 
-    python bench/textarena_fuzz.py [--seeds 3] [--rounds 15] [--derive] [ENV_ID ...]
+    python bench/textarena_fuzz.py [--seeds N] [--rounds N] [--derive] [ENV_ID ...]
 """
 
 from __future__ import annotations
@@ -160,12 +160,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the fuzz (or ``--derive``) and print its table and headline figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("env_ids", nargs="*", help="TextArena ids (default: every registered one)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds per id (default 3)")
-    parser.add_argument("--rounds", type=int, default=15, help="rounds per episode (default 15)")
+    parser.add_argument("--seeds", type=int, help="seeds per id (default 3; with --derive 6)")
+    parser.add_argument("--rounds", type=int, help="rounds per episode (default 15; with --derive 30)")
     parser.add_argument("--derive", action="store_true", help="work out which ids list their moves instead")
     args = parser.parse_args(argv)
     env_ids = args.env_ids or [name for name, _ in TEXTARENA_GAMES]
-    seeds = range(args.seeds)
+    seeds = range(args.seeds or (6 if args.derive else 3))
+    args.rounds = args.rounds or (30 if args.derive else 15)
     if args.derive:
         verdicts = [derive(env_id, seeds, args.rounds) for env_id in env_ids]
         open_families = {family(verdict["id"]): verdict for verdict in verdicts if not verdict["listed"]}
