@@ -15,28 +15,35 @@ TextArena's; this module is the text layer and the bookkeeping:
   try, then you lose" allowance is the referee's ``forfeit_after`` here). Where a seat's
   messages announce moves in brackets (``'[4]'``, ``[check]``), :meth:`~TextArenaGame.legal_actions`
   lists those TextArena accepts now, and an answer naming one of them under the answer rule of
-  :mod:`tsmg.answers` (``**[4]**``, ``[CHECK].``) plays that move. In the games of
-  :data:`CLOSED_GAMES`, whose messages announce every legal move, nothing else is read as a
-  move; in the others (offers, free speech) any other answer is TextArena's to judge. Any other
-  exception TextArena raises is an error of the game (:class:`~tsmg.core.GameCodeError`).
+  :mod:`tsmg.answers` (``**[4]**``, ``[CHECK].``) plays that move. On the ids whose moves are
+  listed (:data:`~tsmg.adapters.textarena_moves.LISTED_MOVES`, derived from TextArena's behaviour)
+  nothing else is a move, and an answer naming two moves (``[up] [right]``) is invalid with a reason
+  saying so. On the others (``open_text``: free speech, offers, moves shown only by example) any
+  other answer is TextArena's to judge on a copy, read strictly where it can be
+  (:mod:`~tsmg.adapters.textarena_moves`: two moves of which TextArena would play one, a sentence
+  around a move). Any other exception TextArena raises is an error of the game
+  (:class:`~tsmg.core.GameCodeError`).
 * **Seeds**: TextArena draws its randomness from Python's global ``random`` module (its
   ``State`` calls ``random.seed(seed)``, its games call ``random.shuffle``, ``random.choice``...).
   Each episode keeps its own state of that module, seeded by ``reset(seed=...)``; every call into TextArena
   runs with the episode's state swapped in and the caller's restored after (under a lock), so the
-  same seed plays the same episode in any process and the caller's ``random`` is left as it was.
+  same seed plays the same episode in any process and the caller's ``random`` is left as it was
+  (TextArena's own import draws from it too, and runs under a saved and restored state).
 * **Rewards** are TextArena's rewards, paid when its episode ends (0 before); a seat that
   forfeits by invalid answers scores -1, TextArena's loss. The episode terminates when TextArena
-  says it is done and is truncated at ``max_steps``.
+  says it is done and is truncated at ``max_steps``. A seat succeeds when it wins: TextArena rewards
+  it highest and some seat lower (a draw is no one's success; one seat: TextArena's full reward).
 * **Forking** is cheap (``fork_mode == "snapshot"``): the environment in play is never changed in
   place, every move adopting the copy it was tried on, so a fork shares it and the episode's
   random state until either side moves.
 
-Environments that cannot be played offline (word lists or NLTK corpora fetched at run time,
-hosted judges) or that fail as games are refused by name with the reason (:data:`REFUSED`).
+Environments that cannot be played here are refused with the reason and how to provide what is
+missing (:mod:`tsmg.adapters.textarena_refusals`: NLTK's data, this Python's syntax, a module or
+file TextArena lacks; hosted judges and numpy's global generator always).
 
-(Past 600 lines: the game, the trial copies its strictness rests on, the episode's random state,
-the refusals with their reasons and the id's spec all read the same TextArena registry, so they stay
-together.)
+(Past 600 lines: the game, the trial copies its strictness rests on, the episode's random state and
+the id's spec all read the same TextArena environment, so they stay together; the refusals and the
+rule of what an answer plays live in their own modules.)
 
 Example:
     >>> import tsmg
@@ -284,6 +291,11 @@ class TextArenaGame(RefereedGame[str]):
         config: A :class:`TextArenaConfig`; alternatively pass its fields as ``options``.
         **options: ``env`` (the TextArena id), ``num_players`` and the options of
             :class:`~tsmg.core.GameConfig` (``max_steps``, ``on_invalid``, ...).
+
+    Attributes:
+        open_text: Whether the id's moves are open text (not in
+            :data:`~tsmg.adapters.textarena_moves.LISTED_MOVES`): answers other than the listed moves
+            go to TextArena. ``tsmg games --json`` and the catalog show it.
 
     Raises:
         UnknownGameError, UnplayableGameError: an unknown or refused environment.

@@ -17,9 +17,10 @@ changed, and a vocabulary of bracketed words; an id is open text as soon as a tu
 move, relays the neutral sentence to another seat, or takes a probe that plays as none of the
 announced moves and not as the neutral sentence does (the game's own reading of nonsense, such as
 Surround's crash), or announces more moves than the adapter tries (``MAX_CANDIDATES``); and the
-variants of a family (``Othello-v0``, ``Othello-v0-small``...) run the same code, so evidence on one
-makes the family open text (Othello's forced skip relays any sentence). What was played is :func:`play_signature`: TextArena's ``game_state``, whose
-turn it is, whether it is over and its rewards (the messages aside, which echo the answer's text).
+variants of a family (``Othello-v0``, ``Othello-v0-small``...) run the same code, so evidence on
+one makes the family open text (Othello's forced skip relays any sentence). What was played is :func:`play_signature`:
+TextArena's ``game_state``, whose turn it is, whether it is over and its rewards (the messages
+aside, which echo the answer's text).
 
 **Open text, read strictly where it can be.** On an open-text id an answer that names one announced
 move plays it; any other answer goes to TextArena on a copy and is refused when TextArena refuses
