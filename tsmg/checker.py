@@ -218,11 +218,11 @@ def _play_random(game: Game, seed: int, max_rounds: int, report: CheckReport, ho
             legal = game.legal_actions(agent)
             if legal is not None:
                 _check_legal_actions(game, agent, legal, report)
-            if hostile:
-                _check_oracle_move(game, agent, legal)
                 if hostile and (round_index < 2 or round_index % 25 == 0):
                     sampler = np.random.default_rng([seed, round_index])  # apart from the play's own choices
                     _check_answer_rule(game, agent, legal, observation, sampler, report)
+            if hostile:
+                _check_oracle_move(game, agent, legal)
             _check_invalid_texts(game, agent)
             # Without enumerable legal actions the checker can only answer with a probe text,
             # which the game may treat as invalid; that is fine and not reported.

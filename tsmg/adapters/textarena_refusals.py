@@ -176,7 +176,7 @@ def load_entry(entry: Callable[..., Any] | str) -> Callable[..., Any]:
 
 def _nltk_has(resource: str) -> bool:
     try:
-        import nltk
+        import nltk  # type: ignore[import-untyped]
     except ImportError:
         return False
     try:
