@@ -99,8 +99,6 @@ MAX_CANDIDATES = 64
 #: Bracketed parts of an open-text answer tried alone, to tell two moves in one answer (each costs a trial).
 MAX_PARTS = 8
 
-_BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
-
 
 def refused_games() -> dict[str, str]:
     """The environments refused here as a user names them (``textarena:ID``), with the reason (tsmg.registry.refusals).
@@ -116,7 +114,7 @@ def refused_games() -> dict[str, str]:
             entry, kwargs = _env_factory(env_id)
             _player_count(env_id, entry, kwargs)
         except UnplayableGameError as error:
-            refused[f"{PREFIX}{env_id}"] = str(error).split(": ", 1)[1]
+            refused[f"{PREFIX}{env_id}"] = error.reason
     return refused
 
 
@@ -143,7 +141,7 @@ def _env_factory(env_id: str) -> tuple[Any, dict[str, Any]]:
     base = env_id.removesuffix("-train").removesuffix("-raw")
     reason = refusals.refusal(base)
     if reason is not None:
-        raise UnplayableGameError(f"TextArena's {base} cannot be played as a tsmg game: {reason}")
+        raise UnplayableGameError(base, reason)
     spec = registry[env_id]
     return refusals.load_entry(spec.entry_point), dict(spec.kwargs)  # TextArena names entry points as module:Class
 
@@ -252,9 +250,9 @@ def _player_count(env_id: str, entry: Any, kwargs: Mapping[str, Any]) -> int:
             reason = refusals.start_refusal(error)
             if reason is None:
                 raise
-            raise UnplayableGameError(f"TextArena's {env_id} cannot be played as a tsmg game: {reason}") from None
+            raise UnplayableGameError(env_id, reason) from None
         return count
-    raise UnplayableGameError(f"TextArena's {env_id} starts with none of {list(PLAYER_COUNTS)} players ({errors[0]})")
+    raise UnplayableGameError(env_id, f"it starts with none of {list(PLAYER_COUNTS)} players ({errors[0]})")
 
 
 def textarena_spec(game_id: str) -> GameSpec:
@@ -568,10 +566,7 @@ class TextArenaGame(RefereedGame[str]):
             for sender, message in reversed(self._history[agent]):
                 if sender != -1:  # the game's messages announce moves; a player's may quote anything
                     continue
-                for found in _BRACKETED.findall(message):
-                    name = " ".join(found.split())
-                    if name not in candidates:
-                        candidates.append(name)
+                candidates += [name for name in bracketed(message) if name not in candidates]
             legal = [name for name in candidates[:MAX_CANDIDATES] if self._accepts(name)]
             self._moves = MoveNames({name: name for name in sorted(legal, key=_natural)})
         return self._moves or None

@@ -47,7 +47,20 @@ RANDOM_LOCK = threading.RLock()
 
 
 class UnplayableGameError(ValueError):
-    """A TextArena environment that cannot be played as a tsmg game here; the message says why."""
+    """A TextArena environment that cannot be played as a tsmg game here; the message says why.
+
+    Attributes:
+        reason: Why, and how to provide what is missing (the message without the environment's name).
+    """
+
+    def __init__(self, env_id: str, reason: str) -> None:
+        """Name the environment and the reason."""
+        super().__init__(f"TextArena's {env_id} cannot be played as a tsmg game: {reason}")
+        self.env_id, self.reason = env_id, reason
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        """Pickle by the environment and the reason (a worker process's error reaches its parent)."""
+        return type(self), (self.env_id, self.reason)
 
 
 _JUDGED = (
