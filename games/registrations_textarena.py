@@ -6,9 +6,11 @@ same games under other wrappers, and tsmg renders its own prompts) that starts o
 with the player count in :data:`TEXTARENA_GAMES` (``textarena:<EnvId>`` makes any of them, or an
 environment registered in TextArena later). Left out, with the reason:
 
-* the environments :data:`tsmg.adapters.textarena.REFUSED` names (the network, NLTK corpora,
-  hosted judges, files or modules the wheel lacks, Python 3.12 syntax), refused by
-  ``textarena:<EnvId>`` too and listed apart by ``tsmg games --refused`` and the catalog page;
+* the environments :mod:`tsmg.adapters.textarena_refusals` refuses (hosted judges and numpy's
+  global generator everywhere; NLTK's data, Python 3.12 syntax, modules or files the installed
+  TextArena lacks where they are missing), refused by ``textarena:<EnvId>`` too and listed apart
+  by ``tsmg games --refused`` and the catalog page (``textarena:<EnvId>`` plays one where what it
+  needs is installed);
 * :data:`CHECKER_FAILURES`: environments that start but fail the checker.
 
 Found by ``scripts/textarena_survey.py`` (every environment started offline, with a timeout
@@ -216,7 +218,6 @@ TEXTARENA_GAMES: tuple[tuple[str, int], ...] = (
     ("SantoriniBaseFixed-v0", 2),
     ("NewRecruit-v0", 2),
 )
-
 
 
 def tsmg_id(env_id: str) -> str:

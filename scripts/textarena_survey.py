@@ -5,7 +5,7 @@ each and every socket connection refused: start it (the first player count its r
 then, where it started, run :func:`tsmg.checker.check_game` on ``textarena:<EnvId>`` with the
 test's settings (two seeds of 15 rounds, three nonsense seeds per seat, episodes cut at 15
 rounds). Prints one JSON line per environment, then one JSON object with the counts. This is
-what ``tsmg.adapters.textarena.REFUSED`` and ``games/registrations_textarena.py`` were made from::
+what ``tsmg.adapters.textarena_refusals`` and ``games/registrations_textarena.py`` were made from::
 
     python scripts/textarena_survey.py [ENV_ID ...]
 """

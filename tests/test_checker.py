@@ -1,12 +1,16 @@
 """The checker catches broken games and says what to fix."""
 
 import random
+import re
 
 import pytest
 
 import tsmg
 from games.frozen_lake import FrozenLake
+from games.frozen_lake_rules import MOVE_NAMES
+from tsmg.answers import normalize_answer
 from tsmg.checker import GameCheckError, check_game
+from tsmg.cli import main
 from tsmg.core import GameCodeError, Invalid
 
 
@@ -171,3 +175,52 @@ def test_nonsense_must_not_beat_random_play():
 
 def test_check_accepts_ids():
     assert check_game(tsmg.make("FrozenLake-v0")).game_id == "FrozenLake-v0"
+
+
+class SeveralMovesLake(FrozenLake):
+    """Reads ``left right`` (or ``left or right``...) as a move, and plays the first one: TextArena's 2048 on main.
+
+    Each answer is the tuple of the moves it names, so ``left right`` is read as a move of its own,
+    equal to no legal move's reading, and the checker before issue 38 let it pass.
+    """
+
+    def parse_action(self, agent, text, state):
+        folded = normalize_answer(text) or ""
+        words = [word for word in re.split(r"[\s,;/]+|\b(?:or|and|then)\b", folded) if word]
+        if words and all(word in MOVE_NAMES for word in words) and (len(words) == 1 or len(set(words)) > 1):
+            return tuple(MOVE_NAMES.index(word) for word in words)
+        return Invalid(f"expected one of {', '.join(MOVE_NAMES)}")
+
+    def action_text(self, agent, action):
+        return MOVE_NAMES[action[0] if isinstance(action, tuple) else action]
+
+    def transition(self, state, actions, rng):
+        return super().transition(state, {"player": actions["player"][0]}, rng)
+
+    def oracle(self, state, agent):
+        return (super().oracle(state, agent),)
+
+
+class WanderingOracleLake(FrozenLake):
+    """Its oracle answers 'north', which is no move of Frozen Lake (eval --model oracle: 100 % invalid, exit 0)."""
+
+    def oracle_action(self, agent):
+        return "north" if agent in self.active_agents else None
+
+
+def test_an_answer_naming_two_moves_is_no_move():
+    """Fails on main's checker (the answer was read as a move that is no legal move's reading, and let pass)."""
+    with pytest.raises(GameCheckError, match=r"the answer '\w+ \w+' names two moves, '\w+' and '\w+', and was read"):
+        check_game(SeveralMovesLake(map_name="4x4"), nonsense_seeds=0)
+
+
+def test_the_oracles_moves_must_be_legal_and_the_message_says_what_to_fix():
+    """Fails on main's checker, which never asked the oracle; the CLI says the same, exit 1."""
+    with pytest.raises(GameCheckError, match=r"the oracle's move 'north' for 'player' is not a valid answer") as caught:
+        check_game(WanderingOracleLake(map_name="4x4"), nonsense_seeds=0)
+    assert "make oracle_action return the text of a legal move (one of legal_actions)" in str(caught.value)
+    tsmg.register("test/WanderingOracleLake-v0", WanderingOracleLake, map_name="4x4", max_steps=16)
+    try:
+        assert main(["check", "--game", "test/WanderingOracleLake-v0", "--nonsense-seeds", "0"]) == 1
+    finally:
+        tsmg.registry.unregister("test/WanderingOracleLake-v0")

@@ -5,7 +5,11 @@ actions ⇒ identical episode), that ``has_random_start`` says what a few seeds 
 direction), that every legal action's text parses back, that invalid text is rejected with a
 reason and never raises (no call into the game may raise: a :class:`~tsmg.core.GameCodeError`
 fails the check naming the call), the answer rule of :mod:`tsmg.answers` against a corpus of
-hostile answers (no answer is read as a move it does not name), terminated/truncated sanity (a
+hostile answers (no answer is read as a move it does not name, and an answer that names two legal
+moves in the game's own notation, ``[up] [right]``, is no move: :func:`two_move_answers`; a game
+whose moves are open text, ``open_text`` true, may read such an answer as a move of its own, a
+sentence or a combined bid, never as one of the two), that the game's oracle, where it has one,
+answers with legal moves that its steps accept, terminated/truncated sanity (a
 finished episode refuses ``step``; answers out of turn are refused), that an episode whose every answer is
 invalid ends, and that a policy answering nothing but nonsense scores no better than the random
 policy on success, return and head-to-head results, seat by seat, over enough seeds to tell.
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +128,7 @@ def check_game(
             )
         first_starts.append(trace[0])
     _check_random_start(game, seeds, first_starts)
+    _check_oracle_episode(game, seeds[0], max_rounds)
     _check_step_errors(game, seeds[0])
     _check_invalid_answers_end(game, seeds[0], end_within)
     if nonsense_seeds:
@@ -216,6 +221,8 @@ def _play_random(game: Game, seed: int, max_rounds: int, report: CheckReport, ho
                 if hostile and (round_index < 2 or round_index % 25 == 0):
                     sampler = np.random.default_rng([seed, round_index])  # apart from the play's own choices
                     _check_answer_rule(game, agent, legal, observation, sampler, report)
+            if hostile:
+                _check_oracle_move(game, agent, legal)
             _check_invalid_texts(game, agent)
             # Without enumerable legal actions the checker can only answer with a probe text,
             # which the game may treat as invalid; that is fine and not reported.
@@ -288,6 +295,57 @@ def _check_legal_actions(game: Game, agent: str, legal: list[str], report: Check
                 "parse_action accept exactly what action_text produces"
             )
         report.legal_actions_checked += 1
+
+
+_FIX_ORACLE = (
+    "make oracle_action return the text of a legal move (one of legal_actions), or None where the game has no oracle; "
+    "`tsmg eval --model oracle` would otherwise score the oracle's answers invalid"
+)
+
+
+def _check_oracle_move(game: Game, agent: AgentID, legal: list[str] | None) -> None:
+    """Where the game has an oracle, its move now parses, and is one of the legal moves where they are listed."""
+    oracle = game.oracle_action(agent)
+    if oracle is None:
+        return
+    parsed = game.parse(agent, oracle)
+    if isinstance(parsed, Invalid):
+        raise GameCheckError(
+            f"{game.game_id}: the oracle's move {oracle!r} for {agent!r} is not a valid answer ({parsed.reason}); "
+            + _FIX_ORACLE
+        )
+    if legal is not None and not any(_same_move(parsed, game.parse(agent, text)) for text in legal):
+        raise GameCheckError(
+            f"{game.game_id}: the oracle's move {oracle!r} for {agent!r} is not among its legal moves "
+            f"{legal[:10]}{'...' if len(legal) > 10 else ''}; " + _FIX_ORACLE
+        )
+
+
+def _check_oracle_episode(game: Game, seed: int, max_rounds: int) -> None:
+    """An episode where each seat with an oracle move plays it (the others at random): every step accepts them."""
+    rng = np.random.default_rng(seed + _CHOICE_SEED)
+    game.reset(seed=seed)
+    played_oracle = False
+    for round_index in range(max_rounds):
+        if game.done or (round_index >= 2 and not played_oracle):
+            return  # over, or a game without an oracle (for the seats that moved first)
+        actions, oracle_seats = {}, []
+        for agent in game.active_agents:
+            oracle = game.oracle_action(agent)
+            if oracle is not None:
+                actions[agent] = oracle
+                oracle_seats.append(agent)
+            else:
+                legal = game.legal_actions(agent)
+                actions[agent] = legal[int(rng.integers(len(legal)))] if legal else _PROBE_FALLBACK
+        played_oracle = played_oracle or bool(oracle_seats)
+        infos = game.step(actions).infos
+        for agent in oracle_seats:
+            if not infos[agent].get("valid", True):
+                raise GameCheckError(
+                    f"{game.game_id}: the oracle's move {actions[agent]!r} for {agent!r} was refused at step: "
+                    f"{infos[agent].get('reason')}; " + _FIX_ORACLE
+                )
 
 
 def _check_invalid_texts(game: Game, agent: str) -> None:
@@ -375,11 +433,20 @@ def _check_answer_rule(
                     f"{name}: {variant!r} was not read as the move {text!r}; an answer names a move whatever its case "
                     "and surrounding punctuation (normalize with tsmg.answers.normalize_answer before matching)"
                 )
-    for answer in _hostile_corpus(sample, legal):
+    two_moves = _two_move_pairs(sample, moves)
+    for answer in hostile_answers(sample, legal, two_moves):
         parsed = game.parse(agent, answer)
         report.hostile_answers_checked += 1
         if isinstance(parsed, Invalid):
             continue
+        if answer in two_moves and not getattr(game, "open_text", False):
+            first, second = two_moves[answer]
+            raise GameCheckError(
+                f"{name}: the answer {answer!r} names two moves, {first!r} and {second!r}, and was read as the move "
+                f"{parsed!r}. An answer is a move only when it names exactly one: return Invalid(reason) for an "
+                "answer that names several (tsmg.answers.MoveNames does this), or set open_text = True on a game "
+                "whose moves are free text"
+            )
         named = [text for text, move in moves if _same_move(move, parsed)]
         if not named:
             continue  # read as a move outside legal_actions: the step will tell whether it is legal
@@ -393,16 +460,44 @@ def _check_answer_rule(
             )
 
 
-def _hostile_corpus(sample: Sequence[str], legal: Sequence[str]) -> list[str]:
-    """The fixed hostile answers plus, per sampled legal move, near misses: prefixes, pairs, sentences."""
+def two_move_answers(first: str, second: str) -> list[str]:
+    """Answers that name two moves in the game's own notation: ``[up] [right]``, ``[up] or [right]``...
+
+    Example:
+        >>> two_move_answers("[hold]", "[roll]")[:3]
+        ['[hold] [roll]', '[hold] or [roll]', '[hold], [roll]']
+    """
+    return [
+        f"{first} {second}", f"{first} or {second}", f"{first}, {second}", f"{first}\n{second}",
+        f"{first} and {second}", f"{first} then {second}", f"{first}; {second}", f"{first} / {second}",
+    ]  # fmt: skip
+
+
+def _two_move_pairs(sample: Sequence[str], moves: Sequence[tuple[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Two-move answers of consecutive sampled moves that are different moves (not names of one), each with its pair."""
+    parsed = dict(moves)
+    pairs: dict[str, tuple[str, str]] = {}
+    for index, first in enumerate(sample):
+        second = sample[(index + 1) % len(sample)]
+        if second == first or _same_move(parsed.get(first), parsed.get(second)):
+            continue
+        for answer in two_move_answers(first, second):
+            pairs.setdefault(answer, (first, second))
+    named = {normalize_answer(text) for text, _ in moves}
+    return {answer: pair for answer, pair in pairs.items() if normalize_answer(answer) not in named}
+
+
+def hostile_answers(sample: Sequence[str], legal: Sequence[str], extra: Iterable[str] = ()) -> list[str]:
+    """The fixed hostile answers, per sampled legal move its near misses (prefixes, sentences), then ``extra``.
+
+    None of them is a legal move's own text (those are moves).
+    """
     corpus = list(_HOSTILE_ANSWERS)
-    for index, text in enumerate(sample):
-        other = sample[(index + 1) % len(sample)]
+    for text in sample:
         corpus += [text[:1], text[:-1], f"{text}x", f"x{text}", f"{text}s", f"{text} {text}", f"{text} please"]
         corpus += [f"I choose {text}", f"move {text}", f"<action>{text}</action>"]
         corpus += [text.replace(" ", ""), text.replace(" ", "_")]
-        if other != text:
-            corpus += [f"{text} {other}", f"{text} or {other}", f"{text}, {other}", f"{text}\n{other}"]
+    corpus += list(extra)
     listed = set(legal)
     return [answer for answer in dict.fromkeys(corpus) if answer not in listed]
 

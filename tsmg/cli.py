@@ -300,13 +300,20 @@ def _add_option_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def game_listing() -> list[dict[str, Any]]:
-    """One dict per registered game: id, num_agents, turn_based, description, defaults."""
+    """One dict per registered game: id, num_agents, turn_based, description, defaults.
+
+    A game that says whether its moves are open text (an ``open_text`` attribute: TextArena's
+    negotiation, speech and unlisted-move games) has it as ``open_text``.
+    """
     items = []
     for spec in tsmg.specs():
         item: dict[str, Any] = {"id": spec.id, "description": spec.description, "defaults": dict(spec.kwargs)}
         try:
             game = spec.make()
             item.update(num_agents=game.num_agents, turn_based=game.turn_based, agents=list(game.agents))
+            open_text = getattr(game, "open_text", None)
+            if isinstance(open_text, bool):
+                item["open_text"] = open_text
         except ImportError as error:
             item.update(num_agents=None, turn_based=None, error=f"missing dependency: {error}")
         items.append(item)
@@ -362,7 +369,9 @@ def catalog_markdown(items: Sequence[dict[str, Any]], refused: dict[str, str]) -
         f"Every registered id ({len(items)}), by source, as `tsmg games` lists them; play one with "
         "`tsmg play --game ID`, check it with `tsmg check --game ID`. Generated from the registry "
         f"(`{CATALOG_COMMAND}`); a test fails when this page and the registry disagree. "
-        "[games.md](games.md) explains the catalog and [openspiel.md](openspiel.md) the OpenSpiel adapter.",
+        "[games.md](games.md) explains the catalog and [openspiel.md](openspiel.md) the OpenSpiel adapter. "
+        "*Moves: open text* marks a game whose moves are not all listed (free speech, offers, moves shown only by "
+        "example): any answer goes to the game ([textarena.md](textarena.md)).",
     ]
     for namespace in sorted(by_source, key=lambda name: (name != "", name.lower())):
         listed = by_source[namespace]
@@ -372,6 +381,7 @@ def catalog_markdown(items: Sequence[dict[str, Any]], refused: dict[str, str]) -
             turns = {True: "turn-based", False: "simultaneous", None: "?"}[item["turn_based"]]
             agents = item["num_agents"] if item["num_agents"] is not None else "?"
             description = (item["description"] or "") + (f" ({item['error']})" if "error" in item else "")
+            description += " Moves: open text." if item.get("open_text") else ""
             lines.append(f"| `{item['id']}` | {agents} | {turns} | {_cell(description)} |")
     if refused:
         lines += [

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pydantic
 import pytest
@@ -196,3 +197,21 @@ def test_eval_observation_last_lays_prompts_out_as_a_run_trained_with_it():
     assert not config_from_args(parser.parse_args(base)).lap.template.observation_last
     config = config_from_args(parser.parse_args([*base, "--observation-last", "--history", "last_k"]))
     assert config.lap.template.observation_last and config.lap.template.history == "last_k"
+
+
+@pytest.mark.parametrize(
+    ("game", "when"),
+    [("TextArena/Battleship-v0-standard", "after 2 rounds"), ("TextArena/Taboo-v0", "at the start of an episode")],
+)
+def test_random_on_a_game_that_lists_no_moves_is_refused_before_anything_runs(tmp_path, game, when):
+    """On main these played failing episodes and printed a `+nan ± nan` row (exit 1)."""
+    pytest.importorskip("textarena")
+    done = subprocess.run(
+        [sys.executable, "-m", "tsmg.cli", "eval", "--game", game, "--model", "random", "--episodes", "3"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: the random policy picks one of the moves a game lists, and ") and when in line
+    assert "lists none for player_0" in line and "nan" not in done.stdout and not list(tmp_path.iterdir())

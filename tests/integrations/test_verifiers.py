@@ -145,3 +145,26 @@ def test_every_seats_return_is_the_rollout_engines():
         while not seat.done:
             seat.play(f"<think>by the book</think><action>{oracle.act([seat.request()])[0].action}</action>")
         assert seat.returns == episode.returns and seat.episode_return == episode.returns["player_1"]
+
+
+def test_a_winning_seat_of_a_textarena_game_scores_success_1_in_the_rubric():
+    """On main the rubric's success was 0 for every seat of TextArena's Kuhn poker (no winner, None read as 0)."""
+    import asyncio
+
+    import verifiers as vf
+
+    pytest.importorskip("textarena")
+    env = load_environment("TextArena/KuhnPoker-v0", seeds=[0], eval_seeds=range(6), agent="player_0")
+    scores = {}
+    for row in env.eval_dataset:  # the model's seat always bets or calls; the opponent plays at random
+        state = asyncio.run(env.setup_state({"info": row["info"], "prompt": row["prompt"]}))
+        while not state["tsmg"]["done"]:
+            legal = state["tsmg_seat"].request().legal_actions
+            move = "[bet]" if "[bet]" in legal else "[call]" if "[call]" in legal else legal[0]
+            asyncio.run(env.env_response([vf.AssistantMessage(content=f"<action>{move}</action>")], state))
+        scores[row["info"]["seed"]] = (
+            asyncio.run(env.episode_return(state)),
+            asyncio.run(env.success(state)),
+        )
+    assert {1.0, -1.0} <= {episode_return for episode_return, _ in scores.values()}  # won some hands, lost some
+    assert all(success == float(episode_return > 0) for episode_return, success in scores.values()), scores

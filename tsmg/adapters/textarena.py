@@ -15,28 +15,35 @@ TextArena's; this module is the text layer and the bookkeeping:
   try, then you lose" allowance is the referee's ``forfeit_after`` here). Where a seat's
   messages announce moves in brackets (``'[4]'``, ``[check]``), :meth:`~TextArenaGame.legal_actions`
   lists those TextArena accepts now, and an answer naming one of them under the answer rule of
-  :mod:`tsmg.answers` (``**[4]**``, ``[CHECK].``) plays that move. In the games of
-  :data:`CLOSED_GAMES`, whose messages announce every legal move, nothing else is read as a
-  move; in the others (offers, free speech) any other answer is TextArena's to judge. Any other
-  exception TextArena raises is an error of the game (:class:`~tsmg.core.GameCodeError`).
+  :mod:`tsmg.answers` (``**[4]**``, ``[CHECK].``) plays that move. On the ids whose moves are
+  listed (:data:`~tsmg.adapters.textarena_moves.LISTED_MOVES`, derived from TextArena's behaviour)
+  nothing else is a move, and an answer naming two moves (``[up] [right]``) is invalid with a reason
+  saying so. On the others (``open_text``: free speech, offers, moves shown only by example) any
+  other answer is TextArena's to judge on a copy, read strictly where it can be
+  (:mod:`~tsmg.adapters.textarena_moves`: two moves of which TextArena would play one, a sentence
+  around a move). Any other exception TextArena raises is an error of the game
+  (:class:`~tsmg.core.GameCodeError`).
 * **Seeds**: TextArena draws its randomness from Python's global ``random`` module (its
   ``State`` calls ``random.seed(seed)``, its games call ``random.shuffle``, ``random.choice``...).
   Each episode keeps its own state of that module, seeded by ``reset(seed=...)``; every call into TextArena
   runs with the episode's state swapped in and the caller's restored after (under a lock), so the
-  same seed plays the same episode in any process and the caller's ``random`` is left as it was.
+  same seed plays the same episode in any process and the caller's ``random`` is left as it was
+  (TextArena's own import draws from it too, and runs under a saved and restored state).
 * **Rewards** are TextArena's rewards, paid when its episode ends (0 before); a seat that
   forfeits by invalid answers scores -1, TextArena's loss. The episode terminates when TextArena
-  says it is done and is truncated at ``max_steps``.
+  says it is done and is truncated at ``max_steps``. A seat succeeds when it wins: TextArena rewards
+  it highest and some seat lower (a draw is no one's success; one seat: TextArena's full reward).
 * **Forking** is cheap (``fork_mode == "snapshot"``): the environment in play is never changed in
   place, every move adopting the copy it was tried on, so a fork shares it and the episode's
   random state until either side moves.
 
-Environments that cannot be played offline (word lists or NLTK corpora fetched at run time,
-hosted judges) or that fail as games are refused by name with the reason (:data:`REFUSED`).
+Environments that cannot be played here are refused with the reason and how to provide what is
+missing (:mod:`tsmg.adapters.textarena_refusals`: NLTK's data, this Python's syntax, a module or
+file TextArena lacks; hosted judges and numpy's global generator always).
 
-(Past 600 lines: the game, the trial copies its strictness rests on, the episode's random state,
-the refusals with their reasons and the id's spec all read the same TextArena registry, so they stay
-together.)
+(Past 600 lines: the game, the trial copies its strictness rests on, the episode's random state and
+the id's spec all read the same TextArena environment, so they stay together; the refusals and the
+rule of what an answer plays live in their own modules.)
 
 Example:
     >>> import tsmg
@@ -55,23 +62,22 @@ import io
 import pickle
 import random
 import re
-import threading
 from collections.abc import Hashable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
 from pydantic import Field
 
-from tsmg import loading
+from tsmg.adapters import textarena_refusals as refusals
+from tsmg.adapters.textarena_moves import LISTED_MOVES, NEUTRAL_ANSWER, bracketed, named_moves, play_signature, relays
+from tsmg.adapters.textarena_refusals import ALWAYS, PROBED, UnplayableGameError
 from tsmg.answers import MAX_ANSWER_CHARS, MoveNames, quote
 from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
 from tsmg.lap import MAX_LISTED_ACTIONS
 from tsmg.registry import TEXTARENA_PREFIX, GameOptionsError, GameSpec, UnknownGameError
 
 __all__ = [
-    "CLOSED_GAMES",
     "PREFIX",
-    "REFUSED",
     "TextArenaConfig",
     "TextArenaGame",
     "UnplayableGameError",
@@ -90,95 +96,30 @@ MAX_FREE_ANSWER_CHARS = 1000
 MAX_SHOWN_MESSAGES = 40
 #: Bracketed moves tried per decision (each costs a trial step on a copy of the environment).
 MAX_CANDIDATES = 64
-#: Environments (TextArena's ``Name-v0`` families) whose messages announce every legal move in
-#: brackets: there an answer that names none of them is invalid without asking TextArena.
-CLOSED_GAMES = frozenset({"TicTacToe", "KuhnPoker"})
-
-_NEEDS_NLTK = "it needs NLTK corpora (words, stopwords...), which TextArena downloads at run time"
-_NEEDS_JUDGE = "its outcome is judged by hosted language models (OpenRouter), which need the network and a key"
-_NEEDS_PY312 = "TextArena's code for it is Python 3.12 syntax (nested quotes in f-strings), and tsmg runs on 3.11"
-_MISSING_FILES = "TextArena 0.7.4's wheel lacks the data files it reads (instructions, game descriptions)"
-_NOT_SHIPPED = "TextArena 0.7.4 registers it but does not ship its module"
-_BROKEN_RESET = "TextArena 0.7.4's reset raises for it (add_observation called without its observation_type)"
-_NEEDS_GYM = "it needs the unmaintained gym package (BabyAI), which tsmg does not install"
-#: Environments TextArena registers that tsmg refuses, with the reason (found offline by
-#: scripts/textarena_survey.py; kept complete and from growing by a test).
-REFUSED: dict[str, str] = {
-    "GuessWho-v0": _NEEDS_JUDGE,
-    "Hangman-v0": _NEEDS_NLTK,
-    "Hangman-v0-hardcore": _NEEDS_NLTK,
-    "Klondike-v0": _NEEDS_PY312,
-    "TwentyQuestions-v0": _NEEDS_JUDGE,
-    "TwentyQuestions-v0-hardcore": _NEEDS_JUDGE,
-    "WordLadder-v0": _NEEDS_NLTK,
-    "WordLadder-v0-medium": _NEEDS_NLTK,
-    "WordLadder-v0-hard": _NEEDS_NLTK,
-    "Wordle-v0": _NEEDS_NLTK,
-    "Wordle-v0-hardcore": _NEEDS_NLTK,
-    "Wordle-v0-long": _NEEDS_NLTK,
-    "Wordle-v0-long-hardcore": _NEEDS_NLTK,
-    "WordSearch-v0": _NEEDS_NLTK,
-    "WordSearch-v0-hardcore": _NEEDS_NLTK,
-    "Checkers-v0": _NEEDS_PY312,
-    "Checkers-v0-long": _NEEDS_PY312,
-    "Chess-v0": _NEEDS_PY312,
-    "Chess-v0-long": _NEEDS_PY312,
-    "Chess-v0-blind": _NEEDS_PY312,
-    "Debate-v0": _NEEDS_JUDGE,
-    "Debate-v0-medium": _NEEDS_JUDGE,
-    "Debate-v0-long": _NEEDS_JUDGE,
-    "DontSayIt-v0": _NEEDS_NLTK,
-    "DontSayIt-v0-hardcore": _NEEDS_NLTK,
-    "DontSayIt-v0-unlimited": _NEEDS_NLTK,
-    "IteratedStagHunt-v0": _NEEDS_PY312,
-    "IteratedStagHunt-v0-randomized": _NEEDS_PY312,
-    "LetterAuction-v0": _NEEDS_NLTK,
-    "LetterAuction-v0-medium": _NEEDS_NLTK,
-    "LetterAuction-v0-hard": _NEEDS_NLTK,
-    "ReverseTicTacToe-v0": _NEEDS_PY312,
-    "ScenarioPlanning-v0": _NEEDS_JUDGE,
-    "SpellingBee-v0-small": _NEEDS_NLTK,
-    "SpellingBee-v0": _NEEDS_NLTK,
-    "SpellingBee-v0-large": _NEEDS_NLTK,
-    "UsedCarNegotiation-v0": _MISSING_FILES,
-    "UsedCarNegotiation-v0-strong-buyer": _MISSING_FILES,
-    "UsedCarNegotiation-v0-strong-seller": _MISSING_FILES,
-    "UsedCar-v0-balanced": _NOT_SHIPPED,
-    "WordChains-v0": _NEEDS_NLTK,
-    "CharacterConclave-v0": _BROKEN_RESET,
-    "CharacterConclave-v0-long": _BROKEN_RESET,
-    "CharacterConclave-v0-extreme": _BROKEN_RESET,
-    "Codenames-v0": _NEEDS_NLTK,
-    "Codenames-v0-hardcore": _NEEDS_NLTK,
-    "BabyAiText-v0": _NEEDS_GYM,
-    "ScorableGames-v0": _MISSING_FILES,
-    "ScorableGames-v0-conservative": _MISSING_FILES,
-    "ScorableGames-v0-game1": _MISSING_FILES,
-    "ScorableGames-v0-game2": _MISSING_FILES,
-    "ScorableGames-v0-game3": _MISSING_FILES,
-    "ScorableGames-v0-7players": _MISSING_FILES,
-    "ScorableGames-v0-medicalethics": _MISSING_FILES,
-    "ScorableGames-v0-vendorretailer": _MISSING_FILES,
-    "UltimateTexasHoldem-v0": _NEEDS_PY312,
-}
-
-_BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
-_LOCK = threading.RLock()
+#: Bracketed parts of an open-text answer tried alone, to tell two moves in one answer (each costs a trial).
+MAX_PARTS = 8
 
 
 def refused_games() -> dict[str, str]:
-    """The refused environments as a user names them (``textarena:ID``), with the reason (tsmg.registry.refusals)."""
-    return {f"{PREFIX}{name}": reason for name, reason in REFUSED.items()}
+    """The environments refused here as a user names them (``textarena:ID``), with the reason (tsmg.registry.refusals).
 
-
-class UnplayableGameError(ValueError):
-    """A TextArena environment that cannot be played as a tsmg game; the message says why."""
+    Those of :data:`~tsmg.adapters.textarena_refusals.ALWAYS` and those of
+    :data:`~tsmg.adapters.textarena_refusals.PROBED` that this machine cannot play now.
+    """
+    refused = {}
+    for env_id in dict.fromkeys([*ALWAYS, *PROBED]):
+        if env_id not in _registry():
+            continue
+        try:
+            entry, kwargs = _env_factory(env_id)
+            _player_count(env_id, entry, kwargs)
+        except UnplayableGameError as error:
+            refused[f"{PREFIX}{env_id}"] = error.reason
+    return refused
 
 
 def _registry() -> dict[str, Any]:
-    from textarena.envs.registration import ENV_REGISTRY
-
-    return ENV_REGISTRY
+    return refusals.registry()
 
 
 def base_env_ids() -> list[str]:
@@ -198,18 +139,11 @@ def _env_factory(env_id: str) -> tuple[Any, dict[str, Any]]:
             f"TextArena has no environment {env_id!r}.{hint} `tsmg games` lists the registered TextArena/ID ids"
         )
     base = env_id.removesuffix("-train").removesuffix("-raw")
-    if base in REFUSED:
-        raise UnplayableGameError(f"TextArena's {base} cannot be played as a tsmg game: {REFUSED[base]}")
+    reason = refusals.refusal(base)
+    if reason is not None:
+        raise UnplayableGameError(base, reason)
     spec = registry[env_id]
-    entry = spec.entry_point
-    if isinstance(entry, str):  # TextArena names its entry points as module:Class
-        entry = loading.load(entry)
-    return entry, dict(spec.kwargs)
-
-
-def _family(env_id: str) -> str:
-    """The environment's family: its id up to the version (``KuhnPoker`` of ``KuhnPoker-v0-long``)."""
-    return re.sub(r"-v\d+.*$", "", env_id)
+    return refusals.load_entry(spec.entry_point), dict(spec.kwargs)  # TextArena names entry points as module:Class
 
 
 class _Randomness:
@@ -231,7 +165,7 @@ class _Randomness:
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         """Swap this state in for the block (under the lock), keep what the block drew, restore the caller's."""
-        with _LOCK:
+        with refusals.RANDOM_LOCK:
             saved = random.getstate()
             random.setstate(self.python)
             try:
@@ -312,8 +246,13 @@ def _player_count(env_id: str, entry: Any, kwargs: Mapping[str, Any]) -> int:
         except (AssertionError, ValueError) as error:
             errors.append(f"{count}: {' '.join(str(error).split())[:120]}")
             continue
+        except OSError as error:
+            reason = refusals.start_refusal(error)
+            if reason is None:
+                raise
+            raise UnplayableGameError(env_id, reason) from None
         return count
-    raise UnplayableGameError(f"TextArena's {env_id} starts with none of {list(PLAYER_COUNTS)} players ({errors[0]})")
+    raise UnplayableGameError(env_id, f"it starts with none of {list(PLAYER_COUNTS)} players ({errors[0]})")
 
 
 def textarena_spec(game_id: str) -> GameSpec:
@@ -351,6 +290,11 @@ class TextArenaGame(RefereedGame[str]):
         **options: ``env`` (the TextArena id), ``num_players`` and the options of
             :class:`~tsmg.core.GameConfig` (``max_steps``, ``on_invalid``, ...).
 
+    Attributes:
+        open_text: Whether the id's moves are open text (not in
+            :data:`~tsmg.adapters.textarena_moves.LISTED_MOVES`): answers other than the listed moves
+            go to TextArena. ``tsmg games --json`` and the catalog show it.
+
     Raises:
         UnknownGameError, UnplayableGameError: an unknown or refused environment.
         GameOptionsError: the environment does not start with ``num_players`` players.
@@ -365,7 +309,7 @@ class TextArenaGame(RefereedGame[str]):
 
         self.config = common.build_config(TextArenaConfig, config, options)
         self._entry, self._kwargs = _env_factory(self.config.env)
-        self.closed = _family(self.config.env) in CLOSED_GAMES
+        self.open_text = self.config.env.removesuffix("-train").removesuffix("-raw") not in LISTED_MOVES
         self._agents = tuple(f"player_{index}" for index in range(self.config.num_players))
         try:
             _new_env(self._entry, self._kwargs, self.config.num_players, _Randomness(0), 0)
@@ -486,9 +430,17 @@ class TextArenaGame(RefereedGame[str]):
         moves = self._announced_moves(agent)
         if moves and len(text) <= MAX_ANSWER_CHARS:
             move = moves.read(text)
-            if not isinstance(move, Invalid) or self.closed:
+            if not isinstance(move, Invalid):
                 return move
-        elif self.closed:
+            if not self.open_text:  # (an open-text answer naming several moves is judged below: it may be speech)
+                named = named_moves(text, moves.canonical)
+                if len(named) > 1:
+                    return Invalid(
+                        f"the answer names {len(named)} moves ({', '.join(named)}); answer with exactly one move, "
+                        f"e.g. {named[0]}"
+                    )
+                return move
+        elif not self.open_text:
             return Invalid(f"expected one of the moves the game announces; got {quote(text)}")
         answer = text.strip()
         if not answer:
@@ -497,8 +449,47 @@ class TextArenaGame(RefereedGame[str]):
             )
         if len(answer) > MAX_FREE_ANSWER_CHARS:
             return Invalid(f"the answer is longer than {MAX_FREE_ANSWER_CHARS} characters")
+        return self._judge(agent, answer, moves.canonical if moves else ())
+
+    def _judge(self, agent: AgentID, answer: str, moves: tuple[str, ...]) -> str | Invalid:
+        """An open-text answer naming no announced move, as TextArena plays it (the rule: :mod:`.textarena_moves`)."""
         invalid = self._trial(answer)[2]
-        return Invalid(f"TextArena rejected the move: {invalid}") if invalid is not None else answer
+        if invalid is not None:
+            return Invalid(f"TextArena rejected the move: {invalid}")
+        played = self._play(answer)
+        alone = {
+            part: self._play(part) for part in bracketed(answer)[:MAX_PARTS] if part != answer and self._accepts(part)
+        }
+        kept = [part for part, play in alone.items() if play == played]
+        dropped = [part for part, play in alone.items() if play != played]
+        if kept and dropped:
+            return Invalid(
+                f"the answer holds more than one move ({kept[0]} and {dropped[0]}), and TextArena would play only "
+                f"{kept[0]}: answer with one move"
+            )
+        neutral = self._play(NEUTRAL_ANSWER) if self._accepts(NEUTRAL_ANSWER) else None
+        same = [move for move in dict.fromkeys([*moves, *kept]) if self._play(move) == played and move != answer]
+        if self._speaks(agent):  # free speech: the answer is the move, unless it played as an announced one
+            executed = [move for move in same if move in moves and self._play(move) != neutral]
+            return executed[0] if len(executed) == 1 and played != neutral else answer
+        if same:
+            return Invalid(f"the answer plays as the move {same[0]} without being its name: answer {same[0]} alone")
+        if played == neutral:
+            return Invalid(
+                f"TextArena reads this answer as it reads any text that names no move; answer with a move"
+                f"{', e.g. ' + moves[0] if moves else ' as the rules above say'}"
+            )
+        return answer
+
+    def _play(self, answer: str) -> bytes:
+        """What TextArena played for ``answer`` on a copy (:func:`~tsmg.adapters.textarena_moves.play_signature`)."""
+        return play_signature(self._trial(answer)[0])
+
+    def _speaks(self, agent: AgentID) -> bool:
+        """Whether this turn takes free speech: TextArena accepts a neutral sentence and relays it to another seat."""
+        return self._accepts(NEUTRAL_ANSWER) and relays(
+            self._trial(NEUTRAL_ANSWER)[0], NEUTRAL_ANSWER, self.player(agent)
+        )
 
     def _advance(self, moves: dict[AgentID, str], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
         if not moves:  # an invalid answer under "penalize": the same seat answers again
@@ -528,11 +519,20 @@ class TextArenaGame(RefereedGame[str]):
         return move
 
     def _success(self, agent: AgentID) -> bool | None:
-        """In a finished one-player game, TextArena's full reward (1; a partial score is not a win); else undefined."""
+        """Whether ``agent`` won the game TextArena finished (None while it lasts, or when it was cut short).
+
+        One seat: TextArena's full reward, 1 (a partial score is not a win). Several seats: a seat wins
+        when TextArena rewards it highest and some other seat lower (a shared win counts; a draw, every
+        seat rewarded alike, is no seat's success), as TextArena's ``set_winner``/``set_winners`` do.
+        """
         state = self.env.state
-        if len(self._agents) > 1 or not state.done or not state.rewards:
+        if not state.done or not state.rewards:
             return None
-        return bool(state.rewards.get(self.player(agent), 0) >= 1)
+        rewards = [float(state.rewards.get(player, 0)) for player in range(len(self._agents))]
+        own = rewards[self.player(agent)]
+        if len(rewards) == 1:
+            return own >= 1
+        return own == max(rewards) and own > min(rewards)
 
     def _refresh(self) -> None:
         self._texts, self._trials, self._moves = {}, {}, None
@@ -566,10 +566,7 @@ class TextArenaGame(RefereedGame[str]):
             for sender, message in reversed(self._history[agent]):
                 if sender != -1:  # the game's messages announce moves; a player's may quote anything
                     continue
-                for found in _BRACKETED.findall(message):
-                    name = " ".join(found.split())
-                    if name not in candidates:
-                        candidates.append(name)
+                candidates += [name for name in bracketed(message) if name not in candidates]
             legal = [name for name in candidates[:MAX_CANDIDATES] if self._accepts(name)]
             self._moves = MoveNames({name: name for name in sorted(legal, key=_natural)})
         return self._moves or None
@@ -604,7 +601,7 @@ class TextArenaGame(RefereedGame[str]):
         elif agent in self._to_move():
             moves = self._announced_moves(agent)
             if moves and len(moves) <= MAX_LISTED_ACTIONS:
-                closing = "" if self.closed else " (or another move the rules allow)"
+                closing = " (or another move the rules allow)" if self.open_text else ""
                 lines.append(f"Your legal moves: {', '.join(moves.canonical)}{closing}.")
             else:
                 lines.append("Your turn: answer with your move as the rules above say.")

@@ -28,7 +28,9 @@ from itertools import groupby
 from pathlib import Path
 from typing import IO, Any
 
-from tsmg.core import GameCodeError, Invalid
+import numpy as np
+
+from tsmg.core import Game, GameCodeError, Invalid
 from tsmg.episode import Episode, read_episodes
 from tsmg.evaluation.config import EvalConfig
 from tsmg.evaluation.metrics import summarize_eval
@@ -212,7 +214,8 @@ def run_eval(
 
     Raises:
         ConfigMismatchError: the folder holds a run with another configuration.
-        ValueError: a cost budget with a model that has no price, or the oracle on a game without one.
+        ValueError: a cost budget with a model that has no price, the oracle on a game without one, or the
+            random policy on a game that lists no moves.
         backends.BackendError: a model's server cannot be reached.
         GameCodeError: a game's own code raised (written to ``game_errors.jsonl`` first).
     """
@@ -233,7 +236,7 @@ def run_eval(
         policy = policy_factory(seat_spec(spec), config)
         _check_reachable(policy)
         policies[spec] = policy if budget is None else BudgetedPolicy(policy, spec, budget, config)
-    _check_oracles(config, todo)
+    _check_scripts(config, todo)
     if budget is not None:
         for episode in previous:
             budget.charge_episode(episode, config.prices)
@@ -286,19 +289,51 @@ def _check_reachable(policy: Policy) -> None:
         check()
 
 
-def _check_oracles(config: EvalConfig, todo: Sequence[PlannedEpisode]) -> None:
-    """Refuse the oracle policy in a game that has no oracle, on the first seed it would play there."""
+def _check_scripts(config: EvalConfig, todo: Sequence[PlannedEpisode]) -> None:
+    """Refuse, on the first seed each plays, the oracle where a game has none and random where it lists no moves."""
     checked = set()
     for planned in todo:
-        kinds = {parse_model_spec(seat_spec(spec)).kind for _, spec in planned.seats}
-        if planned.game_id in checked or "oracle" not in kinds:
+        kinds = {parse_model_spec(seat_spec(spec)).kind for _, spec in planned.seats} & {"oracle", "random"}
+        if planned.game_id in checked or not kinds:
             continue
         checked.add(planned.game_id)
         game = make(planned.game_id, **config.game_options.get(planned.game_id, {}))
         try:
-            OraclePolicy.check_game(game, planned.seed)
+            if "oracle" in kinds:
+                OraclePolicy.check_game(game, planned.seed)
+            if "random" in kinds:
+                _check_random(game, planned.seed)
         finally:
             game.close()
+
+
+#: Rounds of random play in which :func:`_check_random` looks for a turn without listed moves.
+RANDOM_CHECK_ROUNDS = 30
+
+
+def _check_random(game: Game, seed: int) -> None:
+    """Refuse the random policy where a seat has no listed moves to pick from in the first rounds of ``seed``.
+
+    Raises:
+        ValueError: A seat to move lists no moves (the message names the game and what to do).
+    """
+    game.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    for round_index in range(RANDOM_CHECK_ROUNDS):
+        if game.done:
+            return
+        actions = {}
+        for agent in game.active_agents:
+            legal = game.legal_actions(agent)
+            if not legal:
+                when = "at the start of an episode" if round_index == 0 else f"after {round_index} rounds"
+                raise ValueError(
+                    f"the random policy picks one of the moves a game lists, and {game.game_id} lists none for "
+                    f"{agent} {when} (seed {seed}; its moves are open text): play it with a language model or "
+                    "fixed:TEXT"
+                )
+            actions[agent] = legal[int(rng.integers(len(legal)))]
+        game.step(actions)
 
 
 def _play(
