@@ -52,6 +52,7 @@ Simplifications: asynchronous rollouts with one trainer process only; groups sea
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -158,14 +159,20 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         FileExistsError: A fresh run in a folder that already holds one.
         GameCodeError: The game's own code raised (a bug of the game): the run stopped after writing
             the failure to ``game_errors.jsonl`` and a checkpoint of the last finished update, so that
-            it resumes once the game is fixed (an asynchronous rollout worker's failure included).
+            it resumes once the game is fixed (an asynchronous rollout worker's failure included). A
+            failure in the check before the model loads leaves that file alone in the run folder.
     """
     hooks = hooks or TrainHooks()
     started, cpu_started = time.perf_counter(), time.process_time()
     run, rollout_config, sampler = config.run, config.rollout, config.sampler
 
     # --- 1. refuse what cannot work, before any model loads -----------------------------------
-    agents = list(validate_against_game(config).agents)
+    try:
+        agents = list(validate_against_game(config).agents)
+    except GameCodeError as error:  # the game's own bug, met by this check: its traceback goes where a run's goes
+        if os.environ.get("RANK", "0") == "0":  # one process writes (the world is not set up yet)
+            record_game_error(run.out_dir, error)
+        raise
     check_teacher(config)  # a distillation teacher must share the student's tokenizer
     check_opponents(config)  # who plays the seats the model does not (training/selfplay.py)
 

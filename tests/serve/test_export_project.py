@@ -14,11 +14,14 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import httpx
 import pytest
 from openenv.core.generic_client import GenericEnvClient
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import tsmg
 from tsmg.serve.environment import ServeSettings
@@ -173,3 +176,60 @@ def test_bad_exports_are_refused_in_one_sentence(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and expected in err, err
     assert not (tmp_path / "two").exists() and not (tmp_path / "url").exists()
+
+
+def exported_distributions(project):
+    """The distributions the project's ``uv sync`` installs from tsmg: its pyproject's ``tsmg[EXTRAS]`` resolved
+    through the vendored tsmg's own extras (``tsmg[hf]`` inside ``train`` included)."""
+    dependencies = tomllib.loads((project / "pyproject.toml").read_text())["project"]["dependencies"]
+    vendored = tomllib.loads((project / "vendor/tsmg/pyproject.toml").read_text())["project"]
+    pending, names = list(dependencies), set()
+    while pending:
+        requirement = Requirement(pending.pop())
+        if requirement.name != "tsmg":
+            names.add(canonicalize_name(requirement.name))
+            continue
+        pending += vendored["dependencies"]
+        for extra in requirement.extras:
+            pending += vendored["optional-dependencies"][extra]
+    return names
+
+
+LANGUAGE_MODEL_STACK = {"torch", "transformers", "peft", "accelerate"}
+
+
+@pytest.mark.parametrize(
+    ("game_id", "settings", "extras", "needed", "not_needed"),
+    [
+        ("TicTacToe-v0", ServeSettings(), "serve", {"openenv", "uvicorn"}, LANGUAGE_MODEL_STACK | {"textarena"}),
+        ("TextArena/TicTacToe-v0", ServeSettings(), "serve,textarena", {"textarena"}, LANGUAGE_MODEL_STACK),
+        (
+            "OpenSpiel/tic_tac_toe-v0",
+            ServeSettings(opponent="openspiel-mcts", opponent_models=("openspiel-mcts",)),
+            "openspiel,serve",
+            {"open-spiel"},
+            LANGUAGE_MODEL_STACK | {"openai"},
+        ),
+        (
+            "TicTacToe-v0",
+            ServeSettings(opponent_models=("hf:/models/tiny",)),
+            "hf,serve",
+            {"torch", "transformers", "peft"},
+            {"textarena", "open-spiel", "openai"},
+        ),
+    ],
+    ids=["catalog", "textarena", "openspiel-mcts", "hf-opponent"],
+)
+def test_the_exported_dependencies_are_what_the_game_and_its_opponents_need(
+    tmp_path, game_id, settings, extras, needed, not_needed
+):
+    """Was: a TextArena game exported tsmg[serve] (the image could not make the game) and OpenSpiel's MCTS
+    tsmg[hf,openspiel,serve] (torch, transformers and peft for a bot that uses none of them)."""
+    adapted_from = {"TextArena": "textarena", "OpenSpiel": "pyspiel"}.get(game_id.split("/")[0])
+    if adapted_from is not None:
+        pytest.importorskip(adapted_from)
+    project = export_project(tmp_path / "env", game_id, settings)
+    dependencies = tomllib.loads((project / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert dependencies[0] == f"tsmg[{extras}]"
+    installed = exported_distributions(project)
+    assert needed <= installed and not installed & not_needed, sorted(installed)

@@ -14,7 +14,7 @@ from tsmg.serve.environment import GameEnvironment, NotOfferedError, ServeSettin
 pytest.importorskip("pyspiel")
 
 TICTACTOE = "OpenSpiel/tic_tac_toe-v0"
-OFFER = "random, oracle, fixed:TEXT, openspiel-mcts"
+OFFER = "random, fixed:TEXT, openspiel-mcts"  # OpenSpiel's games have no oracle to offer
 
 
 def test_an_enabled_openspiel_bot_plays_a_session_driven_by_openenvs_client(tmp_path):

@@ -1,6 +1,10 @@
 """Training stops at a game's own failure: the failure written, a checkpoint saved, resumable once the game is fixed."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +19,7 @@ from tsmg.cli import report_error
 from tsmg.rollout import GAME_ERRORS_FILE
 
 GAME_ID = "test/SwitchableLake-v0"
+REPO = Path(__file__).resolve().parents[2]
 
 
 class SwitchableLake(FrozenLake):
@@ -56,17 +61,45 @@ def test_a_game_failure_stops_training_with_a_checkpoint_and_the_run_resumes_onc
         tsmg.registry.unregister(GAME_ID)
 
 
-def test_a_game_that_raises_from_the_start_is_refused_before_the_model_loads(tmp_path):
+def test_a_game_that_raises_from_the_start_is_refused_before_the_model_loads_its_traceback_in_the_run_folder(tmp_path):
     tsmg.register(GAME_ID, OldSignatureLake, max_steps=4)
     try:
         config = make_config(
             tmp_path / "run", tmp_path / "no-model", rollout={"game_id": GAME_ID, "game_options": SMALL_LAKE}
         )
-        with pytest.raises(GameCodeError, match="raised in parse_action"):
+        with pytest.raises(GameCodeError, match="raised in parse_action") as raised:
             train(config)
-        assert not (tmp_path / "run").exists()
+        assert raised.value.written_to == str(tmp_path / "run" / GAME_ERRORS_FILE)
+        assert [path.name for path in (tmp_path / "run").iterdir()] == [GAME_ERRORS_FILE]  # no config, no model
+        (record,) = [json.loads(line) for line in (tmp_path / "run" / GAME_ERRORS_FILE).read_text().splitlines()]
+        assert record["call"] == "parse_action" and record["traceback"].startswith("Traceback")
     finally:
         tsmg.registry.unregister(GAME_ID)
+
+
+def test_tsmg_train_of_a_game_that_fails_its_check_says_where_the_traceback_is(tmp_path):
+    """What docs/concepts.md promises: one sentence naming the game, the call and the file with the traceback.
+
+    Was: no run folder, and "(set TSMG_DEBUG=1 to see the traceback)".
+    """
+    out = tmp_path / "run"
+    failing_games = str(REPO / "tests" / "register_failing_games.py")
+    arguments = ["train", "--game", "test/OldSignatureLake-v0", "--model", "tiny", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "tsmg.cli", "--import", failing_games, *arguments],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()  # one sentence, no traceback
+    assert line.startswith("error: the game test/OldSignatureLake-v0 raised in parse_action (seed 0): TypeError")
+    assert line.endswith(f"; its traceback is in {out / GAME_ERRORS_FILE}") and "TSMG_DEBUG" not in line
+    (record,) = [json.loads(text) for text in (out / GAME_ERRORS_FILE).read_text().splitlines()]
+    assert record["game_id"] == "test/OldSignatureLake-v0" and record["call"] == "parse_action"
+    assert "TypeError" in record["traceback"] and not (out / "config.yaml").exists()
 
 
 def test_an_async_workers_game_failure_is_recorded_and_checkpointed_like_a_synchronous_one(

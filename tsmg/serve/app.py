@@ -8,15 +8,20 @@ Each game is an OpenEnv ``HTTPEnvServer`` (WebSocket ``/ws``, ``/schema``, ``/he
   opens a session in the server's own session table and returns its ``session_id``;
   ``POST /step``, ``GET /state`` and ``POST /close`` take it. Idle sessions are reaped by the
   server's reaper like any other; a WebSocket may attach to one with ``/ws?session_id=…``.
-* **Every bad request is a 4xx with the reason.** Bodies are parsed here (NaN, ``1e999``, lone
-  surrogates and deep nesting included, which crash the stock error handler into a 500), errors
-  never echo the input back, and requests the game refuses carry the status of their
+* **Every bad request is a 4xx with the reason.** Bodies are read here by the reader WebSocket
+  frames go through too (:mod:`tsmg.serve.wire`: NaN, ``1e999``, lone surrogates and deep
+  nesting included, which crash the stock error handler into a 500), errors never echo the input
+  back, and requests the game refuses carry the status of their
   :class:`~tsmg.serve.environment.RequestError`. Bodies over ``max_request_bytes`` get 413.
+* **A bug of the game is not a 500 either**: its own code raising is a 424 naming the game and
+  the call, the same sentence the WebSocket gets, and one line in the log
+  (:class:`~tsmg.serve.environment.GameFailed`).
 * **Logs hold no credentials.** Query strings are cut from access logs; headers are never logged.
 * **A token, where one is set** (``tsmg serve --token``): every HTTP request and WebSocket
   handshake presents ``Authorization: Bearer TOKEN`` or is refused (401; 403 on a WebSocket).
-* **Text frames only.** OpenEnv's WebSocket handler reads text frames; a binary one would end the
-  session with the bare error ``'text'``. Here it gets an error frame that says so, and the
+* **JSON text frames only.** OpenEnv's WebSocket handler reads text frames; a binary one would end
+  the session with the bare error ``'text'``, and a frame too deep or not an object would end it
+  with Python's words. Here each gets an error frame with the sentence HTTP answers, and the
   session goes on.
 
 The HTTP sessions live in OpenEnv's own session table, which ``HTTPEnvServer`` 0.10 exposes
@@ -29,9 +34,7 @@ from __future__ import annotations
 
 import hmac
 import inspect
-import json
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -51,16 +54,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tsmg.policies import Policy
+from tsmg.registry import make, spec
 from tsmg.serve.auth import token_headers
 from tsmg.serve.environment import (
     GameEnvironment,
     RequestError,
     ServeSettings,
     check_reset_fields,
-    game_info,
     load_opponent_models,
 )
+from tsmg.serve.limits import offered_opponents, scripted_opponents
 from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState
+from tsmg.serve.wire import BadJSON, read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -125,50 +130,17 @@ def _refusal(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"detail": reason}, status_code=status)
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:20]} is out of range")
-    return value
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _valid_unicode(value: Any) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return True
-    if isinstance(value, dict):
-        return all(_valid_unicode(key) and _valid_unicode(item) for key, item in value.items())
-    if isinstance(value, list):
-        return all(_valid_unicode(item) for item in value)
-    return True
-
-
 async def _json_object(request: Request, *, empty_ok: bool) -> dict[str, Any]:
-    """The request body as a JSON object, or a 400 that says what is wrong with it."""
+    """The request body as a JSON object, or a 400 that says what is wrong with it (:mod:`tsmg.serve.wire`)."""
     raw = await request.body()
     if not raw.strip():
         if empty_ok:
             return {}
         raise _Refused(400, "the body is empty: send a JSON object")
     try:
-        body = json.loads(raw, parse_float=_finite_float, parse_constant=_reject_constant)
-    except RecursionError:
-        raise _Refused(400, "the body is nested too deeply") from None
-    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError and the two above
-        raise _Refused(400, f"the body is not valid JSON: {error}") from None
-    if not isinstance(body, dict):
-        raise _Refused(400, f"the body must be a JSON object, got {type(body).__name__}")
-    # A lone surrogate (written as \ud800) decodes but cannot be sent back as UTF-8.
-    if b"\\ud" in raw.lower() and not _valid_unicode(body):
-        raise _Refused(400, "the body holds text that is not valid Unicode (a lone surrogate)")
-    return body
+        return read_json_object(raw)
+    except BadJSON as error:
+        raise _Refused(400, str(error)) from None
 
 
 def _explain(error: ValidationError | RequestValidationError, prefix: str = "") -> str:
@@ -302,8 +274,41 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 501:  # OpenEnv's task API (/ENV/tasks, /ENV/splits, ...): a tsmg game has no tasks
+            return _refusal(
+                404, f"{request.url.path[:80]} is not offered: a tsmg game has no task list (play it: /reset, /ws)"
+            )
         detail = error.detail if isinstance(error.detail, str) else "the request was refused"
         return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
+
+
+def game_info(game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> GameInfo:
+    """Describe a served game (made once to read its agents, and reset on a few seeds).
+
+    ``has_random_start`` is what those seeds show (:func:`tsmg.checker.observed_random_start`),
+    not merely what the game declares: a client plans its seeds by it.
+    """
+    from tsmg.checker import observed_random_start
+
+    game = make(game_id, **options)
+    rules = settings.option_rules
+    return GameInfo(
+        id=game_id,
+        description=spec(game_id).description,
+        agents=list(game.agents),
+        turn_based=game.turn_based,
+        has_random_start=observed_random_start(game),
+        options=dict(options),
+        opponents=offered_opponents(settings.opponent_models, scripted_opponents(game)),
+        default_opponent=settings.opponent,
+        client_options=None if rules.allowed is None else sorted(rules.allowed),
+        option_limits=dict(rules.limits),
+        max_answer_chars=settings.max_answer_chars,
+        max_sessions=settings.max_sessions,
+        idle_timeout_s=settings.idle_timeout_s,
+        tools=None if (tools := game.tool_specs()) is None else [tool.model_dump() for tool in tools],
+        provides_influence=bool(game.provides_influence),
+    )
 
 
 def game_app(
@@ -317,7 +322,7 @@ def game_app(
     ``models``: the opponent models loaded at start (by spec), shared by every session.
     """
     info = game_info(game_id, options, settings)
-    factory = partial(GameEnvironment, game_id, dict(options), settings, models)
+    factory = partial(GameEnvironment, game_id, dict(options), settings, models, info.opponents)
     server = HTTPEnvServer(
         factory,
         GameAction,
@@ -424,9 +429,9 @@ def create_app(
 
 
 def _harden(app: FastAPI, settings: ServeSettings) -> None:
-    """The middleware every served app wears: the body-size limit, text frames only, and the token where one is set."""
+    """The middleware every served app wears: the body-size limit, checked frames, and the token where one is set."""
     app.add_middleware(_BodySizeLimit, limit=settings.max_request_bytes)
-    app.add_middleware(_TextFramesOnly)
+    app.add_middleware(_CheckedFrames)
     if settings.token is not None:
         app.add_middleware(_RequireToken, token=settings.token)  # added last: runs first
 
@@ -501,16 +506,20 @@ class _RequireToken:
         await send({"type": "websocket.close", "code": 1008, "reason": "a token is needed"})
 
 
-class _TextFramesOnly:
-    """Answer a binary WebSocket frame with an error frame instead of passing it to OpenEnv.
+class _CheckedFrames:
+    """Answer a WebSocket frame that is binary, or not a JSON object within bounds, with an error frame.
 
     OpenEnv's handler reads ``receive_text()``, which fails on a binary frame with a bare
-    ``KeyError('text')`` that ends the session. The handler answers one message at a time, so
-    the error frame sent here, while it waits for the next message, cannot interleave with one of
-    its own.
+    ``KeyError('text')`` that ends the session, and parses text with ``json.loads`` alone, so deep
+    nesting ends the session with Python's "maximum recursion depth exceeded" and a top level
+    that is not an object with an ``AttributeError``. Here each text frame is read by
+    :func:`~tsmg.serve.wire.read_json_object`, as an HTTP body is, and one it refuses gets that
+    sentence in an error frame, the session going on. The handler answers one message at a
+    time, so the error frame sent here, while it waits for the next message, cannot interleave
+    with one of its own.
     """
 
-    MESSAGE = "binary WebSocket frames are not accepted: send each message as a JSON text frame"
+    BINARY = "binary WebSocket frames are not accepted: send each message as a JSON text frame"
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -520,15 +529,23 @@ class _TextFramesOnly:
             await self.app(scope, receive, send)
             return
 
-        async def text_only() -> Message:
+        async def checked() -> Message:
             while True:
                 message = await receive()
-                if message["type"] != "websocket.receive" or message.get("text") is not None:
+                if message["type"] != "websocket.receive":
                     return message
-                error = WSErrorResponse(data={"message": self.MESSAGE, "code": WSErrorCode.INVALID_JSON})
-                await send({"type": "websocket.send", "text": error.model_dump_json()})
+                text = message.get("text")
+                try:
+                    if text is None:
+                        raise BadJSON(self.BINARY)
+                    read_json_object(text)
+                except BadJSON as error:
+                    frame = WSErrorResponse(data={"message": str(error), "code": WSErrorCode.INVALID_JSON})
+                    await send({"type": "websocket.send", "text": frame.model_dump_json()})
+                    continue
+                return message
 
-        await self.app(scope, text_only, send)
+        await self.app(scope, checked, send)
 
 
 class RedactQueries(logging.Filter):

@@ -95,7 +95,13 @@ def add_command(commands: Any) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Check the games and options, bind the port, print the URLs, then serve until interrupted."""
     import tsmg
-    from tsmg.serve.limits import canonical_spec, check_opponent, parse_client_options, parse_option_limit
+    from tsmg.serve.limits import (
+        canonical_spec,
+        check_opponent,
+        offered_opponents,
+        parse_client_options,
+        parse_option_limit,
+    )
 
     for name, value in (
         ("--max-sessions", args.max_sessions),
@@ -114,7 +120,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     models = tuple(dict.fromkeys(canonical_spec(model) for model in args.opponent_model))
     # Nothing is loaded to check the default: it must be scripted or one of the models loaded below.
-    opponent = check_opponent(args.opponent, models)
+    opponent = check_opponent(args.opponent, offered_opponents(models))
     limits = dict(parse_option_limit(text) for text in args.option_limit)
     allowed = parse_client_options(args.client_options)
     if args.export_project is not None:  # makes the game itself; a URL is refused before it is reached

@@ -14,14 +14,17 @@ after a round in which several of the session's seats answered at once, none (``
 ``reset(seed=S)`` calls the game's own ``reset(seed=S)``, so a seed over the wire gives the same
 episode as in-process. Requests the game cannot honour raise :class:`RequestError` subclasses
 carrying the HTTP status that says why; OpenEnv's WebSocket handler sends their message in an
-error frame and keeps the session.
+error frame and keeps the session; so does a failure of the game's own code (:class:`GameFailed`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -29,13 +32,22 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from tsmg.core import AgentID, Game, GameError, Invalid, StepResult
+from tsmg.core import AgentID, Game, GameCodeError, GameError, Invalid, StepResult
 from tsmg.episode import dumps_key
 from tsmg.policies import Decision, DecisionRequest, Policy, policy_from_spec
 from tsmg.registry import GameOptionsError, make, spec
 from tsmg.rollout import final_state_key
-from tsmg.serve.limits import NotOffered, OptionRules, check_opponent, check_vs_bot, offered_opponents
-from tsmg.serve.models import GameAction, GameInfo, GameObservation, GameState, SeatView
+from tsmg.serve.limits import (
+    NotOffered,
+    OptionRules,
+    check_opponent,
+    check_vs_bot,
+    offered_opponents,
+    scripted_opponents,
+)
+from tsmg.serve.models import GameAction, GameObservation, GameState, SeatView
+
+logger = logging.getLogger(__name__)
 
 #: How a request to a closed session starts its refusal (clients reconnect when they see it).
 SESSION_CLOSED = "this session was closed"
@@ -71,6 +83,15 @@ class NotOfferedError(RequestError):
     """An opponent or game option the server does not offer to clients (:mod:`tsmg.serve.limits`)."""
 
     status = 422
+
+
+class GameFailed(RequestError):
+    """The game's own code raised (:class:`~tsmg.core.GameCodeError`): 424, what the request depended on failed.
+
+    Not a 5xx, which clients retry: the same request fails the same way until the game is fixed.
+    """
+
+    status = 424
 
 
 @dataclass(frozen=True)
@@ -124,35 +145,6 @@ def load_opponent_models(settings: ServeSettings) -> dict[str, Policy]:
     return {spec: SharedPolicy(policy_from_spec(spec, seed=0)) for spec in settings.opponent_models}
 
 
-def game_info(game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> GameInfo:
-    """Describe a served game (made once to read its agents, and reset on a few seeds).
-
-    ``has_random_start`` is what those seeds show (:func:`tsmg.checker.observed_random_start`),
-    not merely what the game declares: a client plans its seeds by it.
-    """
-    from tsmg.checker import observed_random_start
-
-    game = make(game_id, **options)
-    rules = settings.option_rules
-    return GameInfo(
-        id=game_id,
-        description=spec(game_id).description,
-        agents=list(game.agents),
-        turn_based=game.turn_based,
-        has_random_start=observed_random_start(game),
-        options=dict(options),
-        opponents=offered_opponents(settings.opponent_models),
-        default_opponent=settings.opponent,
-        client_options=None if rules.allowed is None else sorted(rules.allowed),
-        option_limits=dict(rules.limits),
-        max_answer_chars=settings.max_answer_chars,
-        max_sessions=settings.max_sessions,
-        idle_timeout_s=settings.idle_timeout_s,
-        tools=None if (tools := game.tool_specs()) is None else [tool.model_dump() for tool in tools],
-        provides_influence=bool(game.provides_influence),
-    )
-
-
 _UNSET = object()
 
 
@@ -181,6 +173,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         options: Mapping[str, Any],
         settings: ServeSettings,
         models: Mapping[str, Policy] | None = None,
+        opponents: Sequence[str] | None = None,
     ) -> None:
         """Make the game with the server's options (each session has its own instance).
 
@@ -189,6 +182,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             options: The options the server makes it with.
             settings: The server's settings.
             models: The opponent models the server loaded at start, by spec (shared by sessions).
+            opponents: The opponents offered (the served game's ``/info``); None: found here.
         """
         super().__init__()
         self._game_id = game_id
@@ -198,6 +192,9 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         self._models = dict(models or {})
         self._game: Game = make(game_id, **options)
         self._served_values = _config_values(self._game)
+        if opponents is None:
+            opponents = offered_opponents(settings.opponent_models, scripted_opponents(make(game_id, **options)))
+        self._offered = list(opponents)
         self._seats: tuple[AgentID, ...] = self._game.agents
         self._opponent_spec: str | None = None
         self._opponent: Policy | None = None
@@ -235,6 +232,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
         Raises:
             RequestError: A field is unknown or of the wrong type, or names no seat.
             NotOfferedError: The opponent, or a game option, is not offered to clients.
+            GameFailed: The game's own code raised (logged as one line; the session has no episode).
         """
         self._require_open()
         check_reset_fields(kwargs)
@@ -242,35 +240,38 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             raise RequestError(f"seed must be a non-negative integer or null, got {seed!r:.40}")
         if episode_id is not None and not isinstance(episode_id, str):
             raise RequestError("episode_id must be a string")
-        opponent = self._settings.opponent if kwargs.get("opponent") is None else kwargs["opponent"]
-        try:  # before anything is made: a refused opponent or option costs nothing
-            opponent = check_opponent(opponent, self._settings.opponent_models)
-        except NotOffered as error:
-            raise NotOfferedError(str(error)) from None
+        # The operator's default was checked at start; what a client names is checked against what plays this game.
+        opponent = self._settings.opponent
+        if kwargs.get("opponent") is not None:
+            try:  # before anything is made: a refused opponent or option costs nothing
+                opponent = check_opponent(kwargs["opponent"], self._offered)
+            except NotOffered as error:
+                raise NotOfferedError(str(error)) from None
         options = kwargs.get("options")
         if options is not None and not isinstance(options, dict):
             raise RequestError("options must be an object of per-episode game options")
         self._check_client_options("options", options or {}, {})
-        self._remake(kwargs.get("game_options"))
-        game = self._game
-        agent = kwargs.get("agent")
-        if agent is None:
-            self._seats = game.agents
-        elif agent in game.agents:
-            self._seats = (agent,)
-        else:
-            raise RequestError(f"{self._game_id} has no seat {agent!r:.40}; seats: {', '.join(game.agents)}")
-        self._choose_opponent(opponent)
-        self._state_keys = bool(kwargs.get("state_keys", False))
-        try:
-            observations, _ = game.reset(seed=seed, options=options)
-        except (GameError, ValueError, TypeError) as error:
-            raise RequestError(f"the game refused the reset: {error}") from None
-        self._seed, self._episode_id, self._started = seed, episode_id, True
-        self._round = self._steps = 0
-        self._returns = dict.fromkeys(game.agents, 0.0)
-        rewards = dict.fromkeys(game.agents, 0.0)
-        return self._observation(rewards, {}, self._play_others(rewards))
+        with self._game_code("reset"):
+            self._remake(kwargs.get("game_options"))
+            game = self._game
+            agent = kwargs.get("agent")
+            if agent is None:
+                self._seats = game.agents
+            elif agent in game.agents:
+                self._seats = (agent,)
+            else:
+                raise RequestError(f"{self._game_id} has no seat {agent!r:.40}; seats: {', '.join(game.agents)}")
+            self._choose_opponent(opponent)
+            self._state_keys = bool(kwargs.get("state_keys", False))
+            try:
+                observations, _ = game.reset(seed=seed, options=options)
+            except (GameError, ValueError, TypeError) as error:
+                raise RequestError(f"the game refused the reset: {error}") from None
+            self._seed, self._episode_id, self._started = seed, episode_id, True
+            self._round = self._steps = 0
+            self._returns = dict.fromkeys(game.agents, 0.0)
+            rewards = dict.fromkeys(game.agents, 0.0)
+            return self._observation(rewards, {}, self._play_others(rewards))
 
     def step(self, action: GameAction, timeout_s: float | None = None, **kwargs: Any) -> GameObservation:
         """Play the session's answers (then the other seats' policy), or answer a query.
@@ -280,31 +281,34 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             EpisodeConflict: No episode, the episode is over, or a seat answered out of turn.
             AnswerTooLong: An answer is longer than ``max_answer_chars``.
             RequestError: The action names no seat of the game.
+            GameFailed: The game's own code raised (logged as one line; the episode is over).
         """
         self._require_open()
-        if action.query is not None:
-            return self._answer_query(action)
-        game = self._game
-        if not self._started:
-            raise EpisodeConflict("no episode in progress: reset first")
-        if game.done:
-            raise EpisodeConflict("the episode is over: reset to start a new one")
-        answers = self._answers_of(action)
-        # In a simultaneous round the other seats answer with the session's seat, not after it.
-        others = self._opponent_answers([agent for agent in game.active_agents if agent not in self._seats])
-        try:
-            result = game.step({**others, **answers})
-        except GameError as error:
-            raise EpisodeConflict(str(error)) from None
-        self._round += 1
-        self._steps += 1
-        rewards = dict(result.rewards)
-        for agent, reward in result.rewards.items():
-            self._returns[agent] += reward
-        infos = {agent: result.infos[agent] for agent in answers}
-        if self._opponent is not None:
-            result = self._play_others(rewards) or result
-        return self._observation(rewards, infos, result, acted=tuple(answers))
+        call = {"parse": "parse", "oracle": "oracle_action"}.get(action.query or "", "step")
+        with self._game_code(call):
+            if action.query is not None:
+                return self._answer_query(action)
+            game = self._game
+            if not self._started:
+                raise EpisodeConflict("no episode in progress: reset first")
+            if game.done:
+                raise EpisodeConflict("the episode is over: reset to start a new one")
+            answers = self._answers_of(action)
+            # In a simultaneous round the other seats answer with the session's seat, not after it.
+            others = self._opponent_answers([agent for agent in game.active_agents if agent not in self._seats])
+            try:
+                result = game.step({**others, **answers})
+            except GameError as error:
+                raise EpisodeConflict(str(error)) from None
+            self._round += 1
+            self._steps += 1
+            rewards = dict(result.rewards)
+            for agent, reward in result.rewards.items():
+                self._returns[agent] += reward
+            infos = {agent: result.infos[agent] for agent in answers}
+            if self._opponent is not None:
+                result = self._play_others(rewards) or result
+            return self._observation(rewards, infos, result, acted=tuple(answers))
 
     async def reset_async(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
@@ -358,6 +362,30 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
             self.on_close()
 
     # ------------------------------------------------------------------------- helpers
+    @contextmanager
+    def _game_code(self, call: str) -> Iterator[None]:
+        """Turn a failure of the game's own code in a request into :class:`GameFailed`, logged as one line.
+
+        The episode ends with it (in-process, a game's failure stops the run). A game without the
+        referee may raise anything: it is named by the request's ``call``, as the rollout engine
+        names such a game's failure. The sentence is printable, and cut in the middle to about
+        600 characters (the exception's message is the game's, and may quote a whole answer).
+        """
+        try:
+            yield
+        except RequestError:
+            raise
+        except Exception as error:
+            self._started = False
+            if not isinstance(error, GameCodeError):
+                error = GameCodeError(self._game_id, call, error, self._seed)
+            sentence = "".join(char if char.isprintable() else "?" for char in str(error))
+            sentence = sentence if len(sentence) <= 600 else f"{sentence[:500]} [...] {sentence[-90:]}"
+            debug = bool(os.environ.get("TSMG_DEBUG"))
+            logger.error("%s%s", sentence, "" if debug else " (TSMG_DEBUG=1 logs its traceback)", exc_info=debug)
+            advice = "this episode is over (reset starts a new one), and the server's operator has the error in its log"
+            raise GameFailed(f"{sentence}; {advice}") from None
+
     def _require_open(self) -> None:
         if self._closed:
             raise SessionExpired(f"{SESSION_CLOSED} (idle too long, or closed by its client); open a new one")

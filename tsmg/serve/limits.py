@@ -1,12 +1,13 @@
 """What a client of ``tsmg serve`` may ask for: the opponents it may name and the game options it may set.
 
-Everything here runs before a session builds anything, so a refused request costs the server
+The checks here run before a session builds anything, so a refused request costs the server
 nothing: no model is loaded, no game is made, no backend is imported (this module imports
-none).
+none). What a game lets be offered (:func:`scripted_opponents`) is found once, at start.
 
 **Opponents.** A one-seat session names the policy of the other seats. The server offers the
-scripted ones (``random``, ``oracle``, ``fixed:TEXT``) and the models its operator loaded at
-start (``tsmg serve --opponent-model SPEC``); any other name is refused with the list.
+scripted ones that can play its game (``random`` where the game lists its moves, ``oracle``
+where it has one, ``fixed:TEXT`` always) and the models its operator loaded at start
+(``tsmg serve --opponent-model SPEC``); any other name is refused with the list.
 OpenSpiel's bots (``openspiel-mcts``, ``openspiel-br``) search or solve, so they too are offered
 only where the operator names them with ``--opponent-model``; that also lets a client ask for
 the bot as the game option ``vs`` (``mcts``, ``br``; ``random`` is always allowed), whose
@@ -33,10 +34,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tsmg.core import Game
 from tsmg.model_spec import OPENSPIEL_BOTS, ModelSpecError, parse_model_spec
+from tsmg.policies import OraclePolicy
 
 #: The scripted opponents every server offers (``fixed:TEXT`` stands for any fixed answer).
 SCRIPTED_OPPONENTS = ("random", "oracle", "fixed:TEXT")
+#: Why a scripted opponent is not offered, where the served game cannot be played by it.
+CANNOT_PLAY = {
+    "random": "the served game does not list its moves, which random play picks from",
+    "oracle": "the served game has no oracle",
+}
 #: The bots the OpenSpiel game option ``vs`` names (besides ``random``), by the model spec that enables them.
 VS_BOT_SPECS = {"mcts": "openspiel-mcts", "br": "openspiel-br"}
 #: Size (characters and items) of a text, list or object any client may send without a limit: a
@@ -57,35 +65,62 @@ def canonical_spec(spec: str) -> str:
     return str(parse_model_spec(spec))
 
 
-def offered_opponents(models: Sequence[str]) -> list[str]:
-    """What a one-seat session may name as its opponent: the scripted policies, then ``models``."""
-    return [*SCRIPTED_OPPONENTS, *models]
+def offered_opponents(models: Sequence[str], scripted: Sequence[str] = SCRIPTED_OPPONENTS) -> list[str]:
+    """What a one-seat session may name as its opponent: the scripted policies that play the game, then ``models``.
+
+    Args:
+        models: The canonical specs the operator loaded (``--opponent-model``).
+        scripted: Those of :data:`SCRIPTED_OPPONENTS` that can play the served game
+            (:func:`scripted_opponents`); all of them by default.
+    """
+    return [*scripted, *models]
 
 
-def check_opponent(spec: Any, models: Sequence[str]) -> str:
+def scripted_opponents(game: Game) -> list[str]:
+    """The scripted opponents that can play ``game``: ``random`` where it lists its moves, ``oracle`` where it has one.
+
+    ``fixed:TEXT`` always. Resets ``game`` (seed 0) to look at the start of an episode.
+    """
+    try:
+        OraclePolicy.check_game(game, seed=0)
+        has_oracle = True
+    except ValueError:
+        has_oracle = False
+    lists_moves = all(game.legal_actions(agent) for agent in game.active_agents)
+    plays = {"random": lists_moves, "oracle": has_oracle, "fixed:TEXT": True}
+    return [name for name in SCRIPTED_OPPONENTS if plays[name]]
+
+
+def check_opponent(spec: Any, offered: Sequence[str]) -> str:
     """The canonical spec of an opponent a client named, if the server offers it.
 
-    Only parses text (imports nothing, loads nothing): a scripted spec is always offered, a
-    model only if it is one of ``models`` (the canonical specs the operator loaded).
+    Only parses text (imports nothing, loads nothing): ``spec`` is offered when it is one of
+    ``offered`` (``fixed:TEXT`` standing for any fixed answer).
+
+    Args:
+        spec: What the client named.
+        offered: What the server offers for its game (:func:`offered_opponents`).
 
     Raises:
         NotOffered: ``spec`` is not text, or names a policy the server does not offer.
     """
-    offered = ", ".join(offered_opponents(models))
+    listed = ", ".join(offered)
     if not isinstance(spec, str):
-        raise NotOffered(f"opponent must be text naming one of: {offered}")
+        raise NotOffered(f"opponent must be text naming one of: {listed}")
     try:
         parsed = parse_model_spec(spec)
     except ModelSpecError:
         parsed = None
-    if parsed is not None and ((parsed.scripted and parsed.kind not in OPENSPIEL_BOTS) or str(parsed) in models):
+    if parsed is not None and ("fixed:TEXT" if parsed.kind == "fixed" else str(parsed)) in offered:
         return str(parsed)
     hint = ""
-    if parsed is not None and parsed.kind in OPENSPIEL_BOTS:
+    if parsed is not None and parsed.kind in CANNOT_PLAY:
+        hint = f" ({CANNOT_PLAY[parsed.kind]})"
+    elif parsed is not None and parsed.kind in OPENSPIEL_BOTS:
         hint = f" (the operator enables OpenSpiel's bots: tsmg serve --opponent-model {parsed.kind})"
     elif parsed is not None and not parsed.scripted:
         hint = " (a model opponent is loaded at start: tsmg serve --opponent-model)"
-    raise NotOffered(f"opponent {spec!r:.60} is not offered by this server; choose one of: {offered}{hint}")
+    raise NotOffered(f"opponent {spec!r:.60} is not offered by this server; choose one of: {listed}{hint}")
 
 
 def check_vs_bot(where: str, options: Mapping[str, Any], models: Sequence[str]) -> None:

@@ -26,6 +26,7 @@ against these, as ``tsmg serve`` does.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -39,6 +40,7 @@ from types import ModuleType
 from typing import Any
 
 from tsmg import loading, registry
+from tsmg.model_spec import parse_model_spec
 from tsmg.serve.auth import TOKEN_ENV_VAR
 from tsmg.serve.environment import ServeSettings
 from tsmg.serve.limits import OptionRules
@@ -49,6 +51,24 @@ PORT = 8000
 #: The packages of the tsmg distribution, vendored into the project.
 TSMG_PACKAGES = ("tsmg", "backends", "games", "training")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc")
+#: The extra a game needs, by the module of a tsmg adapter its class is built on (catalog games need none).
+ADAPTER_EXTRAS = {
+    "tsmg.adapters.openspiel": "openspiel",
+    "tsmg.adapters.openspiel_bots": "openspiel",
+    "tsmg.adapters.textarena": "textarena",
+    # PettingZoo itself is a dependency of tsmg; the games the adapter plays are its classic ones, which import pygame.
+    "tsmg.adapters.pettingzoo": "classic",
+}
+#: The extra an opponent needs, by its kind of model spec (:mod:`tsmg.model_spec`); other scripted kinds need none.
+OPPONENT_EXTRAS = {
+    "openspiel-mcts": "openspiel",
+    "openspiel-br": "openspiel",
+    "hf": "hf",
+    "smollm2": "hf",
+    "tiny": "hf",
+    "vllm": "vllm",
+    "openai": "openai",
+}
 
 
 @dataclass(frozen=True)
@@ -110,7 +130,7 @@ def export_project(
     root.mkdir(parents=True, exist_ok=True)
     (root / "server").mkdir()
     carried = _carry_module(module, root) if module is not None else None
-    extras = _extras(spec.id, settings)
+    extras = _extras(spec, settings)
     config = {
         "game_id": spec.id,
         "entry_point": entry_point,
@@ -252,14 +272,22 @@ def _vendor_tsmg(target: Path) -> None:
     )
 
 
-def _extras(game_id: str, settings: ServeSettings) -> list[str]:
-    """Tsmg's extras the served game and opponents need (serve always)."""
-    extras = ["serve"]
-    if game_id.startswith(("openspiel:", "OpenSpiel/")):
-        extras.append("openspiel")
-    for model in settings.opponent_models:
-        extras.append("openai" if model.startswith("openai:") else "hf")
-    return sorted(set(extras))
+def _extras(spec: registry.GameSpec, settings: ServeSettings) -> list[str]:
+    """Tsmg's extras the project installs: ``serve``, the adapter's the game is built on, and the opponents'.
+
+    The game's come from its class (each class of its method resolution order, by module, in
+    :data:`ADAPTER_EXTRAS`: a TextArena game needs ``textarena``, a user's subclass of an adapter's
+    game too); the opponents' from their kind of model spec (:data:`OPPONENT_EXTRAS`: OpenSpiel's
+    MCTS needs ``openspiel``, not the language-model stack).
+    """
+    made_by = loading.load(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    modules = {cls.__module__ for cls in inspect.getmro(made_by)} if isinstance(made_by, type) else {made_by.__module__}
+    extras = {"serve"} | {ADAPTER_EXTRAS[module] for module in modules if module in ADAPTER_EXTRAS}
+    for opponent in (settings.opponent, *settings.opponent_models):
+        kind = parse_model_spec(opponent).kind
+        if kind in OPPONENT_EXTRAS:
+            extras.add(OPPONENT_EXTRAS[kind])
+    return sorted(extras)
 
 
 def observed_returns(game_id: str, options: Mapping[str, Any], episodes: int = 8) -> tuple[float, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import socket
 from collections.abc import Mapping, Sequence
@@ -66,8 +67,12 @@ def serve(
 
 def run_app(app: Any, *, sock: socket.socket, log_level: str = "info", access_log: bool = True) -> None:
     """Run a served app (:func:`~tsmg.serve.app.build_app` or :func:`~tsmg.serve.app.create_app`) on ``sock``."""
+    # uvicorn's own logging, plus tsmg.serve's loggers (a game's failure, one line) on its error stream.
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["loggers"]["tsmg.serve"] = {"handlers": ["default"], "level": log_level.upper(), "propagate": False}
     config = uvicorn.Config(
         app,
+        log_config=log_config,
         log_level=log_level,
         access_log=access_log,
         ws_max_size=WS_MAX_BYTES,
