@@ -311,7 +311,7 @@ def test_the_checks_see_an_upward_import_and_a_circle():
     circle = (Edge("training.sources", "training.rtpo", 1), Edge("training.rtpo", "training.sources", 2))
     assert import_circles(circle) == [["training.rtpo", "training.sources"]]
     # An in-function import is an edge like any other.
-    assert Edge("tsmg.cli", "training.cli", 201) not in import_edges() or _rank("tsmg.cli") >= _rank("training.cli")
+    assert any(edge.source == "tsmg.cli" and edge.target == "training.cli" for edge in import_edges())
 
 
 def test_the_layers_are_in_the_stated_order():

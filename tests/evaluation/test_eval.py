@@ -14,6 +14,7 @@ import pytest
 from tsmg.episode import read_episodes
 from tsmg.evaluation import ConfigMismatchError, EvalConfig, plan_evaluation, run_eval
 from tsmg.evaluation.cli import dry_run_text
+from tsmg.evaluation.metrics import wilson_interval
 from tsmg.evaluation.runner import build_policy
 from tsmg.policies import Decision
 
@@ -45,8 +46,11 @@ def test_run_writes_folder_and_statistics(tmp_path):
     files = {path.name for path in (tmp_path / "run").iterdir()}
     assert {"config.json", "episodes.jsonl", "summary.json", "report.md", "success.png", "returns.png"} <= files
     random_row, oracle_row = result.summary["games"][0]["rows"]
-    low, high = oracle_row["success_ci95"]
-    assert low <= oracle_row["success_rate"] <= high
+    # The interval is Wilson's on the row's own counts, checked against known values (not just "contains the rate").
+    successes = round(oracle_row["success_rate"] * 40)
+    assert oracle_row["success_ci95"] == pytest.approx(wilson_interval(successes, 40))
+    assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson_interval(40, 40) == pytest.approx((0.9124, 1.0), abs=1e-4)
     assert oracle_row["success_rate"] > random_row["success_rate"]
     assert "| FrozenLake-Slippery-v0 | oracle | 40 |" in (tmp_path / "run" / "report.md").read_text()
 
