@@ -476,7 +476,12 @@ class ModelConfig(_Section):
     finetune: Literal["lora", "full"] = Field(default="lora", description="Train a LoRA adapter or every weight.")
     lora_r: int = Field(default=8, ge=1, description="LoRA rank.")
     lora_alpha: float = Field(default=16.0, gt=0.0, description="LoRA scaling numerator (scale = alpha / r).")
-    lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout on the LoRA input.")
+    lora_dropout: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Dropout on the LoRA input; SFT only: RL training refuses > 0 (the first ratio would not be 1).",
+    )
     lora_target_modules: list[str] | Literal["all-linear"] = Field(
         default="all-linear", description="Modules that get an adapter, or 'all-linear'."
     )
@@ -820,6 +825,17 @@ class TrainConfig(_Section):
                     f"({', '.join(sorted(ENGINES_TAKING_WEIGHTS))})"
                 )
         return data
+
+    @model_validator(mode="after")
+    def _no_lora_dropout(self) -> TrainConfig:
+        # pi_old is scored in eval mode (or on the merged copy) and the loss's forward runs in train mode, so
+        # dropout would make the first ratio differ from 1 and bias every clip; SFT has no ratio and keeps it.
+        if self.model.lora_dropout > 0:
+            raise ValueError(
+                f"model.lora_dropout {self.model.lora_dropout} makes the policy ratio differ from 1 before any "
+                "update (pi_old is scored without dropout): set model.lora_dropout 0 for RL training"
+            )
+        return self
 
     @model_validator(mode="after")
     def _merged_adapter_applies(self) -> TrainConfig:

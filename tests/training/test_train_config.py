@@ -268,3 +268,23 @@ def test_opd_needs_a_teacher_and_a_sampler_that_draws_zero_rl_advantages():
     assert opd.distill.teacher == "hf:t"  # no groups needed for distillation alone
     combined = build(distill={"teacher": "hf:t", "weight": 0.5, "turn_balanced": True})
     assert combined.credit.name == "ms-grpo" and combined.distill.weight == 0.5
+
+
+def test_rl_training_refuses_lora_dropout_in_one_sentence_and_sft_keeps_it(tmp_path, capsys):
+    """pi_old is scored without dropout and the loss's forward runs in train mode, so lora_dropout > 0 makes
+    the first ratio differ from 1: RL refuses it at validation (mutation killed: the validator removed)."""
+    from training.sft import SFTConfig
+    from tsmg.cli import main
+
+    base = {"rollout": {"game_id": "FrozenLake-v0"}}
+    with pytest.raises(ValueError, match=r"set model.lora_dropout 0 for RL training"):
+        TrainConfig.model_validate({**base, "model": {"spec": "tiny", "finetune": "lora", "lora_dropout": 0.1}})
+    TrainConfig.model_validate({**base, "model": {"spec": "tiny", "finetune": "lora", "lora_dropout": 0.0}})
+    command = ["train", "--game", "FrozenLake-v0", "--model", "tiny", "--set", "model.finetune=lora"]
+    command += ["--set", "model.lora_dropout=0.1", "--out", str(tmp_path / "run")]
+    returncode, stderr = main(command), capsys.readouterr().err
+    assert returncode != 0 and "Traceback" not in stderr
+    assert "set model.lora_dropout 0 for RL training" in stderr and not (tmp_path / "run").exists()
+    # SFT has no ratio: dropout stays allowed there.
+    sft = SFTConfig(data={"episodes": ["e.jsonl"]}, model={"spec": "smollm2", "finetune": "lora", "lora_dropout": 0.1})
+    assert sft.model.lora_dropout == 0.1
