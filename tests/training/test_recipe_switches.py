@@ -106,3 +106,31 @@ def test_first_pass_is_refused_where_the_first_forward_is_not_pi_old(model_dir, 
                          model={"finetune": "lora", "lora_dropout": 0.1})  # fmt: skip
     with pytest.raises(ValidationError, match="gspo"):
         free_text_config(tmp_path, model_dir, loss={"old_logprobs": "first-pass", "name": "gspo"})
+
+
+def test_epochs_and_mini_batches_pass_over_every_decision_of_the_rollout_epochs_times():
+    from training.config import OptimConfig
+
+    optim = OptimConfig(micro_batch_size=16, grad_accumulation=4, epochs=3)
+    plan = plan_optimizer_steps(450, 0, optim, np.random.default_rng(0))
+    seen = np.concatenate([batch for step in plan for batch in step.policy])
+    assert np.bincount(seen, minlength=450).tolist() == [3] * 450  # each decision once per epoch
+    assert len(plan) == 3 * 8  # 29 micro-batches of 16 per epoch, 4 per optimizer step: 8 steps per epoch
+
+
+def test_a_run_with_samples_per_update_all_trains_on_every_decision_it_played(model_dir, tmp_path):  # noqa: F811
+    from test_trainer import make_config
+
+    from training.trainer import train
+
+    config = make_config(
+        tmp_path / "run",
+        model_dir,
+        sampler={"samples_per_update": "all", "unit": "step"},
+        loss={"old_logprobs": "first-pass"},
+        optim={"epochs": 2, "grad_accumulation": 1, "micro_batch_size": 8},
+        run={"updates": 1},
+    )
+    [row] = [row for row in train(config).metrics if "sampler/samples" in row]
+    assert row["sampler/samples"] == row["sampler/items"] == row["sampler/drawn"] > 16  # every decision of 16 episodes
+    assert row["optim/steps"] == 2 * -(-row["sampler/samples"] // 8)  # two epochs of one micro-batch per step
