@@ -340,8 +340,14 @@ class Bench:
         only the maps outside every run's training maps (:func:`summarise`), so the count has a margin.
         """
         done = read_rows(self.out / "runs.jsonl") + read_rows(self.out / "pilots.jsonl")
-        excluded = training_layouts(done + trained, self.args.oracle_episodes)
-        return episodes_for_never_seen(seed, self.args.episodes, excluded)
+        # The MS-GRPO runs not yet trained play maps known in advance (their seeds follow from the run's
+        # seed and update), so those of up to budget / 20 CPU-s updates each (an update costs 50-90 here)
+        # are kept out too: the arms judged first then still hold --episodes never-seen maps at the end.
+        updates = int(self.args.budget / 20)
+        planned = [{"seed": run_seed, "arm": arm, "training_signal": {"updates": updates}}
+                   for run_seed in range(max(self.args.seeds, 1)) for arm in ("sft+rl", "rl-choice")]  # fmt: skip
+        excluded = training_layouts(done + trained + planned, self.args.oracle_episodes)
+        return episodes_for_never_seen(seed, self.args.episodes, excluded, margin=1.0)
 
     def evaluate(self, model: Path, arm: str, folder: Path, seed: int, temperature: float, episodes: int) -> Path:
         """``tsmg eval`` of a trained model on ``episodes`` maps from ``seed`` (it resumes by itself)."""

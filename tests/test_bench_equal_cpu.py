@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def bench(tmp_path):
-    args = argparse.Namespace(threads=1, model_flags=[], pilot_budget=1200.0, sft_share=0.25, oracle_episodes=20)
+    args = argparse.Namespace(
+        threads=1, model_flags=[], pilot_budget=1200.0, sft_share=0.25, oracle_episodes=20, budget=360.0, seeds=1
+    )
     return equal_cpu.Bench(tmp_path, args)
 
 
@@ -376,3 +378,18 @@ def test_arms_started_together_make_the_oracle_transcripts_once(tmp_path):
         thread.join()
     seeds = [json.loads(line)["seed"] for line in (tmp_path / "oracle" / "episodes.jsonl").open()]
     assert seeds == list(range(equal_cpu.ORACLE_SEED, equal_cpu.ORACLE_SEED + 20))
+
+
+def test_an_evaluation_plays_enough_seeds_for_its_never_seen_maps_counting_the_rl_runs_to_come(tmp_path):
+    from tsmg.evaluation.plan import episode_seeds
+
+    runner = bench(tmp_path)
+    runner.args.episodes = 30
+    count = runner.eval_episodes(equal_cpu.HELD_OUT_SEED, [])
+    options = dict(equal_cpu.shipped_config(equal_cpu.RL_CONFIG).rollout.game_options)
+    seeds = episode_seeds(equal_cpu.GAME, options, equal_cpu.HELD_OUT_SEED, count)
+    # The RL runs of seed 0 have not trained yet: the maps they will play (up to budget / 20 updates) are out.
+    to_come = [{"seed": 0, "arm": arm, "training_signal": {"updates": 18}} for arm in ("sft+rl", "rl-choice")]
+    excluded = equal_cpu.training_layouts(to_come, 20)
+    fresh = equal_cpu.never_seen({seed: True for seed in seeds}, excluded)
+    assert count > 30 and len(fresh) >= 30
