@@ -393,3 +393,23 @@ def test_an_evaluation_plays_enough_seeds_for_its_never_seen_maps_counting_the_r
     excluded = equal_cpu.training_layouts(to_come, 20)
     fresh = equal_cpu.never_seen({seed: True for seed in seeds}, excluded)
     assert count > 30 and len(fresh) >= 30
+
+
+def test_the_regenerated_rl_seeds_are_the_seeds_a_real_run_played(tmp_path):
+    from backends.tiny import build_tiny_model
+    from training.config import TrainConfig
+    from training.trainer import train
+    from tsmg.episode import read_episodes
+
+    shipped = equal_cpu.shipped_config(equal_cpu.RL_CONFIG)
+    rollout = {**shipped.rollout.model_dump(), "lap": {"action_format": {"kind": "choice"}}}  # the maps, cheaply
+    config = TrainConfig.model_validate({
+        "rollout": rollout,
+        "model": {"spec": f"hf:{build_tiny_model(tmp_path / 'tiny', seed=1)}", "finetune": "full", "dtype": "float32"},
+        "sampler": shipped.sampler.model_dump(),
+        "run": {"out_dir": str(tmp_path / "run"), "updates": 2, "threads": 1, "tensorboard": False, "seed": 2,
+                "episodes_every": 1, "eval_every": 0},
+    })  # fmt: skip
+    train(config)
+    played = sorted({int(e.seed) for e in read_episodes(tmp_path / "run" / "episodes.jsonl")})
+    assert played == sorted(equal_cpu.rl_training_seeds("sft+rl", 2, 2))
