@@ -25,15 +25,21 @@ sizes the next runs: the budget, not the schedule, ends an ``sft`` arm (a timed 
 processes than the arms once left seed 0's ``sft`` arm 22 % of its budget unspent). The arms'
 actual CPU-seconds and SFT steps are in the table.
 
-Judged on the held-out maps (``tsmg eval --seed 0``, ``--episodes`` maps, greedy and at temperature
+Judged on held-out maps (``tsmg eval --seed 0``, greedy and at temperature
 1, and an RL arm that trained at another temperature also at that one, paired there with SFT at
 temperature 1: :func:`training_temperature`; every arm under the same game options,
 :func:`eval_game_options`, so that all meet the same maps); pilots (``--pilot NAME``, 20 CPU-minutes
-each, training seed 0) on the validation maps (``--seed 1000000``), never the held-out ones. Each
-arm's success with its Wilson 95 % interval, and exact McNemar tests over the held-out maps (per
-seed and pooled over seeds: the discordant maps summed) of ``sft+rl`` and ``rl-choice`` against
-``sft``, and of ``sft+rl`` against its own start, the short SFT judged on the same maps (what
-MS-GRPO added). For runs that trained with MS-GRPO: the share of zero-signal groups and the mean
+each, training seed 0) on the validation maps (``--seed 1000000``), never the held-out ones. A map
+is its layout, not its seed: an evaluation plays as many seeds as hold ``--episodes`` maps in no SFT
+transcript and no MS-GRPO rollout of any run (:func:`training_layouts`, regenerated from the oracle
+seeds and each run's seed and updates), and the tables come twice: on the held-out seeds (the seed
+split, as the runs before 2026-12-05 were judged) and on the never-seen maps alone, with their overlap
+with the training maps printed (0). Each arm's success per seed with its Wilson 95 % interval and the
+mean over seeds; ``sft+rl`` and ``rl-choice`` against ``sft``, and ``sft+rl`` against its own start
+(the short SFT judged on the same maps: what MS-GRPO added), per training seed (difference in points
+and an exact McNemar test on that seed's maps) and over the training seeds (a paired t test with its
+95 % interval: :mod:`seed_stats`; maps are never pooled over seeds). For runs that trained with
+MS-GRPO: the share of zero-signal groups and the mean
 |advantage| (from their ``metrics.jsonl``), and how far the policy moved: KL(trained || start) per
 decision, estimated on the trained model's own answers (:func:`kl_to_start`).
 
@@ -62,6 +68,7 @@ import functools
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -69,6 +76,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from seed_stats import compare_over_seeds, describe  # noqa: E402  (the benches' one helper for training seeds)
 
 REPO = Path(__file__).resolve().parents[1]
 GAME = "FrozenLake-NoSlip-v0"
@@ -322,11 +332,28 @@ class Bench:
             self.run(self.train_command(folder, config, seed, budget, extra), log)
         return cpu_spent(folder)
 
-    def evaluate(self, model: Path, arm: str, folder: Path, seed: int, temperature: float) -> Path:
-        """``tsmg eval`` of a trained model on ``--episodes`` maps from ``seed`` (it resumes by itself)."""
+    def eval_episodes(self, seed: int, trained: list[dict[str, Any]]) -> int:
+        """Episodes from ``seed`` that hold ``--episodes`` never-seen maps, given the runs so far and ``trained``.
+
+        Never-seen: in no SFT transcript and no MS-GRPO rollout of a finished run (``runs.jsonl``,
+        ``pilots.jsonl``) nor of ``trained`` (partial records of the arm being judged). The tables keep
+        only the maps outside every run's training maps (:func:`summarise`), so the count has a margin.
+        """
+        done = read_rows(self.out / "runs.jsonl") + read_rows(self.out / "pilots.jsonl")
+        # The MS-GRPO runs not yet trained play maps known in advance (their seeds follow from the run's
+        # seed and update), so those of up to budget / 20 CPU-s updates each (an update costs 50-90 here)
+        # are kept out too: the arms judged first then still hold --episodes never-seen maps at the end.
+        updates = int(self.args.budget / 20)
+        planned = [{"seed": run_seed, "arm": arm, "training_signal": {"updates": updates}}
+                   for run_seed in range(max(self.args.seeds, 1)) for arm in ("sft+rl", "rl-choice")]  # fmt: skip
+        excluded = training_layouts(done + trained + planned, self.args.oracle_episodes)
+        return episodes_for_never_seen(seed, self.args.episodes, excluded, margin=1.0)
+
+    def evaluate(self, model: Path, arm: str, folder: Path, seed: int, temperature: float, episodes: int) -> Path:
+        """``tsmg eval`` of a trained model on ``episodes`` maps from ``seed`` (it resumes by itself)."""
         spec = f"hf:{model}"
         self.run(
-            tsmg("eval", "--game", GAME, "--model", spec, "--episodes", str(self.args.episodes), "--seed", str(seed),
+            tsmg("eval", "--game", GAME, "--model", spec, "--episodes", str(episodes), "--seed", str(seed),
                  "--temperature", str(temperature), "--max-tokens", "24", *EVAL_FORMAT[arm], *eval_game_options(),
                  "--model-option", f"{spec}:threads={self.args.threads}", "--no-progress", "--out", str(folder)),
             self.out / "logs" / f"eval-{folder.parent.name}-{folder.name}.log",
@@ -360,9 +387,13 @@ class Bench:
             rl_budget = self.args.pilot_budget if pilot else budget
             cpu["rl"] = self.train(root / "rl-choice", CHOICE_CONFIG, seed, rl_budget, self.args.model_flags + extra)
             model = root / "rl-choice" / "final"
+        signal = training_signal(model.parent) if arm != "sft" else {}
+        episodes = self.eval_episodes(
+            eval_seed, [{"seed": seed, "arm": arm, "pilot": pilot, "training_signal": signal}]
+        )
         evals = {
             f"t{temperature:g}": str(
-                self.evaluate(model, arm, root / f"eval-{arm}-t{temperature:g}", eval_seed, temperature)
+                self.evaluate(model, arm, root / f"eval-{arm}-t{temperature:g}", eval_seed, temperature, episodes)
             )
             for temperature in (0.0, 1.0)
         }
@@ -372,15 +403,17 @@ class Bench:
         record["evals"] = evals
         if (trained_at := training_temperature(arm, pilot)) is not None:
             record["train_temperature"] = trained_at
-            evals["train"] = str(self.evaluate(model, arm, root / f"eval-{arm}-t{trained_at:g}", eval_seed, trained_at))
+            evals["train"] = str(
+                self.evaluate(model, arm, root / f"eval-{arm}-t{trained_at:g}", eval_seed, trained_at, episodes)
+            )
         if arm == "sft+rl" and not pilot:  # where its MS-GRPO started, on the same maps: what the RL added
             for temperature in (0.0, 1.0):
                 folder = root / f"eval-sft-short-t{temperature:g}"
                 evals[f"{START}t{temperature:g}"] = str(self.evaluate(short_sft / "final", arm, folder, eval_seed,
-                                                                     temperature))  # fmt: skip
+                                                                     temperature, episodes))  # fmt: skip
         if arm != "sft":  # what MS-GRPO saw, and how far it moved the policy from where it started
             start = short_sft / "final" if arm == "sft+rl" else self.base_model()
-            record["training_signal"] = training_signal(model.parent)
+            record["training_signal"] = signal
             record["kl_to_start"] = kl_to_start(Path(evals["t1"]), start, self.args.threads)
         return finished(record)
 
@@ -398,10 +431,11 @@ class Bench:
         (Its row in ``<action>`` tags is in docs/results.md: it answers no tag.)
         """
         folders = {}
+        episodes = self.eval_episodes(HELD_OUT_SEED, [])
         for temperature in (0.0, 1.0):
             folder = self.out / "zero-shot" / f"eval-choice-t{temperature:g}"
             self.run(
-                tsmg("eval", "--game", GAME, "--model", "smollm2", "--episodes", str(self.args.episodes), "--seed",
+                tsmg("eval", "--game", GAME, "--model", "smollm2", "--episodes", str(episodes), "--seed",
                      str(HELD_OUT_SEED), "--temperature", str(temperature), "--action-format", "choice",
                      *eval_game_options(),
                      "--model-option", f"smollm2:threads={self.args.threads}", "--no-progress", "--out", str(folder)),
@@ -459,28 +493,6 @@ def outcomes(record: dict[str, Any], key: str) -> dict[int, bool]:
     return {int(seed): ok for seed, ok in record["solved"][key].items()}
 
 
-def mcnemar(arm: dict[int, bool], baseline: dict[int, bool]) -> dict[str, Any]:
-    """Exact McNemar test on the seeds both played: maps only one of the two solved."""
-    from scipy.stats import binomtest
-
-    shared = sorted(set(arm) & set(baseline))
-    only_arm = sum(arm[seed] and not baseline[seed] for seed in shared)
-    only_baseline = sum(baseline[seed] and not arm[seed] for seed in shared)
-    discordant = only_arm + only_baseline
-    p_value = binomtest(only_arm, discordant, 0.5).pvalue if discordant else 1.0
-    return {"only_arm": only_arm, "only_baseline": only_baseline, "p_value": p_value, "maps": len(shared)}
-
-
-def pooled_mcnemar(tests: list[dict[str, Any]]) -> dict[str, Any]:
-    """Exact McNemar test pooled over seeds' :func:`mcnemar` tests: their discordant maps summed."""
-    from scipy.stats import binomtest
-
-    only_arm, only_baseline = sum(t["only_arm"] for t in tests), sum(t["only_baseline"] for t in tests)
-    discordant = only_arm + only_baseline
-    p_value = binomtest(only_arm, discordant, 0.5).pvalue if discordant else 1.0
-    return {"only_arm": only_arm, "only_baseline": only_baseline, "p_value": p_value}
-
-
 def success(results: dict[int, bool]) -> dict[str, Any]:
     """Success with its Wilson 95 % interval."""
     from tsmg.evaluation.metrics import wilson_interval
@@ -536,14 +548,103 @@ def training_signal(run_dir: Path) -> dict[str, float | None]:
     }
 
 
-def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Print the per-seed and pooled tables of ``records`` (a zero-shot record gives a line); the headline figures."""
+# ---------------------------------------------------------------------- never-seen maps
+def layout(seed: int) -> str:
+    """The map episode ``seed`` plays, as its rows joined by ``/`` (a map is its layout, not its seed)."""
+    return _layouts((seed,))[0]
 
-    def pct(entry: dict[str, Any]) -> str:
-        low, high = entry["ci95"]
-        return f"{100 * entry['success']:.1f}% ({100 * low:.1f}–{100 * high:.1f}%)"
 
-    headline: dict[str, Any] = {"arms": {}, "paired": {}}
+@functools.cache
+def _game() -> Any:
+    import games  # noqa: F401  (registers the catalog)
+    from tsmg.registry import make
+
+    return make(GAME)  # game options change the reward of an invalid answer, never the map
+
+
+def _layouts(seeds: tuple[int, ...]) -> list[str]:
+    game = _game()
+    found = []
+    for seed in seeds:
+        game.reset(seed=seed)
+        found.append("/".join(game.state.desc))
+    return found
+
+
+def sft_pool_layouts(oracle_episodes: int) -> set[str]:
+    """The maps of the oracle transcripts every SFT run trains on (seeds from :data:`ORACLE_SEED`)."""
+    return set(_layouts(tuple(range(ORACLE_SEED, ORACLE_SEED + oracle_episodes))))
+
+
+def rl_training_seeds(arm: str, run_seed: int, updates: int, settings: dict[str, Any] | None = None) -> list[int]:
+    """The game seeds ``arm``'s MS-GRPO run of training seed ``run_seed`` played in its ``updates`` rollouts.
+
+    Drawn as :class:`training.sources.GroupRollouts` draws them: update ``step``'s groups from
+    ``seed_generator(run.seed, step, GAME_SEEDS)`` through :func:`training.engines.independent_groups`.
+    """
+    from training.engines import independent_groups
+    from training.sources import GAME_SEEDS
+    from tsmg.seeding import seed_generator
+
+    config = shipped_config(RL_CONFIG if arm == "sft+rl" else CHOICE_CONFIG)
+    rollout = config.rollout.model_copy(update={k.split(".", 1)[1]: v for k, v in (settings or {}).items()
+                                                if k.startswith("rollout.") and k.count(".") == 1})  # fmt: skip
+    seeds = []
+    for step in range(1, updates + 1):
+        plans = independent_groups(
+            rollout, step, seed_generator(run_seed, step, GAME_SEEDS), config.run.eval_seed_start
+        )
+        seeds.extend(dict.fromkeys(int(plan.seed) for plan in plans))
+    return seeds
+
+
+def training_layouts(records: list[dict[str, Any]], oracle_episodes: int) -> set[str]:
+    """Every map some run of ``records`` trained on: the SFT pool's, and each MS-GRPO run's rollouts'."""
+    seen = sft_pool_layouts(oracle_episodes)
+    for r in records:
+        updates = (r.get("training_signal") or {}).get("updates")
+        if updates and r["arm"] in ("sft+rl", "rl-choice"):
+            settings = PILOTS[r["pilot"]].settings if r.get("pilot") in PILOTS else None
+            seen.update(_layouts(tuple(rl_training_seeds(r["arm"], r["seed"] or 0, int(updates), settings))))
+    return seen
+
+
+def never_seen(results: dict[int, bool], excluded: set[str]) -> dict[int, bool]:
+    """The outcomes of ``results`` on maps outside ``excluded`` (the training maps)."""
+    seeds = sorted(results)
+    return {
+        seed: results[seed] for seed, found in zip(seeds, _layouts(tuple(seeds)), strict=True) if found not in excluded
+    }
+
+
+def episodes_for_never_seen(base_seed: int, wanted: int, excluded: set[str], margin: float = 1.25) -> int:
+    """How many evaluation episodes from ``base_seed`` hold ``wanted`` maps outside ``excluded`` (with a margin).
+
+    The margin leaves room for the MS-GRPO runs that finish after an evaluation: their maps leave the
+    never-seen set when the tables are made.
+    """
+    from tsmg.evaluation.plan import episode_seeds
+
+    options = dict(shipped_config(RL_CONFIG).rollout.game_options)
+    count = wanted
+    while True:
+        seeds = episode_seeds(GAME, options, base_seed, count)
+        fresh = sum(found not in excluded for found in _layouts(tuple(seeds)))
+        if fresh >= wanted * margin or count > 100 * wanted:
+            return count
+        count += max(wanted // 2, 1)
+
+
+def summarise(records: list[dict[str, Any]], excluded: set[str] | None = None) -> dict[str, Any]:
+    """Print the tables of ``records`` (a zero-shot record gives a line); the headline figures.
+
+    The tables are made twice where ``excluded`` (the training maps, :func:`training_layouts`) is
+    given: on every held-out seed (the seed split: a seed's map may be one some run trained on), and on
+    the never-seen maps alone (``never_seen``; the overlap with ``excluded`` is printed, and is 0).
+    Arms are compared training seed by training seed and then over the seeds
+    (:func:`seed_stats.compare_over_seeds`); maps are never pooled over seeds.
+    """
+    headline: dict[str, Any] = {}
     for r in records:
         if r["arm"] == ZERO_SHOT:
             headline[ZERO_SHOT] = {key: success(outcomes(r, key)) for key in r["solved"]}
@@ -551,15 +652,48 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
                               headline[ZERO_SHOT].items())  # fmt: skip
             print(f"zero-shot under constrained choice: {found}")
     records = [r for r in records if r["arm"] != ZERO_SHOT]
+    headline.update(tables(records, "held-out seeds (the seed split)", lambda found: found))
+    if excluded is not None:
+        kept = [seed for r in records for found in r["solved"].values() for seed in
+                never_seen({int(s): ok for s, ok in found.items()}, excluded)]  # fmt: skip
+        overlap = sum(found in excluded for found in _layouts(tuple(sorted(set(kept)))))
+        print(
+            f"\nnever-seen maps: {len(set(kept))} evaluation seeds, {len(set(_layouts(tuple(sorted(set(kept))))))} "
+            f"maps, none in the {len(excluded)} maps of the SFT transcripts and MS-GRPO rollouts; overlap {overlap}"
+        )
+        headline["never_seen"] = {
+            "overlap": overlap,
+            **tables(records, "never-seen maps", lambda found: never_seen(found, excluded)),
+        }
+    signals = {}
+    for r in records:
+        if signal := r.get("training_signal"):
+            signal = {**signal, "kl_to_start": r.get("kl_to_start")}
+            signals[f"{r['seed']}/{r['arm']}"] = signal
+            rounded = {key: value if value is None else round(value, 4) for key, value in signal.items()}
+            print(f"seed {r['seed']} {r['arm']}: {json.dumps(rounded)}")
+    headline["training_signal"] = signals
+    return headline
+
+
+def pct(entry: dict[str, Any]) -> str:
+    """A success with its interval, in percent."""
+    low, high = entry["ci95"]
+    return f"{100 * entry['success']:.1f}% ({100 * low:.1f}–{100 * high:.1f}%)"
+
+
+def tables(records: list[dict[str, Any]], split: str, keep: Any) -> dict[str, Any]:
+    """The tables of one split of the evaluation maps (``keep``: a record's outcomes -> those of the split)."""
+    headline: dict[str, Any] = {"arms": {}, "paired": {}}
     # Greedy, temperature 1, and each RL arm at the temperature it trained at ("train"; paired with sft at 1).
     titles = {"t0": "greedy", "t1": "temperature 1", "train": "each arm at its training temperature"}
     for temperature, title in titles.items():
-        results = {(r["seed"], r["arm"]): outcomes(r, temperature) for r in records if temperature in r["solved"]}
+        results = {(r["seed"], r["arm"]): keep(outcomes(r, temperature)) for r in records if temperature in r["solved"]}
         if temperature == "train":
             if not results:
                 continue
-            results.update({(r["seed"], "sft"): outcomes(r, "t1") for r in records if r["arm"] == "sft"})
-        print(f"\nheld-out maps, {title}:")
+            results.update({(r["seed"], "sft"): keep(outcomes(r, "t1")) for r in records if r["arm"] == "sft"})
+        print(f"\n{split}, {title}:")
         print("| seed | arm | CPU-s (sft + rl) | SFT steps / updates | temperature | success (95% CI) |")
         print("|---|---|---|---|---|---|")
         for r in records:
@@ -572,56 +706,39 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
             print(f"| {r['seed']} | {r['arm']} | {cpu} | {steps} | {at:g} | "
                   f"{pct(success(results[(r['seed'], r['arm'])]))} |")  # fmt: skip
         for arm in ARMS if temperature != "train" else ARMS[1:]:  # there sft's row is its temperature 1
-            pooled = {
-                (seed, s): ok for (seed, name), found in results.items() if name == arm for s, ok in found.items()
-            }
-            if pooled:
-                per_seed = {seed: success(found)["success"] for (seed, name), found in results.items() if name == arm}
-                entry = {**success(pooled), "per_seed": per_seed}  # type: ignore[arg-type]
-                headline["arms"].setdefault(arm, {})[temperature] = entry
-                spread = ", ".join(f"seed {seed} {100 * value:.1f}%" for seed, value in sorted(per_seed.items()))
-                print(f"{arm} pooled over {len(per_seed)} seed(s): {pct(entry)}; {spread}")
+            per_seed = {seed: success(found) for (seed, name), found in results.items() if name == arm}
+            if per_seed:
+                mean = statistics.fmean(entry["success"] for entry in per_seed.values())
+                headline["arms"].setdefault(arm, {})[temperature] = {
+                    "mean_over_seeds": mean, "per_seed": {seed: entry["success"] for seed, entry in per_seed.items()},
+                    "episodes": {seed: entry["episodes"] for seed, entry in per_seed.items()},
+                }  # fmt: skip
+                spread = ", ".join(f"seed {seed} {pct(entry)}" for seed, entry in sorted(per_seed.items()))
+                print(f"{arm}: mean over {len(per_seed)} seed(s) {100 * mean:.1f}%; {spread}")
         for arm in ("sft+rl", "rl-choice"):
-            per_seed = [
-                {"seed": seed, **mcnemar(results[(seed, arm)], results[(seed, "sft")])}
-                for seed in sorted({r["seed"] for r in records})
-                if (seed, arm) in results and (seed, "sft") in results
-            ]
-            if not per_seed:
-                continue
-            total = pooled_mcnemar(per_seed)
-            headline["paired"][f"{arm} vs sft {temperature}"] = {"per_seed": per_seed, **total}
-            seeds = ", ".join(
-                f"seed {t['seed']}: {t['only_arm']} vs {t['only_baseline']}, p {t['p_value']:.3g}" for t in per_seed
+            seeds = sorted({r["seed"] for r in records})
+            comparison = compare_over_seeds(
+                {seed: results[(seed, arm)] for seed in seeds if (seed, arm) in results},
+                {seed: results[(seed, "sft")] for seed in seeds if (seed, "sft") in results},
             )
-            print(f"{arm} vs sft (maps solved only by the first vs only by sft): {seeds}; pooled "
-                  f"{total['only_arm']} vs {total['only_baseline']}, "
-                  f"exact McNemar p {total['p_value']:.3g}")  # fmt: skip
+            if not comparison["per_seed"]:
+                continue
+            headline["paired"][f"{arm} vs sft {temperature}"] = comparison
+            print(f"{arm} − sft (maps solved only by the first vs only by sft): {describe(comparison)}")
     for temperature, title in (("t0", "greedy"), ("t1", "temperature 1")):  # sft+rl against its own start
         started = [r for r in records if r["arm"] == "sft+rl" and START + temperature in r["solved"]]
         if not started:
             continue
-        pairs = [(r, mcnemar(outcomes(r, temperature), outcomes(r, START + temperature))) for r in started]
-        per_seed = [{"seed": r["seed"], **t} for r, t in pairs]
-        total = pooled_mcnemar(per_seed)
-        headline["paired"][f"sft+rl vs its start {temperature}"] = {"per_seed": per_seed, **total}
-        moves = ", ".join(
-            f"seed {r['seed']}: {100 * success(outcomes(r, START + temperature))['success']:.1f}% → "
-            f"{100 * success(outcomes(r, temperature))['success']:.1f}%, {t['only_arm']} vs {t['only_baseline']}, "
-            f"p {t['p_value']:.3g}"
-            for r, t in pairs
+        after = {r["seed"]: keep(outcomes(r, temperature)) for r in started}
+        before = {r["seed"]: keep(outcomes(r, START + temperature)) for r in started}
+        comparison = compare_over_seeds(after, before)
+        headline["paired"][f"sft+rl vs its start {temperature}"] = comparison
+        moves = ", ".join(f"seed {s['seed']}: {s['baseline_points']:.1f}% → {s['arm_points']:.1f}%"
+                          for s in comparison["per_seed"])  # fmt: skip
+        print(
+            f"\n{split}: sft+rl against its short SFT, {title} (maps solved only after vs only before MS-GRPO): "
+            f"{moves}; {describe(comparison)}"
         )
-        print(f"\nsft+rl against its short SFT, {title} (maps solved only after vs only before MS-GRPO): {moves}; "
-              f"pooled {total['only_arm']} vs {total['only_baseline']}, "
-              f"exact McNemar p {total['p_value']:.3g}")  # fmt: skip
-    signals = {}
-    for r in records:
-        if signal := r.get("training_signal"):
-            signal = {**signal, "kl_to_start": r.get("kl_to_start")}
-            signals[f"{r['seed']}/{r['arm']}"] = signal
-            rounded = {key: value if value is None else round(value, 4) for key, value in signal.items()}
-            print(f"seed {r['seed']} {r['arm']}: {json.dumps(rounded)}")
-    headline["training_signal"] = signals
     return headline
 
 
@@ -639,7 +756,9 @@ def main() -> None:
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--budget", type=float, default=3600.0, help="CPU-seconds per arm and seed")
     parser.add_argument("--sft-share", type=float, default=0.25, help="sft+rl: the SFT's share of the budget")
-    parser.add_argument("--episodes", type=int, default=200, help="held-out (or validation) maps per evaluation")
+    parser.add_argument(
+        "--episodes", type=int, default=200, help="never-seen held-out (or validation) maps per evaluation, at least"
+    )
     parser.add_argument("--oracle-episodes", type=int, default=2000, help="oracle transcripts for SFT")
     parser.add_argument("--calibrate-steps", type=int, default=20, help="SFT steps timed to size the SFT runs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of every process")
@@ -676,7 +795,8 @@ def main() -> None:
     if args.pilot:
         figures = {}
         for r in records:
-            figures[r["pilot"]] = {key: success(outcomes(r, key)) for key in r["solved"]}
+            excluded = training_layouts(records, args.oracle_episodes)  # validation maps: never-seen ones only
+            figures[r["pilot"]] = {key: success(never_seen(outcomes(r, key), excluded)) for key in r["solved"]}
             shares = ", ".join(
                 f"{'greedy' if key == 't0' else 'T1' if key == 't1' else 'T' + format(r['train_temperature'], 'g')} "
                 f"{100 * found['success']:.1f}%"
@@ -686,7 +806,15 @@ def main() -> None:
         print(json.dumps({"pilots": figures}))
         return
     records = [r for r in records if r["arm"] == ZERO_SHOT or (r["seed"] < args.seeds and r["arm"] in args.arms)]
-    print(json.dumps({"budget_cpu_s": args.budget, "seeds": args.seeds, **summarise(records)}))
+    print(
+        json.dumps(
+            {
+                "budget_cpu_s": args.budget,
+                "seeds": args.seeds,
+                **summarise(records, training_layouts(records, args.oracle_episodes)),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

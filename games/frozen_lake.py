@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from games import frozen_lake_rules as rules
 from tsmg.answers import MoveNames
@@ -33,6 +33,17 @@ class FrozenLakeConfig(GameConfig):
     p_frozen: float = Field(default=0.8, gt=0.0, le=1.0, description="Probability a random tile is frozen.")
     is_slippery: bool = Field(default=False, description="Moves slip sideways with probability 2/3.")
     desc: tuple[str, ...] | None = Field(default=None, description="A fixed map (rows of S/F/H/G), top row first.")
+    shaping: Literal["none", "distance"] = Field(
+        default="none",
+        description=(
+            "Potential-based reward shaping (Ng, Harada & Russell 1999): 'distance' adds F = shaping_gamma * "
+            "Phi(s') - Phi(s) to each move's reward, Phi = -(shortest-path distance to the goal), 0 in a hole or at "
+            "the goal; it leaves the optimal policy unchanged. 'none': the goal's 1 only."
+        ),
+    )
+    shaping_gamma: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="The discount in the shaping term F = gamma Phi(s') - Phi(s)."
+    )
 
     @field_validator("desc")
     @classmethod
@@ -40,6 +51,12 @@ class FrozenLakeConfig(GameConfig):
         if desc is not None:
             _validate_map(desc)
         return desc
+
+    @model_validator(mode="after")
+    def _gamma_needs_shaping(self) -> FrozenLakeConfig:
+        if self.shaping_gamma != 1.0 and self.shaping == "none":
+            raise ValueError("shaping_gamma only applies to shaping 'distance' (shaping is 'none')")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +102,15 @@ class FrozenLake(RulesGame[FrozenLakeState, int]):
     def transition(
         self, state: FrozenLakeState, actions: Mapping[AgentID, int], rng: np.random.Generator
     ) -> tuple[FrozenLakeState, Mapping[AgentID, float]]:
-        """Move (slipping if the ice is slippery); reward 1 on reaching the goal."""
+        """Move (slipping if the ice is slippery); reward 1 on reaching the goal, plus the shaping term if asked."""
         action = actions["player"]
         if self.config.is_slippery:
             action = rules.slip(action, rng)
         position = rules.move(state.desc, state.position, action)
         reward = 1.0 if rules.tile(state.desc, position) == "G" else 0.0
+        if self.config.shaping == "distance":
+            gamma = self.config.shaping_gamma
+            reward += gamma * rules.potential(state.desc, position) - rules.potential(state.desc, state.position)
         return FrozenLakeState(state.desc, position), {"player": reward}
 
     def is_terminal(self, state: FrozenLakeState) -> bool:

@@ -61,6 +61,19 @@ def _distances_to_goal(desc: Map) -> dict[Position, int]:
     return distances
 
 
+def potential(desc: Map, position: Position) -> float:
+    """Phi of potential-based shaping: minus the shortest-path distance to the goal, 0 in a terminal tile.
+
+    A hole and the goal end the episode, and an absorbing state's potential must be 0 for the shaped
+    optimal policy to be the original one (Ng, Harada & Russell 1999); a tile cut off from the goal
+    is farther than any path (minus the number of tiles).
+    """
+    if tile(desc, position) in "HG":
+        return 0.0
+    distance = _distances_to_goal(desc).get(position)
+    return -float(len(desc) ** 2 if distance is None else distance)
+
+
 def generate_random_map(rng: np.random.Generator, size: int = 4, p_frozen: float = 0.8) -> Map:
     """A random map with a path from S to G, drawn as Gymnasium's ``generate_random_map`` does.
 

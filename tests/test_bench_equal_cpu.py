@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def bench(tmp_path):
-    args = argparse.Namespace(threads=1, model_flags=[], pilot_budget=1200.0, sft_share=0.25)
+    args = argparse.Namespace(
+        threads=1, model_flags=[], pilot_budget=1200.0, sft_share=0.25, oracle_episodes=20, budget=360.0, seeds=1
+    )
     return equal_cpu.Bench(tmp_path, args)
 
 
@@ -42,17 +44,6 @@ def test_the_arms_train_in_their_own_action_format_and_are_judged_in_it():
         kind = TrainConfig.from_yaml(REPO / config).rollout.lap.action_format.kind
         assert equal_cpu.EVAL_FORMAT[arm] == ["--action-format", kind]
         assert TrainConfig.from_yaml(REPO / config).run.eval_every == 0  # evaluations would spend the budget
-
-
-def test_mcnemar_counts_the_discordant_maps_and_gives_the_exact_two_sided_p():
-    arm = {seed: seed < 7 for seed in range(10)}  # solves 0-6
-    baseline = {seed: 2 <= seed < 8 for seed in range(10)}  # solves 2-7
-    test = equal_cpu.mcnemar(arm, baseline)
-    assert (test["only_arm"], test["only_baseline"], test["maps"]) == (2, 1, 10)
-    assert test["p_value"] == pytest.approx(1.0)  # 2 vs 1 of 3: as likely as not
-    lopsided = equal_cpu.mcnemar({s: True for s in range(6)}, {s: False for s in range(6)})
-    assert lopsided["p_value"] == pytest.approx(2 / 2**6)  # 6 vs 0: 2 * 0.5**6
-    assert equal_cpu.success({0: True, 1: False, 2: False, 3: True})["success"] == 0.5
 
 
 def test_training_signal_reads_what_ms_grpo_saw(tmp_path):
@@ -149,10 +140,10 @@ def test_the_training_temperature_table_pairs_each_rl_arm_with_sft_at_temperatur
         },
     ]
     headline = equal_cpu.summarise(records)
-    assert headline["arms"]["rl-choice"]["train"]["success"] == 0.25
+    assert headline["arms"]["rl-choice"]["train"]["mean_over_seeds"] == 0.25
     assert "train" not in headline["arms"]["sft"]
     paired = headline["paired"]["rl-choice vs sft train"]  # map 1 solved by both, map 0 by sft at temperature 1 only
-    assert (paired["only_arm"], paired["only_baseline"]) == (0, 1)
+    assert (paired["per_seed"][0]["only_arm"], paired["per_seed"][0]["only_baseline"]) == (0, 1)
     assert "| 0 | rl-choice | 3600 | — / — | 2 | 25.0% " in capsys.readouterr().out
 
 
@@ -174,7 +165,7 @@ def test_a_record_holds_all_its_tables_need_so_runs_jsonl_outlives_the_run_folde
     for name in ("zero-shot-t0", "sft-t0"):
         (tmp_path / name / "episodes.jsonl").unlink()  # a clone has no run folders
     headline = equal_cpu.summarise(records)
-    assert headline["arms"]["sft"]["t0"]["success"] == 1.0
+    assert headline["arms"]["sft"]["t0"]["mean_over_seeds"] == 1.0
     assert headline["zero-shot"]["t0"]["episodes"] == 6
     assert "zero-shot under constrained choice: greedy" in capsys.readouterr().out
 
@@ -253,7 +244,7 @@ def test_finished_sft_runs_size_the_next_by_their_cheapest_step_so_the_budget_is
     assert [run["run"] for run in kept] == ["seed-0/sft", "seed-1/sft"] and kept[0]["steps"] == 180
 
 
-def test_an_arm_is_pooled_over_its_seeds_maps_with_each_seeds_success_beside(capsys):
+def test_an_arm_is_averaged_over_its_seeds_with_each_seeds_success_beside(capsys):
     def maps(*solved):  # a record's solved maps, as runs.jsonl holds them, of 4 maps
         return {str(m): m in solved for m in range(4)}
 
@@ -262,9 +253,9 @@ def test_an_arm_is_pooled_over_its_seeds_maps_with_each_seeds_success_beside(cap
         {"seed": 1, "arm": "sft", "cpu": {"sft": 3600.0}, "solved": {"t0": maps(0), "t1": maps(0)}},
     ]
     greedy = equal_cpu.summarise(records)["arms"]["sft"]["t0"]
-    assert (greedy["success"], greedy["episodes"]) == (0.5, 8)  # 4 of the 8 maps of both seeds
+    assert (greedy["mean_over_seeds"], greedy["episodes"]) == (0.5, {0: 4, 1: 4})  # each seed's maps its own
     assert greedy["per_seed"] == {0: 0.75, 1: 0.25}
-    assert "sft pooled over 2 seed(s): 50.0% " in capsys.readouterr().out
+    assert "sft: mean over 2 seed(s) 50.0%; seed 0 75.0% " in capsys.readouterr().out
 
 
 def test_sft_then_rl_is_paired_with_its_own_start_on_the_same_maps(capsys):
@@ -275,11 +266,11 @@ def test_sft_then_rl_is_paired_with_its_own_start_on_the_same_maps(capsys):
     records = [{"seed": 1, "arm": "sft+rl", "cpu": {"sft": 900.0, "rl": 2700.0}, "solved": solved}]
     paired = equal_cpu.summarise(records)["paired"]
     greedy = paired["sft+rl vs its start t0"]  # maps 1 and 2 gained by MS-GRPO, map 3 lost
-    assert (greedy["only_arm"], greedy["only_baseline"]) == (2, 1)
-    assert (paired["sft+rl vs its start t1"]["only_arm"], paired["sft+rl vs its start t1"]["only_baseline"]) == (0, 0)
-    assert "greedy (maps solved only after vs only before MS-GRPO): seed 1: 50.0% → 75.0%, 2 vs 1" in (
-        capsys.readouterr().out
-    )
+    assert (greedy["per_seed"][0]["only_arm"], greedy["per_seed"][0]["only_baseline"]) == (2, 1)
+    at_1 = paired["sft+rl vs its start t1"]["per_seed"][0]
+    assert (at_1["only_arm"], at_1["only_baseline"]) == (0, 0)
+    out = capsys.readouterr().out
+    assert "greedy (maps solved only after vs only before MS-GRPO): seed 1: 50.0% → 75.0%; seed 1: +25.0 pts" in out
 
 
 def test_an_sft_then_rl_arm_is_judged_at_its_start_on_the_same_maps(tmp_path, monkeypatch):
@@ -319,20 +310,51 @@ def test_an_sft_then_rl_arm_is_judged_at_its_start_on_the_same_maps(tmp_path, mo
     assert record["sft_steps"] == 8
 
 
-def test_the_pooled_mcnemar_test_sums_every_seeds_discordant_maps():
+def test_seeds_are_compared_one_by_one_and_over_seeds_by_a_paired_t_never_pooled():
     def maps(*solved):  # a record's solved maps, as runs.jsonl holds them, of 4 maps
         return {str(m): m in solved for m in range(4)}
 
     records = [
         {"seed": 0, "arm": "sft", "cpu": {"sft": 3600.0}, "solved": {"t0": maps(0, 1)}},
-        {"seed": 0, "arm": "rl-choice", "cpu": {"rl": 3600.0}, "solved": {"t0": maps(2)}},  # 1 vs 2
+        {"seed": 0, "arm": "rl-choice", "cpu": {"rl": 3600.0}, "solved": {"t0": maps(2)}},  # 1 vs 2: -25 points
         {"seed": 1, "arm": "sft", "cpu": {"sft": 3600.0}, "solved": {"t0": maps(0, 1, 2)}},
-        {"seed": 1, "arm": "rl-choice", "cpu": {"rl": 3600.0}, "solved": {"t0": maps(3)}},  # 1 vs 3
+        {"seed": 1, "arm": "rl-choice", "cpu": {"rl": 3600.0}, "solved": {"t0": maps(3)}},  # 1 vs 3: -50 points
     ]
     paired = equal_cpu.summarise(records)["paired"]["rl-choice vs sft t0"]
     assert [(t["only_arm"], t["only_baseline"]) for t in paired["per_seed"]] == [(1, 2), (1, 3)]
-    assert (paired["only_arm"], paired["only_baseline"]) == (2, 5)
-    assert paired["p_value"] == pytest.approx(0.453125)  # two-sided binomial: 2 of 7 discordant maps at 1/2
+    assert [t["difference_points"] for t in paired["per_seed"]] == [-25.0, -50.0]
+    assert "only_arm" not in paired  # no McNemar test sums the seeds' discordant maps (that was p = 0.453)
+    assert (paired["seeds"], paired["df"], paired["mean_points"]) == (2, 1, -37.5)
+    assert paired["p_value"] == pytest.approx(0.2048, abs=1e-4)  # t = -37.5 / 12.5 = -3 on 1 degree of freedom
+
+
+def test_the_never_seen_split_drops_every_map_some_run_trained_on_and_prints_overlap_0(capsys):
+    seeds = list(range(40))
+    layouts = {seed: equal_cpu.layout(seed) for seed in seeds}
+    excluded = equal_cpu.sft_pool_layouts(50)  # a small SFT pool
+    fresh = [seed for seed in seeds if layouts[seed] not in excluded]
+    assert 0 < len(fresh) < len(seeds)  # some evaluation maps were trained on, and not all
+    records = [{"seed": 0, "arm": "sft", "cpu": {"sft": 1.0}, "solved": {"t0": {str(s): True for s in seeds}}}]
+    headline = equal_cpu.summarise(records, excluded)
+    assert headline["never_seen"]["overlap"] == 0
+    assert headline["never_seen"]["arms"]["sft"]["t0"]["episodes"] == {0: len(fresh)}
+    assert headline["arms"]["sft"]["t0"]["episodes"] == {0: len(seeds)}  # the seed split keeps every seed
+    assert "overlap 0" in capsys.readouterr().out
+    assert equal_cpu.layout(5_000_000) in equal_cpu.sft_pool_layouts(1)  # a map is its layout: the pool's first
+
+
+def test_an_rl_run_trained_on_the_maps_of_its_update_seeds():
+    from training.engines import independent_groups
+    from training.sources import GAME_SEEDS
+    from tsmg.seeding import seed_generator
+
+    rollout = equal_cpu.shipped_config(equal_cpu.RL_CONFIG).rollout
+    first = independent_groups(rollout, 1, seed_generator(2, 1, GAME_SEEDS), 1_000_000)
+    seeds = equal_cpu.rl_training_seeds("sft+rl", 2, 3)
+    assert len(seeds) == 3 * rollout.groups_per_update and seeds[:8] == [plan.seed for plan in first][::8]
+    records = [{"seed": 2, "arm": "sft+rl", "training_signal": {"updates": 3.0}}]
+    trained = equal_cpu.training_layouts(records, 1)
+    assert {equal_cpu.layout(seed) for seed in seeds} <= trained and equal_cpu.layout(5_000_000) in trained
 
 
 def test_the_cheapest_finished_step_net_of_loading_sizes_an_sft_run():
@@ -356,3 +378,38 @@ def test_arms_started_together_make_the_oracle_transcripts_once(tmp_path):
         thread.join()
     seeds = [json.loads(line)["seed"] for line in (tmp_path / "oracle" / "episodes.jsonl").open()]
     assert seeds == list(range(equal_cpu.ORACLE_SEED, equal_cpu.ORACLE_SEED + 20))
+
+
+def test_an_evaluation_plays_enough_seeds_for_its_never_seen_maps_counting_the_rl_runs_to_come(tmp_path):
+    from tsmg.evaluation.plan import episode_seeds
+
+    runner = bench(tmp_path)
+    runner.args.episodes = 30
+    count = runner.eval_episodes(equal_cpu.HELD_OUT_SEED, [])
+    options = dict(equal_cpu.shipped_config(equal_cpu.RL_CONFIG).rollout.game_options)
+    seeds = episode_seeds(equal_cpu.GAME, options, equal_cpu.HELD_OUT_SEED, count)
+    # The RL runs of seed 0 have not trained yet: the maps they will play (up to budget / 20 updates) are out.
+    to_come = [{"seed": 0, "arm": arm, "training_signal": {"updates": 18}} for arm in ("sft+rl", "rl-choice")]
+    excluded = equal_cpu.training_layouts(to_come, 20)
+    fresh = equal_cpu.never_seen({seed: True for seed in seeds}, excluded)
+    assert count > 30 and len(fresh) >= 30
+
+
+def test_the_regenerated_rl_seeds_are_the_seeds_a_real_run_played(tmp_path):
+    from backends.tiny import build_tiny_model
+    from training.config import TrainConfig
+    from training.trainer import train
+    from tsmg.episode import read_episodes
+
+    shipped = equal_cpu.shipped_config(equal_cpu.RL_CONFIG)
+    rollout = {**shipped.rollout.model_dump(), "lap": {"action_format": {"kind": "choice"}}}  # the maps, cheaply
+    config = TrainConfig.model_validate({
+        "rollout": rollout,
+        "model": {"spec": f"hf:{build_tiny_model(tmp_path / 'tiny', seed=1)}", "finetune": "full", "dtype": "float32"},
+        "sampler": shipped.sampler.model_dump(),
+        "run": {"out_dir": str(tmp_path / "run"), "updates": 2, "threads": 1, "tensorboard": False, "seed": 2,
+                "episodes_every": 1, "eval_every": 0},
+    })  # fmt: skip
+    train(config)
+    played = sorted({int(e.seed) for e in read_episodes(tmp_path / "run" / "episodes.jsonl")})
+    assert played == sorted(equal_cpu.rl_training_seeds("sft+rl", 2, 2))

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
@@ -282,8 +282,12 @@ class SamplerConfig(_Section):
     name: str = Field(default="aaw", description=f"A registered sampler: {sorted(SAMPLERS)}.")
     alpha: float = Field(default=1.0, ge=0.0, description="AAW sharpness: p_i proportional to |A_i|^alpha.")
     replacement: bool = Field(default=True, description="Draw with replacement (items may repeat) or distinct items.")
-    samples_per_update: int | None = Field(
-        default=None, ge=1, description="Draws per update; None: as many as there are items to draw from."
+    samples_per_update: Annotated[int, Field(ge=1)] | Literal["all"] | None = Field(
+        default=None,
+        description=(
+            "Draws per update; None: as many as there are items to draw from; 'all': no draw, every item of the "
+            "rollout (every decision with unit 'step') trains once with its own advantage."
+        ),
     )
     unit: SampleUnit = Field(
         default="episode",
@@ -322,6 +326,11 @@ class SamplerConfig(_Section):
             raise ValueError(f"alpha={self.alpha} has no effect on sampler {self.name!r}; only 'aaw' uses it")
         if self.importance_correction and not sampler(self.name).uses_alpha:
             raise ValueError(f"importance_correction reweights AAW's draws; sampler {self.name!r} draws uniformly")
+        if self.importance_correction and self.samples_per_update == "all":
+            raise ValueError(
+                "importance_correction reweights a draw by 1 / (N p_i); samples_per_update 'all' draws nothing "
+                "(every item trains once, uniformly): leave importance_correction off"
+            )
         if self.importance_correction and not self.replacement:
             raise ValueError(
                 "importance_correction needs replacement: true (1 / (N p_i) is the exact correction only for "
@@ -376,11 +385,14 @@ class LossConfig(_Section):
     constant_normalizer: int | None = Field(
         default=None, ge=1, description="Length of the 'constant' aggregation; None: rollout.lap.max_tokens."
     )
-    old_logprobs: Literal["behaviour", "recompute"] = Field(
+    old_logprobs: Literal["behaviour", "recompute", "first-pass"] = Field(
         default="behaviour",
         description=(
             "pi_old of the ratio: the log-probabilities recorded by the rollout engine, or recomputed by the "
-            "trainer's forward pass before the update (removes engine/trainer numeric mismatch; one more forward)."
+            "trainer's forward pass before the update (removes engine/trainer numeric mismatch; one more forward), "
+            "or 'first-pass': the recomputed values without the extra forward, taken (detached) from the first "
+            "optimizer step's own forward, where the weights have not moved (ratio exactly 1; samples of later "
+            "steps of the first epoch are recomputed up front; one process, no dropout)."
         ),
     )
 
@@ -793,6 +805,28 @@ class TrainConfig(_Section):
         return {**data, "rollout": {**rollout, "annotators": [*annotators, EXACT]}}
 
     @model_validator(mode="after")
+    def _first_pass_is_on_policy(self) -> TrainConfig:
+        """``loss.old_logprobs: first-pass`` only where the first optimizer step's forward is pi_old exactly."""
+        if self.loss.old_logprobs != "first-pass":
+            return self
+        spec = loss_spec(self.loss.name)
+        reasons = []
+        if spec.ratio_level == "sequence" or spec.clip_normalization:
+            reasons.append(f"loss {self.loss.name!r} needs the whole step's pi_old before its first forward")
+        if self.model.finetune == "lora" and self.model.lora_dropout > 0:
+            reasons.append(f"model.lora_dropout {self.model.lora_dropout} makes the training forward differ")
+        if self.distill.teacher is not None:
+            reasons.append("distill.teacher needs pi_old before the first optimizer step")
+        if self.loop.mode == "async":
+            reasons.append("asynchronous rollouts were sampled by older weights")
+        if reasons:
+            raise ValueError(
+                "loss.old_logprobs 'first-pass' takes pi_old from the first optimizer step's own forward, which is "
+                "pi_old only when nothing else differs: " + "; ".join(reasons) + " (use 'recompute')"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _influence_annotated(self) -> TrainConfig:
         if "influence" not in self.credit.needs:
             return self
@@ -1177,7 +1211,8 @@ def _aaw_identical(config: TrainConfig, capabilities: GameCapabilities) -> list[
         return []
     seats = len(config.rollout.train_agents or capabilities.agents) if config.rollout.opponent is None else 1
     trajectories = config.rollout.groups_per_update * config.rollout.group_size * seats
-    if sampling.samples_per_update is None or sampling.samples_per_update < trajectories:
+    count = sampling.samples_per_update
+    if count is None or count == "all" or count < trajectories:
         return []
     return [
         f"sampler 'aaw' without replacement draws {sampling.samples_per_update} of at most {trajectories} "

@@ -284,7 +284,7 @@ def draw_steps(
     rng: np.random.Generator,
     *,
     unit: SampleUnit = "episode",
-    count: int | None = None,
+    count: int | Literal["all"] | None = None,
     alpha: float = 1.0,
     replace: bool = True,
     importance_correction: bool = False,
@@ -297,7 +297,8 @@ def draw_steps(
         rng: The update's generator.
         unit: ``episode``: draw (episode, agent) trajectories by their mean |A| and train every
             step of each; ``step``: draw single steps by their own |A|.
-        count: Draws (None: as many as there are items to draw from).
+        count: Draws (None: as many as there are items to draw from); ``"all"``: no draw, every item once, in
+            order, with its own advantage (zero ones included: they add nothing to the policy gradient).
         alpha: AAW sharpness.
         replace: Draw with replacement.
         importance_correction: Multiply each draw's advantages by 1 / (N p_i) (:func:`importance_weights`).
@@ -305,6 +306,10 @@ def draw_steps(
     Returns:
         The drawn steps (repeats kept, in draw order) and the draw.
     """
+    if count == "all":
+        if importance_correction:
+            raise ValueError("importance_correction reweights a draw; count 'all' draws nothing")
+        return every_item(credit, unit)
     if unit == "episode":
         values = credit.sampling_advantages()
         drawn = sample(name, values, count or len(values), rng, alpha=alpha, replace=replace)
@@ -318,3 +323,23 @@ def draw_steps(
         weights = importance_weights(drawn)
         steps = [replace_fields(step, advantage=step.advantage * float(weights[step.draw])) for step in steps]
     return steps, drawn
+
+
+def every_item(credit: CreditAssignment, unit: SampleUnit = "episode") -> tuple[list[StepCredit], Sample]:
+    """Every trajectory (``unit`` ``episode``) or every step of the rollout once, in order: no draw.
+
+    What ``sampler.samples_per_update: all`` trains on: all of a rollout's decisions, each with its own
+    advantage, instead of a draw of some of them.
+    """
+    if unit == "episode":
+        items = len(credit.sampling_advantages())
+        indices = np.arange(items, dtype=np.int64)
+        steps = credit.steps(indices)
+    else:
+        every_step = credit.steps()
+        items = len(every_step)
+        indices = np.arange(items, dtype=np.int64)
+        steps = [replace_fields(step, draw=draw) for draw, step in enumerate(every_step)]
+    probabilities = np.full(items, 1.0 / items) if items else np.zeros(0)
+    stats = SampleStats(items, items, items, items, items, None if items else "no items to draw from")
+    return steps, Sample(indices, stats, probabilities)

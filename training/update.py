@@ -368,7 +368,8 @@ class PolicyUpdate:
         self.world = world
         self.transform_loss = transform_loss
         self.optim = optim
-        self.recompute_old = loss.old_logprobs == "recompute"
+        self.recompute_old = loss.old_logprobs != "behaviour"
+        self.old_from_first_pass = loss.old_logprobs == "first-pass"
         self.rollout_entropy = loss.entropy_scope == "rollout"
         self.settings = LossSettings(**loss.options(max_tokens))
         self.choice_masks = ChoiceMasks(setup.backend.choice_tries)
@@ -444,15 +445,15 @@ class PolicyUpdate:
     ) -> dict[str, float]:
         self.choice_masks.mismatches = 0  # counted per update
         began = time.perf_counter()
-        data = UpdateData(samples, rollout_samples, self.old_logprobs(samples, temperature), None, temperature)
+        lengths = [len(sample.prompt_ids) + len(sample.completion_ids) for sample in samples]
+        plan = plan_optimizer_steps(len(samples), len(rollout_samples), self.optim, rng, lengths)
+        data = UpdateData(samples, rollout_samples, self.old_logprobs(samples, temperature, plan), None, temperature)
         if self.settings.kl_beta > 0 and samples:
             data.reference = self.reference_logprobs(samples, temperature)
         distill_metrics = self._distill(data) if self.teacher is not None and samples else {}
         scored = time.perf_counter()
         tally, grad_norms, stopped_early = LossTally(), list[float](), 0.0
         self.backend.model.train()
-        lengths = [len(sample.prompt_ids) + len(sample.completion_ids) for sample in samples]
-        plan = plan_optimizer_steps(len(samples), len(rollout_samples), self.optim, rng, lengths)
         for index, planned in enumerate(plan):
             self.optimizer.zero_grad(set_to_none=True)
             losses, finite = self.backward_step(step, planned, data)
@@ -573,15 +574,30 @@ class PolicyUpdate:
             share_prefix=share_prefix,
         )
 
-    def old_logprobs(self, samples: Sequence[TrainSample], temperature: float) -> list[list[float]]:
-        """pi_old: the behaviour log-probabilities, or recomputed under the weights that sampled them."""
+    def old_logprobs(
+        self, samples: Sequence[TrainSample], temperature: float, plan: Sequence[OptimizerStep] = ()
+    ) -> list[list[float]]:
+        """pi_old: the behaviour log-probabilities, or recomputed under the weights that sampled them.
+
+        With ``loss.old_logprobs: first-pass`` (one process) the samples of the first optimizer step
+        of ``plan`` are left empty here: that step's own forward fills them (:meth:`_policy_pass`),
+        before any weight moved, so the ratio is exactly 1 and no extra forward is spent on them.
+        """
         recorded = [sample.behaviour_logprobs for sample in samples]
         if self.recompute_old or any(
             values is None or len(values) != len(sample.completion_ids)
             for values, sample in zip(recorded, samples, strict=True)
         ):
+            first = set()
+            if self.old_from_first_pass and self.world.size == 1 and plan:
+                first = {int(i) for batch in plan[0].policy for i in batch}
+            rest = [index for index in range(len(samples)) if index not in first]
             with self.parallel.gathered():
-                return self._logprobs_without_grad(self.backend.model, samples, temperature)
+                scored = self._logprobs_without_grad(self.backend.model, [samples[i] for i in rest], temperature)
+            old: list[list[float]] = [[] for _ in samples]
+            for index, values in zip(rest, scored, strict=True):
+                old[index] = values
+            return old
         return [list(values or ()) for values in recorded]
 
     def reference_logprobs(self, samples: Sequence[TrainSample], temperature: float) -> list[list[float]]:
@@ -710,6 +726,11 @@ class PolicyUpdate:
                 sequence_log_ratio=torch.tensor([context.sequence_log_ratio[int(i)] for i in indices], device=device),
                 sequence_tokens=torch.tensor([context.sequence_tokens[int(i)] for i in indices], device=device),
             )
+        if not data.moved and any(len(data.old[int(i)]) != len(sample.completion_ids) for i, sample in
+                                  zip(indices, chunk, strict=True)):  # fmt: skip
+            # loss.old_logprobs 'first-pass': the weights have not moved, so this forward is pi_old.
+            for i, row in zip(indices, scores.rows(), strict=True):
+                data.old[int(i)] = row.detach().float().tolist()
         result = policy_loss(
             scores.logprobs,
             padded([data.old[int(i)] for i in indices], tail, device),
