@@ -12,8 +12,10 @@ updates, the same game seeds per update):
   given by ``--annotator-model``: ``smollm2`` from the wheel by default, asked once per update for
   all the rollout's episodes).
 
-Figures per run: held-out success after the last update (greedy, ``--test-episodes`` seeds no run
-trained on), the mean rollout success over the run, and **what the graph changed**: the share of
+Figures per run: held-out success before training (the seed's initial model, shared by the arms)
+and after the last update (greedy, on ``--test-episodes`` game seeds from 2,000,000 on, which no
+run trains on: training draws its game seeds below ``run.eval_seed_start``, 1,000,000), the mean
+rollout success over the run, and **what the graph changed**: the share of
 the absolute advantage that the credit put on the look-up actions (``lookup_*`` and
 ``check_policy``, the calls whose results the final action uses), computed from the credit's own
 per-step advantages on the run's episodes (:func:`training.credit.assign_credit`), beside the
@@ -21,14 +23,23 @@ same share under MS-GRPO on the same episodes (where every step of a trajectory 
 advantage). For ``iapo-model`` also the edge precision and recall of the model's graphs against
 the exact ones on the run's episodes (:func:`training.model_annotator.edge_agreement`).
 
-Runs are appended to ``OUT/runs.jsonl`` as they finish, and each run checkpoints every update: a
+Over the seeds, each arm against MS-GRPO: the per-seed difference in held-out points with its
+exact McNemar test on the test seeds, and the paired t test over the training seeds with its 95 %
+interval (:mod:`seed_stats`; test seeds are never pooled over training seeds).
+
+GiGPO differs from MS-GRPO only where a state recurs within a group: on the service games the
+8 episodes of a group share their opening (one anchor group at step 0, whose advantage is the
+episode's own) and rarely meet again, so its figures sit at or next to MS-GRPO's.
+
+Runs are appended to ``OUT/runs.jsonl`` as they finish (a record names its updates, groups and
+test episodes: a run of another budget is run again), and each run checkpoints every update: a
 killed bench started again with the same ``--out`` skips finished runs and resumes the others.
 One process, runs one after another (the machine is shared). Ends with one line holding a JSON object.
 
-The table of docs/tool-games.md::
+The table of docs/tool-games.md (records in bench/results/iapo/)::
 
-    nice -n 10 python bench/iapo_comparison.py --seeds 3 --updates 4 --groups 2 --test-episodes 16 \
-        --annotator-model tiny --out runs/iapo
+    nice -n 10 python bench/iapo_comparison.py --seeds 5 --updates 30 --groups 2 --test-episodes 64 \
+        --arms ms-grpo gigpo iapo-exact --out runs/iapo
 """
 
 from __future__ import annotations
@@ -41,6 +52,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from seed_stats import compare_over_seeds, describe  # noqa: E402  (the benches' one helper for training seeds)
+
 ARMS: dict[str, dict[str, Any]] = {
     "ms-grpo": {"credit": {"name": "ms-grpo"}},
     "gigpo": {"credit": {"name": "gigpo"}},
@@ -49,6 +63,7 @@ ARMS: dict[str, dict[str, Any]] = {
 }
 REFERENCE = "ms-grpo"
 GROUP_SIZE = 8
+#: Test game seeds: above every training seed (training draws below run.eval_seed_start, 1,000,000).
 TEST_SEED_START = 2_000_000
 #: The look-up actions: calls whose results the final action's arguments and decision come from.
 LOOKUPS = ("lookup_", "check_policy")
@@ -129,19 +144,24 @@ def graph_figures(run_dir: Path, config: Any) -> dict[str, Any]:
     return figures
 
 
-def held_out_success(model_dir: Any, config: Any, episodes: int) -> float:
-    """Greedy success of the trained model on ``episodes`` test seeds."""
+def held_out_outcomes(model_dir: Any, config: Any, episodes: int) -> dict[str, bool]:
+    """Greedy success of the model in ``model_dir`` on each of ``episodes`` test seeds (seed -> solved)."""
     from backends.hf import HFBackend
     from training.engines import HFRolloutEngine
     from tsmg.rollout import plan_episodes
-    from tsmg.summary import summarize
 
     seeds = list(range(TEST_SEED_START, TEST_SEED_START + episodes))
     backend = HFBackend(str(model_dir), threads=config.run.threads, max_batch_size=len(seeds))
     engine = HFRolloutEngine(backend, config.rollout, model_seats=["player"])
     plans = plan_episodes(config.rollout.game_id, seeds, group_size=1, id_prefix="test")
     played = engine.play(plans, seed=config.run.seed + 1, temperature=0.0).episodes
-    return summarize(played).success_rate or 0.0
+    assert config.run.eval_seed_start <= TEST_SEED_START, "test seeds must lie above every training seed"
+    return {str(seed): bool(episode.success.get("player")) for seed, episode in zip(seeds, played, strict=True)}
+
+
+def rate(outcomes: dict[str, bool]) -> float:
+    """The share of solved test seeds."""
+    return sum(outcomes.values()) / len(outcomes) if outcomes else 0.0
 
 
 def run_one(job: dict[str, Any]) -> dict[str, Any]:
@@ -156,14 +176,20 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     began = time.perf_counter()
     result = train(config, resume=True)
     rates = [row["rollout/success_rate"] for row in result.metrics if "rollout/success_rate" in row]
+    outcomes = held_out_outcomes(result.final_model, config, job["test_episodes"])
     return {
-        **{key: job[key] for key in ("game", "arm", "seed")},
+        **{key: job[key] for key in ("game", "arm", "seed", "updates", "groups", "test_episodes")},
         "episodes": job["updates"] * job["groups"] * GROUP_SIZE,
-        "test_success": held_out_success(result.final_model, config, job["test_episodes"]),
+        "test_success_start": rate(job["start_outcomes"]),
+        "test_success": rate(outcomes),
+        "test_outcomes": outcomes,
         "rollout_success": statistics.fmean(rates) if rates else None,
         **graph_figures(Path(job["out_dir"]), config),
         "seconds": time.perf_counter() - began,
     }
+
+
+FIGURES = ("test_success_start", "test_success", "rollout_success", "lookup_share", "lookup_share_ms_grpo")
 
 
 def _spread(values: list[float]) -> dict[str, float | None]:
@@ -187,13 +213,29 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             if not by_seed:
                 continue
             row: dict[str, Any] = {"seeds": sorted(by_seed)}
-            for figure in ("test_success", "rollout_success", "lookup_share", "lookup_share_ms_grpo"):
+            for figure in FIGURES:
                 row[figure] = _spread([run[figure] for run in by_seed.values() if run.get(figure) is not None])
+            rises = [
+                run["test_success"] - run["test_success_start"]
+                for run in by_seed.values()
+                if "test_success_start" in run
+            ]
+            row["test_success_rise"] = _spread(rises)
             shared = [seed for seed in by_seed if seed in of[REFERENCE]]
             if arm != REFERENCE and shared:
                 row["test_success_minus_ms_grpo"] = _spread(
                     [by_seed[seed]["test_success"] - of[REFERENCE][seed]["test_success"] for seed in shared]
                 )
+                paired = [
+                    seed
+                    for seed in shared
+                    if "test_outcomes" in by_seed[seed] and "test_outcomes" in of[REFERENCE][seed]
+                ]
+                if paired:
+                    row["against_ms_grpo"] = compare_over_seeds(
+                        {seed: by_seed[seed]["test_outcomes"] for seed in paired},
+                        {seed: of[REFERENCE][seed]["test_outcomes"] for seed in paired},
+                    )
             graphs = [run["model_graph"] for run in by_seed.values() if "model_graph" in run]
             if graphs:
                 tp, fp, fn = (sum(graph[key] for graph in graphs) for key in ("tp", "fp", "fn"))
@@ -217,6 +259,19 @@ def read_runs(folder: Path) -> list[dict[str, Any]]:
             record = json.loads(line)
             runs[(record["game"], record["arm"], record["seed"])] = record
     return list(runs.values())
+
+
+def start_outcomes(out: Path, game: str, seed: int, model: str, episodes: int) -> dict[str, bool]:
+    """The held-out outcomes of seed ``seed``'s initial model, kept in ``OUT/models/start-<game>-<seed>-<n>.json``."""
+    path = out / "models" / f"start-{game}-{seed}-{episodes}.json"
+    if path.is_file():
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    # The LAP every arm plays with (run_config): only the model's weights differ from the trained ones.
+    job = {"game": game, "arm": REFERENCE, "seed": seed, "model": model, "groups": 1, "updates": 1, "out_dir": str(out)}
+    config = run_config(job)
+    outcomes = held_out_outcomes(model, config, episodes)
+    path.write_text(json.dumps(outcomes), encoding="utf-8")
+    return outcomes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,8 +298,14 @@ def main(argv: list[str] | None = None) -> int:
 
     began = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
-    done = {(run["game"], run["arm"], run["seed"]) for run in read_runs(args.out)}
+    budget = {"updates": args.updates, "groups": args.groups, "test_episodes": args.test_episodes}
+    done = {
+        (run["game"], run["arm"], run["seed"])
+        for run in read_runs(args.out)
+        if all(run.get(key) == value for key, value in budget.items())
+    }
     models: dict[int, str] = {}
+    starts: dict[tuple[str, int], dict[str, bool]] = {}
     for seed in range(args.seeds):
         for game in args.games:
             for arm in args.arms:
@@ -256,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                         rollout={"game_id": game}, model={"spec": "tiny"}, run={"seed": seed, "out_dir": str(folder)}
                     )
                     models[seed] = str(base_model_source(config, folder))
+                if (game, seed) not in starts:  # the initial model's held-out outcomes, shared by the arms
+                    starts[(game, seed)] = start_outcomes(args.out, game, seed, models[seed], args.test_episodes)
                 job = {
                     "game": game,
                     "arm": arm,
@@ -267,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                     "annotator_model": args.annotator_model,
                     "annotator_max_tokens": args.annotator_max_tokens,
                     "out_dir": str(args.out / game / arm / f"seed-{seed}"),
+                    "start_outcomes": starts[(game, seed)],
                 }
                 record = run_one(job)
                 with open(args.out / "runs.jsonl", "a", encoding="utf-8") as handle:
@@ -276,18 +340,29 @@ def main(argv: list[str] | None = None) -> int:
                     f"look-up share {record['lookup_share']}",
                     file=sys.stderr,
                 )
-    runs = [run for run in read_runs(args.out) if run["arm"] in args.arms and run["game"] in args.games]
+    runs = [
+        run
+        for run in read_runs(args.out)
+        if run["arm"] in args.arms
+        and run["game"] in args.games
+        and run["seed"] < args.seeds
+        and all(run.get(key) == value for key, value in budget.items())
+    ]
     summary = summarise(runs)
     for game, rows in summary.items():
         print(
-            f"{game}: arm, held-out success mean (sd), rollout success, look-up share (MS-GRPO's on the same episodes)"
+            f"{game}: arm, held-out success before -> after, mean (sd), rollout success, "
+            "look-up share (MS-GRPO's on the same episodes)"
         )
         for arm, row in rows.items():
-            test, share, flat = row["test_success"], row["lookup_share"], row["lookup_share_ms_grpo"]
+            start, test = row["test_success_start"], row["test_success"]
+            share, flat = row["lookup_share"], row["lookup_share_ms_grpo"]
             print(
-                f"  {arm:11s} {test['mean']:.3f} ({test['sd']:.3f})  {row['rollout_success']['mean']:.3f}  "
-                f"{share['mean']}  ({flat['mean']})"
+                f"  {arm:11s} {start['mean']:.3f} -> {test['mean']:.3f} ({test['sd']:.3f})  "
+                f"{row['rollout_success']['mean']:.3f}  {share['mean']}  ({flat['mean']})"
             )
+            if "against_ms_grpo" in row:
+                print(f"    against ms-grpo: {describe(row['against_ms_grpo'])}")
     seconds = time.perf_counter() - began
     print(
         json.dumps(

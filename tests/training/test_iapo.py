@@ -31,24 +31,65 @@ def _chain(
     )
 
 
-def test_hand_computed_graphs():
-    # lookup (a0) -> its result used by check (a1) and refund (a3); a1's result used by a3; a2 unrelated.
-    graph = _chain(4, [], [(0, 1, "support"), (0, 3, "support"), (1, 3, "support")])
-    # d = [2, 1, 0, 0] -> raw [3, 2, 1, 1], sum 7, w = 4 * raw / 7
-    assert routing_weights(graph, (0, 1, 2, 3), "support") == pytest.approx([12 / 7, 8 / 7, 4 / 7, 4 / 7])
-    assert routed_advantages(graph, (0, 1, 2, 3), 0.7).tolist() == pytest.approx([1.2, 0.8, 0.4, 0.4])
-    # A failure propagated from a1 into a2 and, through a2, into a3: d = [0, 2, 1, 0] -> raw [1, 3, 2, 1].
-    failing = _chain(4, [(1, 2, "failure"), (2, 3, "failure"), (0, 1, "support")])
-    assert routed_advantages(failing, (0, 1, 2, 3), -1.4).tolist() == pytest.approx([-0.8, -2.4, -1.6, -0.8])
-    # The same trajectory succeeding routes along support edges only: a0 -> a1.
-    assert routing_weights(failing, (0, 1, 2, 3), "support") == pytest.approx([8 / 5, 4 / 5, 4 / 5, 4 / 5])
+def _service_graph(labels: list[str], edges: list[tuple[str, int, str]], user: bool = True) -> InfluenceGraph:
+    """Actions a0.. labelled by ``labels``, each with its tool message t<i> (shown at step i + 1),
+    the user's opening m0; ``edges`` (source, target action index, kind)."""
+    nodes = [InfluenceNode(id="m0", kind="user", step=0)] if user else []
+    for i, label in enumerate(labels):
+        nodes.append(InfluenceNode(id=f"a{i}", kind="action", step=i, label=label))
+        nodes.append(InfluenceNode(id=f"t{i}", kind="tool", step=i + 1, produced_by=f"a{i}"))
+    return InfluenceGraph(
+        nodes=nodes, edges=[InfluenceEdge(source=source, target=f"a{j}", kind=kind) for source, j, kind in edges]
+    )
 
 
-def test_only_the_trajectorys_own_actions_count_downstream():
-    # A two-seat graph: steps 0 and 2 are ours, step 1 another seat's that used our output.
+#: The three hand-built graphs of docs/tool-games.md ("Who gets what"), as the service games write them.
+#: 1. Look-up, then a refund of the wrong amount shown in the look-up's answer (the issue's example).
+WRONG_AMOUNT = _service_graph(["lookup_order", "issue_refund"], [("t0", 1, "support"), ("t0", 1, "failure")])
+#: 2. The user named two orders; the agent looked up the other one (a wrong order id from m0), then
+#:    the right one, then refunded the right order with the other order's amount.
+DECOY = _service_graph(
+    ["lookup_order", "lookup_order", "issue_refund"],
+    [("m0", 0, "failure"), ("m0", 1, "support"), ("t1", 2, "support"), ("t0", 2, "failure")],
+)
+#: 3. A success: look-up, policy check on its category, a look-up nothing used, the refund built on
+#:    the first look-up and the policy.
+SUCCESS = _service_graph(
+    ["lookup_order", "check_policy", "lookup_order", "issue_refund"],
+    [("m0", 0, "support"), ("t0", 1, "support"), ("t0", 3, "support"), ("t1", 3, "support")],
+)
+
+
+def test_three_hand_built_graphs_route_blame_to_the_erring_action_and_its_producer():
+    """Kills: the old downstream-count rule (the erring refund got 0.67), dropping the producer
+    (the look-up would get 0.67), dropping the user of an edge (the refund would get 0.67)."""
+    # 1. Both the look-up (whose answer carried the wrong amount) and the refund (which used it) erred.
+    assert routed_advantages(WRONG_AMOUNT, (0, 1), -1.0).tolist() == pytest.approx([-1.0, -1.0])
+    # 2. The decoy look-up erred (wrong id) and produced the wrong amount; the refund used it; the
+    #    right look-up is innocent: w = 3 (2, 1, 2) / 5.
+    assert routing_weights(DECOY, (0, 1, 2), "failure") == pytest.approx([1.2, 0.6, 1.2])
+    assert routed_advantages(DECOY, (0, 1, 2), -0.5).tolist() == pytest.approx([-0.6, -0.3, -0.6])
+    # 3. Success: the unused look-up gets half the others' credit; the final refund is not last in line.
+    assert routing_weights(SUCCESS, (0, 1, 2, 3), "support") == pytest.approx([8 / 7, 8 / 7, 4 / 7, 8 / 7])
+    # The same graph failing has no failure edge: MS-GRPO's uniform blame.
+    assert routing_weights(SUCCESS, (0, 1, 2, 3), "failure").tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_a_users_message_has_no_producer_and_action_edges_count_both_ends():
+    # The user's message misled a1: only a1 is involved.
+    graph = _service_graph(["ask", "lookup_order", "issue_refund"], [("m0", 1, "failure")])
+    assert routing_weights(graph, (0, 1, 2), "failure") == pytest.approx([0.75, 1.5, 0.75])
+    # An edge straight from an action (a1 continued a0's failed plan) involves both.
+    direct = _chain(3, [(0, 1, "failure")])
+    assert routing_weights(direct, (0, 1, 2), "failure") == pytest.approx([1.2, 1.2, 0.6])
+
+
+def test_only_the_trajectorys_own_actions_count():
+    # A two-seat graph: steps 0 and 2 are ours, step 1 another seat's that used our output (a0 -> a1).
     graph = _chain(3, [(0, 1, "support"), (1, 2, "support")])
-    assert routing_weights(graph, (0, 2), "support") == pytest.approx([4 / 3, 2 / 3])  # a2 downstream of a0 via a1
-    # A step with no action node: downstream of nothing, weight 1 before normalising.
+    # a0's edge ends at another seat's action: not ours to credit; a2 used a1 (not ours): a2 involved.
+    assert routing_weights(graph, (0, 2), "support") == pytest.approx([2 / 3, 4 / 3])
+    # A step with no action node is involved in nothing.
     sparse = InfluenceGraph(nodes=[InfluenceNode(id="a0", kind="action", step=0)])
     assert routing_weights(sparse, (0, 1), "support").tolist() == [1.0, 1.0]
 
@@ -68,6 +109,9 @@ def test_invariants_on_random_graphs(seed):
     for kind in ("support", "failure"):
         weights = routing_weights(graph, steps, kind)
         assert np.all(weights > 0) and weights.sum() == pytest.approx(n)
+        # Every action on an edge of the kind, as its user or its producer, carries at least its share.
+        ends = {j for _, j, k in edges + messages if k == kind} | {i for i, _, k in edges + messages if k == kind}
+        assert all(weights[i] >= 1 - 1e-12 for i in ends)
     bare = _chain(n, [])
     assert routed_advantages(bare, steps, 0.9).tolist() == pytest.approx([0.9] * n)  # no edges: MS-GRPO
 
@@ -94,10 +138,10 @@ def test_the_assigner_routes_ms_grpo_advantages_and_conserves_each_trajectorys_t
     for routed, flat in zip(iapo, grpo, strict=True):
         assert routed.advantages.sum() == pytest.approx(flat.advantages.sum())
         assert np.all(np.sign(routed.advantages) == np.sign(flat.advantages))
-    win = grpo[0].advantages[0]
-    assert iapo[0].advantages.tolist() == pytest.approx([win * 1.5, win * 0.75, win * 0.75])
-    loss = grpo[1].advantages[0]
-    assert iapo[1].advantages.tolist() == pytest.approx([loss * 0.75, loss * 1.5, loss * 0.75])
+    win = grpo[0].advantages[0]  # a0's result used by a2: both involved, w = 3 (2, 1, 2) / 5
+    assert iapo[0].advantages.tolist() == pytest.approx([win * 1.2, win * 0.6, win * 1.2])
+    loss = grpo[1].advantages[0]  # a1's failure built on by a2: a1 and a2 involved
+    assert iapo[1].advantages.tolist() == pytest.approx([loss * 0.6, loss * 1.2, loss * 1.2])
     assert iapo[2].advantages.tolist() == pytest.approx(grpo[2].advantages.tolist())
     # Equal returns: zero advantage stays zero whatever the graph.
     ties = [_episode("a", 1.0, used), _episode("b", 1.0, failed)]
