@@ -124,6 +124,49 @@ def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model,
     assert samples[0].token_mask == [True]
 
 
+def test_at_temperature_0_7_pi_prox_is_recomputed_at_the_rollout_temperature(tiny_model, tmp_path):  # noqa: F811
+    """pi_prox of a stale sample is log softmax(logits / T) at the rollout's T, not at T = 1.
+
+    Kills the mutation that recomputes pi_prox at temperature 1 (``training/async_loop.py``,
+    :meth:`AsyncRollouts.training_samples`: ``self.update.old_logprobs(unrecorded, 1.0)``, or
+    ``temperature = 1.0``): the other async tests sample at T = 1, where both agree. The version that
+    played the samples has the trainer's weights here, so pi_prox must equal the sampler's own
+    log-probabilities token for token: every token kept, every weight 1, and the first ratio 1.
+    """
+    from training.credit import StepCredit
+
+    lap = {**make_config(tmp_path, tiny_model).rollout.lap.model_dump(), "temperature": 0.7}
+    config = make_config(tmp_path / "run", tiny_model, rollout={"lap": lap}, **ASYNC)
+    assert config.rollout.lap.temperature == 0.7
+    setup = set_up(config, tmp_path, None, World())
+    update = PolicyUpdate.from_config(setup, config, World())
+    engine = HFRolloutEngine(setup.backend, config.rollout, ["player"])
+    source = AsyncRollouts(
+        config, engine, World(), setup=setup, update=update, run_dir=tmp_path, model_seats=["player"], start_step=2
+    )
+    batch = GroupRollouts(config.rollout, config.run, engine, World()).play(3, version=1)  # the trainer is at 2
+    assert batch.temperature == 0.7 and batch.exact_logprobs
+    episodes = {episode.episode_id: episode for episode in batch.episodes}
+    steps = [
+        StepCredit(k, episode.episode_id, "player", 0, 1.0 - 2 * (k % 2)) for k, episode in enumerate(batch.episodes)
+    ]
+    samples, metrics = source.training_samples(steps, episodes, batch, step=3)
+    assert metrics["async/stale_samples"] == len(samples) == len(batch.episodes)
+    # By hand: the tokens' log softmax(logits / 0.7) under the trainer's weights, as the sampler drew them.
+    with torch.no_grad():
+        rows = update.score(setup.backend.model, samples, 0.7, entropy=False).rows()
+    for sample, episode, row in zip(samples, batch.episodes, rows, strict=True):
+        recorded = episode.steps[0].logprobs
+        assert sample.behaviour_logprobs == pytest.approx(recorded, abs=1e-5), "pi_prox is not at the rollout's T"
+        assert sample.behaviour_logprobs == pytest.approx(row.tolist(), abs=1e-5)
+        assert all(sample.token_mask) and sample.token_weights == pytest.approx([1.0] * len(recorded), abs=1e-4)
+    assert metrics["async/masked_token_fraction"] == 0.0
+    assert metrics["async/importance_weight_mean"] == pytest.approx(1.0, abs=1e-4)
+    # The update's first optimizer step: pi_theta / pi_prox is 1 on every token.
+    losses = update(3, samples, temperature=batch.temperature, rng=np.random.default_rng(0))
+    assert losses["optim/steps"] == 1 and losses["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+
+
 def test_a_stale_samples_kept_tokens_are_weighted_by_pi_prox_over_pi_behaviour(tiny_model, tmp_path):  # noqa: F811
     # Decoupled PPO: loss = -w min(r A, clip(r) A), r = pi_theta / pi_prox, w = pi_prox / pi_behaviour
     # (no gradient). At the update's first optimizer step pi_theta = pi_prox, so the gradient of a

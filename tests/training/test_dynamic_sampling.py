@@ -69,3 +69,37 @@ def test_refill_configurations_that_cannot_work_are_refused(sections, reason):
     data.update({key: {**data.get(key, {}), **value} for key, value in sections.items()})
     with pytest.raises(ValidationError, match=reason):
         TrainConfig.model_validate({**data, "sampler": sampler})
+
+
+def test_a_first_round_where_every_group_has_signal_is_trained_as_it_is(tiny_model, tmp_path):  # noqa: F811
+    """Every group of the first round carries signal: the update takes exactly those groups, no refill round.
+
+    Kills the mutation ``kept = with_signal[: target_groups - 1]`` in
+    ``training/dynamic_sampling.py:refill_zero_signal`` (one group with signal dropped, then a refill
+    round played to replace it), which no other test sees: their first rounds always lack signal somewhere.
+    """
+    # Groups of 8 on the 2x2 lake: with a success rate near one half, a group whose 8 episodes
+    # all end alike is rare, so most first rounds carry signal in every group.
+    config = make_config(
+        tmp_path / "run",
+        tiny_model,
+        rollout={"group_size": 8, "groups_per_update": 3},
+        run={"updates": 2, "episodes_every": 1},
+        sampler={"refill_zero_variance": True, "max_refill_rounds": 2},
+    )
+    rows = {row["step"]: row for row in train(config).metrics if row["step"]}
+    played = list(read_episodes(tmp_path / "run" / "episodes.jsonl"))
+    checked = 0
+    for step, row in rows.items():
+        first = [episode for episode in played if episode.episode_id.split("/")[0] == f"u{step}"]
+        returns: dict[str, set[float]] = {}
+        for episode in first:
+            returns.setdefault(episode.group_id or episode.episode_id, set()).add(episode.returns["player"])
+        if len(returns) != 3 or any(len(values) < 2 for values in returns.values()):
+            continue  # some first-round group without signal: the other tests' case
+        checked += 1
+        assert (row["credit/groups"], row["credit/zero_signal_fraction"]) == (3, 0.0), row  # exactly the target
+        refill = (row["sampler/refill_rounds"], row["sampler/refilled_groups"], row["sampler/dropped_groups"])
+        assert refill == (0.0, 0.0, 0.0), f"update {step}: a first round all with signal was refilled: {refill}"
+        assert len([episode for episode in played if episode.episode_id.startswith(f"u{step}r")]) == 0  # none played
+    assert checked, "no update had signal in every first-round group: the case under test did not happen"

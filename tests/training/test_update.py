@@ -262,3 +262,34 @@ def test_at_temperature_0_7_the_first_optimizer_step_scores_what_the_rollout_sam
     [row] = [row for row in train(config).metrics if row["step"] == 1]
     assert row["optim/steps"] == 1 and row["loss/tokens"] > 16  # one optimizer step, over several tokens per answer
     assert abs(row["loss/ratio_mean"] - 1.0) < 1e-4 and row["loss/approx_kl"] < 1e-6
+
+
+@pytest.mark.parametrize("finetune", ["lora", "full"])
+def test_at_temperature_0_7_an_unmoved_policy_is_at_kl_0_from_its_reference(model_dir, samples, tmp_path, finetune):
+    """The reference is scored at the rollout temperature, as the policy is: same weights, KL exactly 0.
+
+    Kills the mutation that scores the KL reference at T = 1 while the policy is scored at the
+    rollout's T (``training/update.py``: ``self.reference_logprobs(samples, 1.0)`` in ``_update``,
+    or ``1.0`` in :meth:`PolicyUpdate.reference_logprobs`): the other KL test runs at T = 1 only.
+    """
+    model = {"finetune": "lora", "lora_r": 4} if finetune == "lora" else {"finetune": "full"}
+    config = free_text_config(
+        tmp_path / "run",
+        model_dir,
+        rollout={"lap": {**FREE_TEXT, "temperature": 0.7}},
+        model=model,
+        loss={"kl_beta": 0.1},
+        optim={"micro_batch_size": 12, "grad_accumulation": None},
+    )
+    setup = set_up(config, tmp_path, None, World())
+    update = PolicyUpdate.from_config(setup, config, World())
+    at_t = [replace(sample, behaviour_logprobs=None) for sample in samples]  # pi_old recomputed at T = 0.7
+    with torch.no_grad():
+        policy = update.score(setup.backend.model, at_t, 0.7, entropy=False).rows()
+    reference = update.reference_logprobs(at_t, 0.7)
+    for mine, theirs in zip(policy, reference, strict=True):
+        torch.testing.assert_close(torch.tensor(theirs), mine, rtol=0, atol=1e-5)
+    first = update(1, at_t, temperature=0.7, rng=np.random.default_rng(0))
+    assert first["optim/steps"] == 1
+    assert first["loss/kl_ref"] == pytest.approx(0.0, abs=1e-7), "the reference is not scored at the policy's T"
+    assert first["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # and pi_old at T too
