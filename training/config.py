@@ -813,8 +813,6 @@ class TrainConfig(_Section):
         reasons = []
         if spec.ratio_level == "sequence" or spec.clip_normalization:
             reasons.append(f"loss {self.loss.name!r} needs the whole step's pi_old before its first forward")
-        if self.model.finetune == "lora" and self.model.lora_dropout > 0:
-            reasons.append(f"model.lora_dropout {self.model.lora_dropout} makes the training forward differ")
         if self.distill.teacher is not None:
             reasons.append("distill.teacher needs pi_old before the first optimizer step")
         if self.loop.mode == "async":
