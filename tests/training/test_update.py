@@ -300,9 +300,9 @@ def test_truncated_importance_sampling_weighs_each_token_by_the_capped_trainer_o
     """Sampler log-probabilities = the trainer's (at the rollout temperature) + known offsets.
 
     Mutations this kills (each tried by hand, 2026-12-05): the cap dropped from the weight
-    (``tis_weight_mean`` and the gradient change), the sign of the log-ratio flipped (the capped
-    share becomes 1/7 of the tokens instead of 2/7), the KL estimated in the other direction
-    (exp(-D) - 1 + D).
+    (``tis_weight_mean`` 1.396 instead of 1.223), the sign of the log-ratio flipped (capped share
+    0.133 instead of 0.289), the KL estimated in the other direction (exp(-D) - 1 + D: 0.281
+    instead of 0.290), the weights computed but not multiplied in (the gradient is the plain one).
     """
     temperature = 0.7
     config = free_text_config(
@@ -329,7 +329,9 @@ def test_truncated_importance_sampling_weighs_each_token_by_the_capped_trainer_o
     for sample in samples:
         rows.append(weights[start : start + len(sample.completion_ids)].tolist())
         start += len(sample.completion_ids)
-    explicit = [replace(sample, behaviour_logprobs=None, token_weights=row) for sample, row in zip(samples, rows)]
+    explicit = [
+        replace(sample, behaviour_logprobs=None, token_weights=row) for sample, row in zip(samples, rows, strict=True)
+    ]
     with_tis, losses = tis_gradients(config, tmp_path, foreign, temperature)
     by_hand, _ = tis_gradients(config, tmp_path, explicit, temperature)
     plain, _ = tis_gradients(config, tmp_path, unrecorded, temperature)
