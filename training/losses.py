@@ -487,8 +487,10 @@ def policy_loss(
         sampler = _masked(logprobs_sampler.detach().to(logprobs_old.dtype), mask)
         with torch.no_grad():
             # k3 with the sampler as the "current" policy: tokens were drawn from it, so this estimates
-            # KL(sampler || trainer) without bias, and is never negative.
-            sampler_metrics["loss/sampler_trainer_kl"] = _token_mean(k3_kl(sampler, logprobs_old), mask)
+            # KL(sampler || trainer) without bias, and is never negative. In float64: a float32 engine's
+            # gaps of ~1e-6 give a k3 of ~1e-12, which float32's exp(D) - 1 - D rounds to 0.
+            kl = k3_kl(sampler.double(), logprobs_old.double())
+            sampler_metrics["loss/sampler_trainer_kl"] = _token_mean(kl, mask)
         if settings.tis_cap is not None:
             weights = _masked(truncated_importance_weights(logprobs_old, sampler, settings.tis_cap), mask)
             per_token = per_token * weights.to(per_token.dtype)
