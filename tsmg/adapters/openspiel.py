@@ -11,7 +11,8 @@ OpenSpiel's; this module is only the text layer and the bookkeeping:
 * **Moves** are the texts ``action_to_string`` writes for the seat's legal actions, read under
   the answer rule of :mod:`tsmg.answers` (any case, surrounding punctuation aside) and as the
   field spells them where that names one legal move (:mod:`.openspiel_answers`: chess's ``Bxf7``
-  for ``Bxf7+``, ``0-0``, ``e2e4``, ``1. e4``; go's ``d4`` for ``B d4``), nothing else. Where OpenSpiel gives two legal actions the same text, each gets its action number
+  for ``Bxf7+``, ``0-0``, ``e2e4``, ``1. e4``; go's ``d4`` for ``B d4``), nothing else. Where
+  OpenSpiel gives two legal actions the same text, each gets its action number
   (``"Pass (action 0)"``) so every move of a decision has a name of its own. Up to
   :data:`MAX_LISTED_MOVES` moves are listed in the prompt; above that (go, hex, chess, ...) the
   prompt gives their number and one example, the answer is still read strictly against the
