@@ -62,6 +62,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tsmg.rollout",
             "tsmg.run_folder",
             "tsmg.seeding",
+            "tsmg.strategy",
             "tsmg.summary",
             "tsmg.tools",
         ),
@@ -279,27 +280,82 @@ def _top_level_names(module: str) -> set[str]:
     return names
 
 
+def _names_a_module(value: str) -> bool:
+    """Whether ``value`` is ``"module"`` or ``"module:attribute"`` for a module of the packages."""
+    target, colon, attribute = value.partition(":")
+    if colon and not re.fullmatch(r"[A-Za-z_][\w.]*", attribute):
+        return False
+    return bool(_REFERENCE.fullmatch(value)) and (target in modules() or bool(colon))
+
+
 def string_references() -> list[tuple[str, int, str]]:
-    """Every ``"module:attribute"`` string of the packages naming one of their own modules."""
+    """Every string of the packages naming one of their own modules: ``"module:attribute"`` or ``"module"``."""
     found = []
     for module in modules():
         for node in ast.walk(_tree(module)):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ":" in node.value:
-                if _REFERENCE.fullmatch(node.value):
-                    found.append((module, node.lineno, node.value))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _names_a_module(node.value):
+                found.append((module, node.lineno, node.value))
     return found
+
+
+def upward_strings(references: list[tuple[str, int, str]]) -> list[str]:
+    """The references that name a module of a layer above their own module's."""
+    upward = []
+    for module, line, value in references:
+        target = value.partition(":")[0]
+        if target in modules() and _rank(target) > _rank(module):
+            upward.append(f"{module}:{line} ({layer_of(module)}) names {value!r} ({layer_of(target)})")
+    return upward
 
 
 def test_string_references_name_what_exists():
     references = string_references()
-    assert any(value == "backends:load_model" for _, _, value in references)  # the scan sees them
+    assert any(value == "games.frozen_lake:FrozenLake" for _, _, value in references)  # the scan sees them
     broken = []
     for module, line, value in references:
         target, _, attribute = value.partition(":")
         if target not in modules():
             broken.append(f"{module}:{line} names {value!r}: no module {target}")
-        elif attribute.split(".")[0] not in _top_level_names(target):
+        elif attribute and attribute.split(".")[0] not in _top_level_names(target):
             broken.append(f"{module}:{line} names {value!r}: {target} defines no {attribute.split('.')[0]}")
+    assert not broken, "\n".join(broken)
+
+
+def test_no_string_names_a_layer_above_its_module():
+    upward = upward_strings(string_references())
+    hint = (
+        "strings naming a layer above their module's (give the lower layer a registry that the upper one fills: an "
+        "entry point in pyproject.toml, as tsmg.namespaces, tsmg.players and tsmg.models do):"
+    )
+    assert not upward, "\n".join([hint, *upward])
+
+
+def test_the_string_check_sees_an_upward_string():
+    references = [("tsmg.registry", 1, "tsmg.remote:RemoteGame"), ("backends", 2, "training.checkpoint")]
+    assert len(upward_strings(references)) == 2
+    assert upward_strings([("games.frozen_lake", 1, "tsmg.core:Game")]) == []
+
+
+def _entry_points() -> dict[str, dict[str, str]]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return {group: dict(entries) for group, entries in project["entry-points"].items()}
+
+
+def test_the_kernels_registries_are_filled_from_above_by_entry_points_that_exist():
+    groups = _entry_points()
+    assert {"tsmg.games", "tsmg.namespaces", "tsmg.players", "tsmg.models"} <= set(groups)
+    broken = []
+    for group, entries in groups.items():
+        for name, value in entries.items():
+            target, _, attribute = value.partition(":")
+            if target not in modules():
+                broken.append(f"{group} {name} = {value!r}: no module {target}")
+            elif attribute and attribute.split(".")[0] not in _top_level_names(target):
+                broken.append(f"{group} {name} = {value!r}: {target} defines no {attribute.split('.')[0]}")
+            elif layer_of(target) == "kernel":
+                broken.append(f"{group} {name} = {value!r}: the kernel fills its own registries in code")
     assert not broken, "\n".join(broken)
 
 

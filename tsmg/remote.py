@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tsmg.core import AgentID, ForkMode, Game, GameError, Invalid, StepResult, check_answers
-from tsmg.registry import UnknownGameError
+from tsmg.registry import GameSpec, UnknownGameError
 from tsmg.serve.auth import client_token, token_headers
 
 if TYPE_CHECKING:
@@ -392,3 +392,14 @@ class RemoteGame(Game):
     def __repr__(self) -> str:
         """Show where the game is served."""
         return f"RemoteGame({self.game_id!r})"
+
+
+def remote_spec(url: str) -> GameSpec:
+    """The spec of a served game's URL: making it connects to the server (the ``http(s)://``, ``ws(s)://`` namespaces).
+
+    Registered for those prefixes in pyproject.toml's ``tsmg.namespaces`` entry points, so that
+    :func:`tsmg.make` plays ``http://HOST:PORT/GAME_ID`` without the registry naming this module.
+    """
+    import functools
+
+    return GameSpec(id=url, entry_point=functools.partial(RemoteGame, url), description="a game served by tsmg serve")
