@@ -15,7 +15,8 @@ def test_the_source_trees_entry_points_are_read_when_the_installed_metadata_is_o
     names = {entry.name: entry.reference for entry in loading.plugin_entries(registry.NAMESPACE_GROUP)}
     assert names["openspiel"] == "tsmg.adapters.openspiel:openspiel_spec"
     assert {"http", "https", "ws", "wss", "textarena"} <= set(names)
-    kinds = {entry.name for group in (policies.PLAYER_GROUP, policies.MODEL_GROUP) for entry in loading.plugin_entries(group)}
+    groups = (policies.PLAYER_GROUP, policies.MODEL_GROUP)
+    kinds = {entry.name for group in groups for entry in loading.plugin_entries(group)}
     assert {"openspiel-mcts", "openspiel-br", "hf", "smollm2", "openai", "vllm"} <= kinds
 
 

@@ -3,7 +3,7 @@
 The wheel is built from a copy of the sources (so the checkout gets no build/ or egg-info), installed
 into a fresh virtual environment without system site-packages, and run from a folder outside the
 repository with no PYTHONPATH: a module, a data file (games/wordle_words.txt) or a static asset
-(tsmg/view/static/*) left out of the wheel shows up here and nowhere else. Dependencies come from
+(tsmg/apps/view/static/*) left out of the wheel shows up here and nowhere else. Dependencies come from
 pip's configured index and cache; no extra is installed, so the base install is what is tested.
 About 20 s of CPU (most of it pip installing numpy and pydantic); on the shared 2-core machine
 (2026-12-02) 37 s of wall time at a load average of about 5, 2 min 53 s at about 10. The wheel is

@@ -1,6 +1,6 @@
 """A policy's strategy read exactly: the probability a LAP with constrained choice gives each legal move.
 
-Whoever measures a strategy (the Kuhn-poker solver of :mod:`tsmg.evaluation.exploitability`, the
+Whoever measures a strategy (the Kuhn-poker solver of :mod:`tsmg.apps.evaluation.exploitability`, the
 OpenSpiel tables of :mod:`tsmg.adapters.openspiel_tabular`) asks here, so the reading has one home
 below both.
 """
