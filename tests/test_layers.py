@@ -353,6 +353,36 @@ def test_only_the_moved_table_names_a_layer_above_and_it_names_what_exists():
     ]
 
 
+def layer_listing() -> str:
+    """The layers as docs/layout.md draws them: per layer, its prefixes and what lies directly in them.
+
+    The kernel, the adapters and the applications name their modules and sub-packages (their
+    composition is the point); games, backends and training give their module count.
+    """
+    import textwrap
+
+    lines = []
+    for name, prefixes in LAYERS:
+        members = sorted(module for module in modules() if layer_of(module) == name)
+        prefix_text = ", ".join(f"{prefix}.*" for prefix in prefixes)
+        if name in ("kernel", "adapters", "applications"):
+            inside = [module[len(p) + 1 :] for module in members for p in prefixes if module.startswith(p + ".")]
+            children = sorted({relative.split(".")[0] for relative in inside})
+            body = ", ".join(children)
+        else:
+            body = f"{len(members)} modules"
+        lines.append(textwrap.fill(f"{name:<13}{prefix_text:<17}{body}", width=100, subsequent_indent=" " * 30))
+    return "\n".join(lines)
+
+
+def test_docs_layout_draws_the_layers_of_the_code():
+    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    drawn = re.search(r"## Layers\n.*?```text\n(.*?)\n```", text, re.DOTALL)
+    assert drawn is not None, "docs/layout.md has no ```text block under ## Layers"
+    expected = layer_listing()
+    assert drawn.group(1) == expected, "docs/layout.md's layers differ from the code; draw them as:\n" + expected
+
+
 def test_the_layers_are_in_the_stated_order():
     assert [name for name, _ in LAYERS] == ["kernel", "adapters", "games", "backends", "training", "applications"]
     assert layer_of("tsmg.policies") == "kernel"
