@@ -58,6 +58,7 @@ def test_urls_are_the_remote_namespace():
 
 
 def test_kinds_of_players_come_from_their_registries(monkeypatch):
+    assert policies._registered("hf") is not None  # the entry points read first, so that monkeypatch restores them
     made = []
     monkeypatch.setitem(policies._player_kinds, "openspiel-mcts", lambda seed, options: made.append((seed, options)))
     policies.policy_from_spec("openspiel-mcts", seed=3, model_options={"simulations": 2})
