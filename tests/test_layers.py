@@ -377,8 +377,8 @@ def layer_listing() -> str:
 
 def test_docs_layout_draws_the_layers_of_the_code():
     text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
-    drawn = re.search(r"## Layers\n.*?```text\n(.*?)\n```", text, re.DOTALL)
-    assert drawn is not None, "docs/layout.md has no ```text block under ## Layers"
+    drawn = re.search(r"## Layers\n.*?```\n(.*?)\n```", text, re.DOTALL)
+    assert drawn is not None, "docs/layout.md has no ``` block under ## Layers"
     expected = layer_listing()
     assert drawn.group(1) == expected, "docs/layout.md's layers differ from the code; draw them as:\n" + expected
 
