@@ -224,7 +224,7 @@ def policy_from_spec(
         raise ModelSpecError(f"no player of kind {parsed.kind!r} is installed (no tsmg.players or tsmg.models entry)")
     role, registration = found
     if role == "player":
-        return _factory(parsed.kind, registration)(seed, model_options or {})  # type: ignore[no-any-return]
+        return _factory(parsed.kind, registration)(seed, model_options or {})
     if scripted_only:
         raise ModelSpecError(f"{spec!r} is a language model; here use random, oracle or fixed:TEXT")
     load_model = _factory(parsed.kind, registration)  # heavy: imported only when a model plays
