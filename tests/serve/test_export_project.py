@@ -89,7 +89,7 @@ def test_a_users_game_exports_validates_starts_and_keeps_the_operators_limits(tm
                  "server/Dockerfile", "server/tsmg_serve.json", "vendor/tsmg/pyproject.toml",
                  "my_games.py"):  # fmt: skip
         assert (project / name).is_file(), name
-    assert (project / "vendor/tsmg/tsmg/serve/app.py").is_file()  # tsmg travels with it, for the image's uv sync
+    assert (project / "vendor/tsmg/tsmg/apps/serve/app.py").is_file()  # tsmg travels with it, for the image's uv sync
     settings = json.loads((project / "server/tsmg_serve.json").read_text())
     assert settings["entry_point"] == "my_games:GuessNumber" and settings["game_options"] == {"max_steps": 8}
     assert settings["client_options"] == ["high"] and settings["option_limits"] == {"high": 32.0}
