@@ -294,7 +294,8 @@ def test_more_than_64_moves_are_not_listed_and_are_read_strictly():
     assert len(legal) == 82 and "B a1" in legal
     assert "82 legal moves, too many to list" in observations["player_0"] and "B c3" not in observations["player_0"]
     assert game.parse("player_0", "**b A1.**") == game.move_action("player_0", "B a1")
-    for answer in ("a1", "B a1 please", "B z9"):
+    assert game.parse("player_0", "A1") == game.move_action("player_0", "B a1")  # go's own notation (openspiel_answers)
+    for answer in ("a1 b1", "B a1 please", "B z9"):
         reason = game.parse("player_0", answer)
         assert isinstance(reason, Invalid) and "one of the 82 legal moves in OpenSpiel's notation" in reason.reason
     request = DecisionRequest(game, "player_0", observations["player_0"], legal)

@@ -396,11 +396,33 @@ class LossConfig(_Section):
         ),
     )
 
+    tis_cap: float | None = Field(
+        default=2.0,
+        ge=1.0,
+        description=(
+            "Truncated importance sampling against the sampler-trainer mismatch: each token's policy term is "
+            "multiplied by min(pi_trainer_old / pi_sampler, tis_cap), pi_sampler the log-probability the rollout "
+            "engine reported for the token and pi_trainer_old the trainer's own at the rollout temperature (no "
+            "gradient). It applies where the rollout's log-probabilities are not the trainer's numerics (a vLLM "
+            "engine, an HF sampler outside float32); where the sampler is the trained model in float32 the "
+            "weights are 1 by construction and nothing is applied; asynchronous rollouts keep their own "
+            "correction. 'off' (or null): no weight (the sampler-trainer KL is still logged)."
+        ),
+    )
+
     @field_validator("name")
     @classmethod
     def _registered(cls, name: str) -> str:
         loss_spec(name)
         return name
+
+    @field_validator("tis_cap", mode="before")
+    @classmethod
+    def _tis_off(cls, value: Any) -> Any:
+        # YAML reads a bare `off` as False: both spellings mean no truncated importance sampling.
+        if value is False or (isinstance(value, str) and value.strip().lower() in ("off", "none", "null")):
+            return None
+        return value
 
     def options(self, max_tokens: int) -> dict[str, Any]:
         """Keyword arguments of :class:`training.losses.LossSettings` (defaults of the loss resolved).
@@ -423,6 +445,7 @@ class LossConfig(_Section):
             "kl_beta": self.kl_beta,
             "entropy_coef": self.entropy_coef,
             "clip_normalization": spec.clip_normalization,
+            "tis_cap": self.tis_cap,
         }
 
 
@@ -813,8 +836,6 @@ class TrainConfig(_Section):
         reasons = []
         if spec.ratio_level == "sequence" or spec.clip_normalization:
             reasons.append(f"loss {self.loss.name!r} needs the whole step's pi_old before its first forward")
-        if self.model.finetune == "lora" and self.model.lora_dropout > 0:
-            reasons.append(f"model.lora_dropout {self.model.lora_dropout} makes the training forward differ")
         if self.distill.teacher is not None:
             reasons.append("distill.teacher needs pi_old before the first optimizer step")
         if self.loop.mode == "async":

@@ -149,9 +149,14 @@ def release_world() -> None:
     """Close the process group (if any) before the process exits.
 
     Without it, a process can abort at exit ("terminate called without an active exception")
-    while the collective backend's threads are still running.
+    while the collective backend's threads are still running. Every rank first waits for the
+    others at a barrier: rank 0 finishes later than the rest (it gathers and saves the final
+    model), and a rank that tore its connections down meanwhile aborted now and then on a busy
+    machine (1 launch in 2 of ``test_fsdp_lora_with_kl_and_rollout_entropy_trains_as_one_process``
+    beside two busy processes).
     """
     if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
 
 

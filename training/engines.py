@@ -383,8 +383,10 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
 
     The engine holds its own copy of the weights; :meth:`sync` pushes the trained ones (full
     fine-tuning) or the trained LoRA adapter into it. Its log-probabilities are not the trainer's
-    (vLLM reports its raw next-token distribution, not the constrained one, and has its own kernels), so
-    batches say ``exact_logprobs=False`` and the trainer recomputes pi_old under its weights.
+    (vLLM has its own kernels, and for a constrained answer its own token mask), so batches say
+    ``exact_logprobs=False``: the trainer recomputes pi_old under its weights, and weighs each token
+    by min(pi_old / pi_vLLM, ``loss.tis_cap``) (truncated importance sampling; the engine reports
+    the log-probabilities it sampled from, :func:`training.vllm_sync.engine_options`).
 
     Args:
         trained: The :class:`backends.hf.HFBackend` being trained (a PEFT adapter when ``lora``).

@@ -23,6 +23,12 @@ The loss is the PPO clipped surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_h
 * an optional per-token importance weight ``w`` multiplying the policy term, without gradient
   (asynchronous training's decoupled PPO: ``w = pi_prox / pi_behaviour`` of a stale token, so that
   the loss is ``-w min(r A, clip(r) A)`` with ``r = pi_new / pi_prox``);
+* truncated importance sampling (TIS) against the sampler-trainer mismatch, where the rollout
+  engine is not the trainer's numerics (vLLM, another dtype): given the log-probabilities the
+  sampler reported (``logprobs_sampler``), each token's policy term is also multiplied by
+  ``min(pi_old / pi_sampler, C)`` (``tis_cap`` C; no gradient), and the share of tokens capped,
+  the mean weight and the k3 estimate of KL(sampler || trainer) are logged
+  (:func:`truncated_importance_weights`);
 * an optional KL penalty to a reference policy, ``beta * k3`` with
   ``k3 = exp(ref - new) - (ref - new) - 1`` (unbiased, always >= 0);
 * an optional entropy bonus, ``- entropy_coef * entropy`` (the caller computes per-token entropy
@@ -60,6 +66,7 @@ __all__ = [
     "clipped_surrogate",
     "importance_ratio",
     "importance_weights",
+    "truncated_importance_weights",
     "k3_kl",
     "clipped_turns",
     "off_policy_mask",
@@ -82,6 +89,8 @@ class LossSettings:
         kl_beta: Weight of the k3 KL penalty to the reference (0: no reference needed).
         entropy_coef: Weight of the entropy bonus (0: no entropy needed).
         clip_normalization: Scale the policy term by 1 - the fraction of clipped turns (SORL).
+        tis_cap: Truncated importance sampling's cap C on pi_old / pi_sampler where the sampler's
+            log-probabilities are given (None: no weight, the sampler-trainer KL still logged).
     """
 
     ratio_level: RatioLevel = "token"
@@ -92,6 +101,7 @@ class LossSettings:
     kl_beta: float = 0.0
     entropy_coef: float = 0.0
     clip_normalization: bool = False
+    tis_cap: float | None = None
 
 
 @dataclass(frozen=True)
@@ -301,6 +311,24 @@ def k3_kl(logprobs_new: Tensor, logprobs_ref: Tensor) -> Tensor:
     return torch.exp(delta) - delta - 1.0
 
 
+def truncated_importance_weights(logprobs_trainer: Tensor, logprobs_sampler: Tensor, cap: float) -> Tensor:
+    """TIS weight per token: min(pi_trainer / pi_sampler, cap), without gradient.
+
+    Why: a rollout engine other than the trainer (vLLM's kernels, another dtype) samples from a
+    slightly different distribution than the one the loss assumes; weighting each token by the
+    trainer's probability over the sampler's makes the policy gradient an estimate under the
+    trainer's policy, and the cap bounds the variance a rare token with a tiny sampler probability
+    would bring (the bias it leaves is small where the two policies are close).
+
+    Example:
+        >>> trainer, sampler = torch.tensor([0.5, 0.5, 0.5]).log(), torch.tensor([0.5, 0.4, 0.1]).log()
+        >>> truncated_importance_weights(trainer, sampler, 2.0)
+        tensor([1.0000, 1.2500, 2.0000])
+    """
+    with torch.no_grad():
+        return torch.exp(logprobs_trainer.detach() - logprobs_sampler.detach()).clamp(max=cap)
+
+
 def aggregate(
     values: Tensor,
     mask: Tensor,
@@ -379,6 +407,7 @@ def policy_loss(
     logprobs_ref: Tensor | None = None,
     entropy: Tensor | None = None,
     token_weights: Tensor | None = None,
+    logprobs_sampler: Tensor | None = None,
 ) -> LossOutput:
     """Clipped policy loss (+ beta KL to a reference, - entropy bonus), aggregated, with metrics.
 
@@ -396,11 +425,19 @@ def policy_loss(
         token_weights: ``(batch, tokens)`` importance weight of each token's policy term, taken
             without gradient (decoupled PPO's pi_prox / pi_behaviour; None: 1 everywhere). The
             KL and entropy terms are not weighted: they regularise the current policy, whoever sampled.
+        logprobs_sampler: ``(batch, tokens)`` log-probabilities the rollout engine reported for the
+            sampled tokens, where it is not the trainer (None: the trainer sampled them). With
+            ``settings.tis_cap`` each token's policy term is multiplied by
+            :func:`truncated_importance_weights` of ``logprobs_old`` over these (and by ``token_weights``).
 
     Returns:
         The scalar loss and metrics ``loss/policy``, ``loss/total``, ``loss/clip_fraction``,
         ``loss/approx_kl`` (k3 of pi_old vs pi_new per token), ``loss/ratio_mean``,
-        ``loss/tokens``, plus ``loss/kl_ref`` and ``loss/entropy`` when given.
+        ``loss/tokens``, plus ``loss/kl_ref`` and ``loss/entropy`` when given; with
+        ``logprobs_sampler``, ``loss/sampler_trainer_kl`` (the k3 estimate of KL(sampler || trainer)
+        on the sampled tokens: exp(D) - 1 - D, D = log pi_old - log pi_sampler) and, with a cap,
+        ``loss/tis_capped_share`` (tokens whose pi_old / pi_sampler exceeds the cap) and
+        ``loss/tis_weight_mean``.
 
     Raises:
         ValueError: Mismatched shapes, a KL / entropy weight without its tensor, or a sequence-level
@@ -442,6 +479,25 @@ def policy_loss(
             shapes = f"{tuple(token_weights.shape)} and {tuple(mask.shape)}"
             raise ValueError(f"token_weights and mask must have the same (batch, tokens) shape, got {shapes}")
         per_token = per_token * _masked(token_weights.detach().to(per_token.dtype), mask)
+    sampler_metrics: dict[str, float] = {}
+    if logprobs_sampler is not None:
+        if logprobs_sampler.shape != mask.shape:
+            shapes = f"{tuple(logprobs_sampler.shape)} and {tuple(mask.shape)}"
+            raise ValueError(f"logprobs_sampler and mask must have the same (batch, tokens) shape, got {shapes}")
+        sampler = _masked(logprobs_sampler.detach().to(logprobs_old.dtype), mask)
+        with torch.no_grad():
+            # k3 with the sampler as the "current" policy: tokens were drawn from it, so this estimates
+            # KL(sampler || trainer) without bias, and is never negative. In float64: a float32 engine's
+            # gaps of ~1e-6 give a k3 of ~1e-12, which float32's exp(D) - 1 - D rounds to 0.
+            kl = k3_kl(sampler.double(), logprobs_old.double())
+            sampler_metrics["loss/sampler_trainer_kl"] = _token_mean(kl, mask)
+        if settings.tis_cap is not None:
+            weights = _masked(truncated_importance_weights(logprobs_old, sampler, settings.tis_cap), mask)
+            per_token = per_token * weights.to(per_token.dtype)
+            with torch.no_grad():
+                capped = torch.exp(logprobs_old - sampler) > settings.tis_cap
+                sampler_metrics["loss/tis_capped_share"] = _token_mean(capped.to(weights.dtype), mask)
+                sampler_metrics["loss/tis_weight_mean"] = _token_mean(weights, mask)
     per_sequence = share is not None and settings.aggregation == "sequence-mean"
     denominator = step.denominator
 
@@ -475,6 +531,7 @@ def policy_loss(
         }
         if settings.clip_normalization:
             metrics["loss/clipped_turn_fraction"] = float(clipped_fraction or 0.0)
+        metrics.update(sampler_metrics)
     if settings.kl_beta and logprobs_ref is None:
         raise ValueError("kl_beta > 0 needs logprobs_ref (the reference policy's log-probabilities)")
     if settings.entropy_coef and entropy is None:

@@ -83,6 +83,10 @@ class TrainSample:
             off-policy ones (:mod:`training.async_loop`).
         token_weights: Each token's importance weight in the policy term (None: 1); asynchronous
             training weights a stale sample's kept tokens by pi_prox / pi_behaviour (decoupled PPO).
+        sampler_logprobs: The log-probabilities the rollout engine reported for the tokens where
+            they are not the trainer's numerics (vLLM, an HF sampler outside float32; None
+            otherwise): truncated importance sampling weighs each token by pi_old / these
+            (``loss.tis_cap``, :func:`training.losses.truncated_importance_weights`).
     """
 
     prompt_ids: list[int]
@@ -94,6 +98,7 @@ class TrainSample:
     policy_version: int | None = None
     token_mask: list[bool] | None = None
     token_weights: list[float] | None = None
+    sampler_logprobs: list[float] | None = None
 
 
 def training_samples(
@@ -110,7 +115,9 @@ def training_samples(
         episodes: The episodes by id.
         exact_logprobs: None (the default): each step's record says whether its log-probabilities
             are the trainer's own (``StepRecord.exact_logprobs``; those that are not leave pi_old
-            to be recomputed). True keeps every recorded one (asynchronous training corrects them itself).
+            to be recomputed, and are kept as the sample's ``sampler_logprobs`` for truncated
+            importance sampling). True keeps every recorded one as pi_old (asynchronous training
+            corrects them itself; no ``sampler_logprobs``).
     """
     samples = []
     for item in steps:
@@ -118,6 +125,9 @@ def training_samples(
         if record.trains is False or not record.token_ids or not record.prompt_token_ids:
             continue
         exact = record.exact_logprobs is not False if exact_logprobs is None else exact_logprobs
+        sampler = None
+        if not exact and record.logprobs is not None and len(record.logprobs) == len(record.token_ids):
+            sampler = record.logprobs
         samples.append(
             TrainSample(
                 prompt_ids=record.prompt_token_ids,
@@ -127,6 +137,7 @@ def training_samples(
                 choices=record.choices,
                 sequence=item.draw,
                 policy_version=record.policy_version,
+                sampler_logprobs=sampler,
             )
         )
     return samples
@@ -741,6 +752,7 @@ class PolicyUpdate:
             logprobs_ref=None if reference is None else padded(reference, tail, device),
             entropy=scores.entropy,
             token_weights=token_weights(chunk, tail, device),
+            logprobs_sampler=sampler_logprobs(chunk, [data.old[int(i)] for i in indices], tail, device),
         )
         return result.loss, result.metrics, float(scores.mask.sum())
 
@@ -834,6 +846,23 @@ def token_weights(samples: Sequence[TrainSample], tail: int, device: torch.devic
     rows = [
         sample.token_weights if sample.token_weights is not None else [1.0] * len(sample.completion_ids)
         for sample in samples
+    ]
+    return padded(rows, tail, device)
+
+
+def sampler_logprobs(
+    samples: Sequence[TrainSample], old: Sequence[Sequence[float]], tail: int, device: torch.device
+) -> torch.Tensor | None:
+    """The right-aligned ``(rows, tail)`` log-probabilities the rollout engine reported (None: no sample has any).
+
+    A row without them (the trainer's own numerics) takes its pi_old ``old``: weight 1, no
+    sampler-trainer gap. (One rollout comes from one engine, so a batch has them on every row or on none.)
+    """
+    if all(sample.sampler_logprobs is None for sample in samples):
+        return None
+    rows = [
+        sample.sampler_logprobs if sample.sampler_logprobs is not None else row
+        for sample, row in zip(samples, old, strict=True)
     ]
     return padded(rows, tail, device)
 

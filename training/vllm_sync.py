@@ -75,8 +75,10 @@ def engine_options(
     """Keyword arguments of :class:`~backends.vllm_engine.VLLMBackend` for the rollout engine of ``config``.
 
     The engine computes in the trained model's dtype (the trainer recomputes pi_old under its own
-    weights, but the closer the two policies the fewer clipped ratios), is seeded with the run's
-    seed, serves LoRA adapters up to ``model.lora_r`` when the run trains one, and takes
+    weights, but the closer the two policies the fewer clipped ratios), reports the
+    log-probabilities it sampled from (``logprobs_mode: processed_logprobs``: after temperature and
+    the allowed tokens, what ``loss.tis_cap`` divides by), is seeded with the run's seed, serves
+    LoRA adapters up to ``model.lora_r`` when the run trains one, and takes
     :data:`DEFAULT_GPU_MEMORY_UTILIZATION` of the GPU. With several processes each holding an
     engine on its own GPU (``distributed.vllm_engine: per-process``), vLLM runs inside the
     launcher's process (``distributed_executor_backend: external_launcher``, as TRL's colocated
@@ -93,6 +95,9 @@ def engine_options(
         "dtype": str(trained.dtype).removeprefix("torch."),
         "gpu_memory_utilization": DEFAULT_GPU_MEMORY_UTILIZATION,
         "seed": config.run.seed,
+        # The log-probabilities of the distribution actually sampled (after temperature and the
+        # constrained answer's allowed tokens): truncated importance sampling divides by them.
+        "logprobs_mode": "processed_logprobs",
     }
     if config.model.finetune == "lora":
         options["enable_lora"] = True

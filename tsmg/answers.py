@@ -3,7 +3,9 @@
 **An answer is a move when it names that move** — its canonical text (the text ``legal_actions``
 lists), in any case, with surrounding whitespace and punctuation (quotes, markdown emphasis,
 brackets, a final full stop) set aside and inner runs of spaces read as one — **or names an
-alias the game announces in the prompt** (:meth:`tsmg.core.Game.answer_aliases`). Anything else
+alias the game announces in the prompt** (:meth:`tsmg.core.Game.answer_aliases`) **or spells it
+in the game's own notation** where that spelling names no other legal move
+(:meth:`tsmg.core.Game.answer_spellings`: chess's ``Bxf7`` for ``Bxf7+``, UCI ``e2e4``). Anything else
 is an :class:`~tsmg.core.Invalid` answer with a reason: an unannounced abbreviation (``d`` for
 ``down``), a synonym (``right`` for ``east``), a prefix (``dow``), two moves (``left or right``),
 a sentence around a move. When several moves fit once case is set aside the answer is ambiguous

@@ -5,7 +5,8 @@ actions ⇒ identical episode), that ``has_random_start`` says what a few seeds 
 direction), that every legal action's text parses back, that invalid text is rejected with a
 reason and never raises (no call into the game may raise: a :class:`~tsmg.core.GameCodeError`
 fails the check naming the call), the answer rule of :mod:`tsmg.answers` against a corpus of
-hostile answers (no answer is read as a move it does not name, and an answer that names two legal
+hostile answers (no answer is read as a move it does not name or spell in the game's notation,
+``Game.answer_spellings``, and an answer that names two legal
 moves in the game's own notation, ``[up] [right]``, is no move: :func:`two_move_answers`; a game
 whose moves are open text, ``open_text`` true, may read such an answer as a move of its own, a
 sentence or a combined bid, never as one of the two), that the game's oracle, where it has one,
@@ -409,7 +410,7 @@ def _first_difference(left: list[Any], right: list[Any]) -> int:
 def _check_answer_rule(
     game: Game, agent: AgentID, legal: list[str], observation: str, rng: np.random.Generator, report: CheckReport
 ) -> None:
-    """No hostile answer is read as a move it does not name; every legal move's name is read in any case."""
+    """No hostile answer is read as a move it does not name or spell; every legal move's name is read in any case."""
     name = game.game_id
     aliases = dict(game.answer_aliases(agent))
     folded_observation = " ".join(observation.lower().split())
@@ -422,10 +423,14 @@ def _check_answer_rule(
             )
     sample = [legal[int(index)] for index in rng.choice(len(legal), size=min(len(legal), 12), replace=False)]
     moves = [(text, game.parse(agent, text)) for text in legal]
+    spellings = _check_spellings(game, agent, dict(moves), sample)
     folded = [normalize_answer(text) or text for text in legal]
+    spelled_keys = [(normalize_answer(spelling) or spelling, target) for spelling, target in spellings.items()]
     for text in sample:
-        if folded.count(normalize_answer(text) or text) > 1 or text != text.strip():
-            continue  # two moves share this name but for case: only the exact text names one of them
+        key = normalize_answer(text) or text
+        shared = folded.count(key) > 1 or any(other == key and target != text for other, target in spelled_keys)
+        if shared or text != text.strip():
+            continue  # another move has this name but for case (or spells it so): only the exact text names it
         expected = game.parse(agent, text)
         for variant in (text.upper(), text.title(), f"**{text}**", f" '{text}'. ", f"{text}."):
             if not _same_move(game.parse(agent, variant), expected):
@@ -433,8 +438,16 @@ def _check_answer_rule(
                     f"{name}: {variant!r} was not read as the move {text!r}; an answer names a move whatever its case "
                     "and surrounding punctuation (normalize with tsmg.answers.normalize_answer before matching)"
                 )
-    two_moves = _two_move_pairs(sample, moves)
-    for answer in hostile_answers(sample, legal, two_moves):
+    # Each sampled move's first spelling gets near misses and two-move answers too: ``[e2e4] [d2d4]`` is no move.
+    first_spellings: dict[str, str] = {}
+    for spelling, target in spellings.items():
+        first_spellings.setdefault(target, spelling)
+    spelled = [first_spellings[text] for text in sample if text in first_spellings]
+    by_text = dict(moves)
+    spelled_moves = [(spelling, by_text[spellings[spelling]]) for spelling in spelled]
+    two_moves = _two_move_pairs(sample, moves, spellings)
+    two_moves.update(_two_move_pairs(spelled, spelled_moves, [*legal, *spellings]))
+    for answer in hostile_answers([*sample, *spelled], legal, two_moves):
         parsed = game.parse(agent, answer)
         report.hostile_answers_checked += 1
         if isinstance(parsed, Invalid):
@@ -451,13 +464,32 @@ def _check_answer_rule(
         if not named:
             continue  # read as a move outside legal_actions: the step will tell whether it is legal
         move_aliases = [alias for alias, target in aliases.items() if target in named]
+        move_aliases += [spelling for spelling, target in spellings.items() if target in named]
         if not any(names_move(answer, text, move_aliases) for text in named):
             raise GameCheckError(
                 f"{name}: the answer {answer!r} was read as the move {named[0]!r}, which it does not name. Read an "
-                "answer as a move only when it is the move's own name (any case, surrounding punctuation aside) or "
-                "an alias the prompt announces (Game.answer_aliases); anything else is Invalid with a reason "
-                "(tsmg.answers.MoveNames does this)"
+                "answer as a move only when it is the move's own name (any case, surrounding punctuation aside), "
+                "an alias the prompt announces (Game.answer_aliases) or its spelling in the game's notation "
+                "(Game.answer_spellings); anything else is Invalid with a reason (tsmg.answers.MoveNames does this)"
             )
+
+
+def _check_spellings(game: Game, agent: AgentID, parsed: Mapping[str, Any], sample: Sequence[str]) -> dict[str, str]:
+    """The game's spellings of legal moves (Game.answer_spellings); the sampled moves' ones must read as their move."""
+    name = game.game_id
+    spellings = dict(game.answer_spellings(agent))
+    for spelling, target in spellings.items():
+        if target not in parsed:
+            raise GameCheckError(
+                f"{name}: answer_spellings gives {spelling!r} for {target!r}, which is not one of {agent!r}'s legal "
+                "moves now; key each spelling to the canonical text of a legal move"
+            )
+        if target in sample and not _same_move(game.parse(agent, spelling), parsed[target]):
+            raise GameCheckError(
+                f"{name}: {spelling!r} is given as a spelling of {target!r} (answer_spellings) but is not read as "
+                "that move; read every spelling the game gives as its move"
+            )
+    return spellings
 
 
 def two_move_answers(first: str, second: str) -> list[str]:
@@ -473,8 +505,13 @@ def two_move_answers(first: str, second: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _two_move_pairs(sample: Sequence[str], moves: Sequence[tuple[str, Any]]) -> dict[str, tuple[str, str]]:
-    """Two-move answers of consecutive sampled moves that are different moves (not names of one), each with its pair."""
+def _two_move_pairs(
+    sample: Sequence[str], moves: Sequence[tuple[str, Any]], also_names: Iterable[str] = ()
+) -> dict[str, tuple[str, str]]:
+    """Two-move answers of consecutive sampled moves that are different moves (not names of one), each with its pair.
+
+    An answer that is itself a move's name or one of ``also_names`` (spellings) is left out.
+    """
     parsed = dict(moves)
     pairs: dict[str, tuple[str, str]] = {}
     for index, first in enumerate(sample):
@@ -483,7 +520,7 @@ def _two_move_pairs(sample: Sequence[str], moves: Sequence[tuple[str, Any]]) -> 
             continue
         for answer in two_move_answers(first, second):
             pairs.setdefault(answer, (first, second))
-    named = {normalize_answer(text) for text, _ in moves}
+    named = {normalize_answer(text) for text in [*(text for text, _ in moves), *also_names]}
     return {answer: pair for answer, pair in pairs.items() if normalize_answer(answer) not in named}
 
 

@@ -284,6 +284,17 @@ class Game(ABC):
         """
         return {}
 
+    def answer_spellings(self, agent: AgentID) -> Mapping[str, str]:
+        """Other spellings of ``agent``'s legal moves in the game's own notation: spelling → canonical text.
+
+        The forms in which the field writes the game's moves, read without being announced move by
+        move: chess's ``Bxf7`` for ``Bxf7+`` or UCI ``e2e4`` for ``e4``, go's ``a1`` for ``B a1``
+        (:mod:`tsmg.adapters.openspiel_answers`). Each names exactly one legal move now; the checker
+        holds the game to reading an answer as a move only when it names or spells that move. The
+        default is none.
+        """
+        return {}
+
     def state_key(self, agent: AgentID) -> Hashable:
         """A hashable key identifying what ``agent`` observes now (groups identical states).
 

@@ -209,3 +209,17 @@ def test_loss_registry():
     assert settings_for("ppo-clip", aggregation="sequence-mean").aggregation == "sequence-mean"
     with pytest.raises(ValueError, match="ppo-clip"):
         settings_for("ppo")
+
+
+def test_the_sampler_trainer_kl_resolves_a_float32_engine_gap():
+    # vLLM in float32 differs from the trainer by ~1e-6 per token: the k3 of such gaps (~1e-12) must
+    # not round to 0 (or to noise) in float32 arithmetic. Mutation killed: the k3 taken in float32.
+    old = torch.full((1, 4), -1.3, dtype=torch.float32)
+    sampler = old + torch.tensor([[2e-6, -3e-6, 1e-5, 0.0]])
+    gap = old.double() - sampler.double()
+    expected = float((torch.exp(gap) - 1.0 - gap).mean())
+    out = policy_loss(old.clone().requires_grad_(True), old, torch.ones(1), torch.ones(1, 4, dtype=torch.bool),
+                      LossSettings(tis_cap=2.0), logprobs_sampler=sampler)  # fmt: skip
+    assert expected > 1e-12
+    assert out.metrics["loss/sampler_trainer_kl"] == pytest.approx(expected, rel=1e-6)
+    assert out.metrics["loss/tis_capped_share"] == 0.0

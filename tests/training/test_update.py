@@ -293,3 +293,142 @@ def test_at_temperature_0_7_an_unmoved_policy_is_at_kl_0_from_its_reference(mode
     assert first["optim/steps"] == 1
     assert first["loss/kl_ref"] == pytest.approx(0.0, abs=1e-7), "the reference is not scored at the policy's T"
     assert first["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # and pi_old at T too
+
+
+# ----------------------------------------------------------------------------- truncated importance sampling
+#: Per-token offsets log pi_sampler - log pi_trainer, in turn over an update's tokens. With the cap
+#: C = 2 a token's weight exp(-offset) exceeds C where offset < -ln 2: here -1.0 and -0.9.
+TIS_OFFSETS = (-1.0, -0.5, 0.0, 0.4, -0.9, 1.2, 0.25)
+
+
+def with_sampler_offsets(samples, trainer):
+    """The samples as a foreign engine would have played them: its log-probabilities = the trainer's + TIS_OFFSETS."""
+    found, offsets, position = [], [], 0
+    for sample, row in zip(samples, trainer, strict=True):
+        shifts = [TIS_OFFSETS[(position + k) % len(TIS_OFFSETS)] for k in range(len(row))]
+        position += len(row)
+        offsets += shifts
+        sampler = [value + shift for value, shift in zip(row, shifts, strict=True)]
+        found.append(replace(sample, behaviour_logprobs=None, sampler_logprobs=sampler))
+    return found, np.array(offsets)
+
+
+def tis_gradients(config, tmp_path, samples, temperature):
+    """The gradient of one optimizer step over ``samples`` at ``temperature``, pi_old recomputed."""
+    setup = set_up(config, tmp_path, None, World())
+    update = PolicyUpdate.from_config(setup, config, World())
+    data = UpdateData(samples, (), update.old_logprobs(samples, temperature), None, temperature)
+    [planned] = plan_optimizer_steps(len(samples), 0, config.optim, np.random.default_rng(0))
+    setup.optimizer.zero_grad(set_to_none=True)
+    losses, finite = update.backward_step(1, planned, data)
+    assert finite
+    return {name: parameter.grad.clone() for name, parameter in setup.backend.model.named_parameters()}, losses
+
+
+def test_truncated_importance_sampling_weighs_each_token_by_the_capped_trainer_over_sampler_ratio(
+    model_dir, samples, tmp_path
+):
+    """Sampler log-probabilities = the trainer's (at the rollout temperature) + known offsets.
+
+    Mutations this kills (each tried by hand, 2026-12-05): the cap dropped from the weight
+    (``tis_weight_mean`` 1.396 instead of 1.223), the sign of the log-ratio flipped (capped share
+    0.133 instead of 0.289), the KL estimated in the other direction (exp(-D) - 1 + D: 0.281
+    instead of 0.290), the weights computed but not multiplied in (the gradient is the plain one).
+    """
+    temperature = 0.7
+    config = free_text_config(
+        tmp_path / "run", model_dir, loss={"tis_cap": 2.0}, optim={"micro_batch_size": 5, "grad_accumulation": None}
+    )
+    setup = set_up(config, tmp_path, None, World())
+    update = PolicyUpdate.from_config(setup, config, World())
+    unrecorded = [replace(sample, behaviour_logprobs=None) for sample in samples]
+    trainer = update.old_logprobs(unrecorded, temperature)
+    foreign, offsets = with_sampler_offsets(samples, trainer)
+    delta = -offsets  # log pi_trainer - log pi_sampler
+    weights = np.minimum(np.exp(delta), 2.0)
+    assert 0 < (np.exp(delta) > 2.0).sum() < len(delta)  # some tokens capped, not all
+
+    metrics = update(1, foreign, temperature=temperature, rng=np.random.default_rng(0))
+    assert metrics["loss/tokens"] == len(delta)
+    assert metrics["loss/tis_capped_share"] == pytest.approx((np.exp(delta) > 2.0).mean(), abs=1e-9)
+    assert metrics["loss/tis_weight_mean"] == pytest.approx(weights.mean(), rel=1e-5)
+    assert metrics["loss/sampler_trainer_kl"] == pytest.approx((np.exp(delta) - 1.0 - delta).mean(), rel=1e-5)
+
+    # The weights multiply each token's policy term: the gradient is the one of explicit per-token
+    # weights min(exp D, 2), and not the unweighted one.
+    rows, start = [], 0
+    for sample in samples:
+        rows.append(weights[start : start + len(sample.completion_ids)].tolist())
+        start += len(sample.completion_ids)
+    explicit = [
+        replace(sample, behaviour_logprobs=None, token_weights=row) for sample, row in zip(samples, rows, strict=True)
+    ]
+    with_tis, losses = tis_gradients(config, tmp_path, foreign, temperature)
+    by_hand, _ = tis_gradients(config, tmp_path, explicit, temperature)
+    plain, _ = tis_gradients(config, tmp_path, unrecorded, temperature)
+    assert all("loss/tis_weight_mean" in metrics for metrics, _ in losses)
+    assert any(grad.abs().sum() > 0 for grad in with_tis.values())
+    for name, grad in with_tis.items():
+        torch.testing.assert_close(grad, by_hand[name], rtol=1e-4, atol=1e-7, msg=name)
+    assert any(not torch.allclose(grad, plain[name], rtol=1e-3, atol=1e-6) for name, grad in with_tis.items())
+
+
+def test_tis_off_leaves_the_gradient_unweighted_and_still_logs_the_gap(model_dir, samples, tmp_path):
+    config = free_text_config(
+        tmp_path / "run", model_dir, loss={"tis_cap": "off"}, optim={"micro_batch_size": 12, "grad_accumulation": None}
+    )
+    assert config.loss.tis_cap is None
+    setup = set_up(config, tmp_path, None, World())
+    unrecorded = [replace(sample, behaviour_logprobs=None) for sample in samples]
+    trainer = PolicyUpdate.from_config(setup, config, World()).old_logprobs(unrecorded, 1.0)
+    foreign, offsets = with_sampler_offsets(samples, trainer)
+    with_sampler, losses = tis_gradients(config, tmp_path, foreign, 1.0)
+    plain, _ = tis_gradients(config, tmp_path, unrecorded, 1.0)
+    for name, grad in with_sampler.items():
+        torch.testing.assert_close(grad, plain[name], rtol=1e-5, atol=1e-8, msg=name)
+    [(metrics, _)] = losses
+    assert "loss/tis_weight_mean" not in metrics
+    assert metrics["loss/sampler_trainer_kl"] == pytest.approx((np.exp(-offsets) - 1.0 + offsets).mean(), rel=1e-5)
+
+
+def test_tis_cap_spellings():
+    for off in ("off", "OFF", False, None, "null"):
+        assert free_text_config("/tmp/x", "/m", loss={"tis_cap": off}).loss.tis_cap is None
+    assert free_text_config("/tmp/x", "/m").loss.tis_cap == 2.0
+    with pytest.raises(ValueError, match="tis_cap"):
+        free_text_config("/tmp/x", "/m", loss={"tis_cap": 0.5})
+
+
+def test_a_sampler_in_another_dtype_is_weighed_by_truncated_importance_sampling(model_dir, tmp_path):
+    """bfloat16: the rollout's recorded log-probabilities are not taken as the trainer's, so TIS weighs them.
+
+    On this tiny model bfloat16's decode and the training forward happen to agree token for token
+    (the KL measured is 0.0), so the weights are 1: what this checks is that the path is taken.
+    """
+    config = free_text_config(
+        tmp_path / "run",
+        model_dir,
+        model={"dtype": "bfloat16"},
+        rollout={"group_size": 8, "groups_per_update": 2},
+        optim={"micro_batch_size": 16, "grad_accumulation": None},
+        run={"updates": 1},
+    )
+    [row] = [row for row in train(config).metrics if row["step"] == 1]
+    assert row["optim/steps"] == 1
+    assert row["loss/sampler_trainer_kl"] >= 0.0 and row["loss/tis_capped_share"] == 0.0
+    assert row["loss/tis_weight_mean"] == pytest.approx(1.0, abs=1e-2)
+
+
+def test_only_foreign_log_probabilities_become_sampler_log_probabilities(model_dir):
+    lap_config = LAPConfig(
+        template=PromptTemplate(system=None, user="{observation}"), action_format=ActionFormat(kind="raw"), max_tokens=4
+    )
+    [episode] = rollout(GAME, LAP(HFBackend(model_dir, threads=1), lap_config), plans=plan_episodes(GAME, [0], 1))
+    steps, episodes = [StepCredit(0, episode.episode_id, "player", 0, 1.0)], {episode.episode_id: episode}
+    [own] = training_samples(steps, episodes)
+    assert own.behaviour_logprobs and own.sampler_logprobs is None
+    episode.steps[0].exact_logprobs = False  # as a vLLM engine, or an HF sampler outside float32, records
+    [foreign] = training_samples(steps, episodes)
+    assert foreign.behaviour_logprobs is None and foreign.sampler_logprobs == episode.steps[0].logprobs
+    [asynchronous] = training_samples(steps, episodes, exact_logprobs=True)  # corrects them its own way
+    assert asynchronous.sampler_logprobs is None

@@ -156,6 +156,9 @@ def main():
                     "optim/steps",
                     "rollout/success_rate",
                     "credit/zero_signal_fraction",
+                    "loss/sampler_trainer_kl",
+                    "loss/tis_capped_share",
+                    "loss/tis_weight_mean",
                 )
             }
             for row in result.metrics
@@ -230,6 +233,21 @@ def test_training_runs_every_update_with_rollouts_on_vllm(trained: dict[str, Any
     assert all(row["optim/steps"] >= 1 or row["credit/zero_signal_fraction"] == 1.0 for row in rows), rows
     # vLLM's constrained answers follow the trainer's choice trie token by token.
     assert all(row["loss/choice_mismatches"] in (0, None) for row in rows)
+
+
+def test_vllm_log_probabilities_are_weighed_by_truncated_importance_sampling(
+    trained: dict[str, Any], mode: str
+) -> None:
+    """The engine reports the distribution it sampled from; the trainer's own differs (other kernels).
+
+    Every update with an optimizer step logs KL(vLLM || trainer) > 0 and a mean weight near 1
+    (float32 on both sides: the gap is rounding; the figures are printed in the RESULT line).
+    """
+    rows = [row for row in trained[mode]["metrics"] if row["optim/steps"]]
+    assert rows
+    for row in rows:
+        assert 0.0 < row["loss/sampler_trainer_kl"] < 1e-3, row
+        assert row["loss/tis_capped_share"] == 0.0 and abs(row["loss/tis_weight_mean"] - 1.0) < 1e-2, row
 
 
 def test_the_engine_is_synced_after_every_update(trained: dict[str, Any], mode: str) -> None:
@@ -366,6 +384,7 @@ def test_engine_options_follow_the_run() -> None:
     assert lora["enable_lora"] is True and lora["max_lora_rank"] == 32
     full = engine_options(_vllm_config(Path("/m"), finetune="full"), Trained(), {"gpu_memory_utilization": 0.5})
     assert "enable_lora" not in full and full["gpu_memory_utilization"] == 0.5
+    assert full["logprobs_mode"] == "processed_logprobs"  # what truncated importance sampling divides by
     assert lora_rank_slot(1) == 1
     with pytest.raises(ValueError, match="up to rank 512"):
         lora_rank_slot(600)

@@ -9,8 +9,9 @@ OpenSpiel's; this module is only the text layer and the bookkeeping:
   never another seat's: the prompt adds only the seat's name, its own legal moves and, at the
   end, its own return.
 * **Moves** are the texts ``action_to_string`` writes for the seat's legal actions, read under
-  the answer rule of :mod:`tsmg.answers` (any case, surrounding punctuation aside, nothing
-  else). Where OpenSpiel gives two legal actions the same text, each gets its action number
+  the answer rule of :mod:`tsmg.answers` (any case, surrounding punctuation aside) and as the
+  field spells them where that names one legal move (:mod:`.openspiel_answers`: chess's ``Bxf7``
+  for ``Bxf7+``, ``0-0``, ``e2e4``, ``1. e4``; go's ``d4`` for ``B d4``), nothing else. Where OpenSpiel gives two legal actions the same text, each gets its action number
   (``"Pass (action 0)"``) so every move of a decision has a name of its own. Up to
   :data:`MAX_LISTED_MOVES` moves are listed in the prompt; above that (go, hex, chess, ...) the
   prompt gives their number and one example, the answer is still read strictly against the
@@ -65,6 +66,7 @@ import pyspiel
 from pydantic import Field
 
 from tsmg import loading
+from tsmg.adapters.openspiel_answers import notation_for
 from tsmg.answers import MoveNames
 from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
 from tsmg.lap import MAX_LISTED_ACTIONS
@@ -300,6 +302,7 @@ class OpenSpielGame(RefereedGame[int]):
         self.turn_based = game_type.dynamics != pyspiel.GameType.Dynamics.SIMULTANEOUS
         self._agents = tuple(f"player_{index}" for index in range(self.pyspiel_game.num_players()))
         self._uses_observation = bool(game_type.provides_observation_string)
+        self._notation = notation_for(self.pyspiel_game)  # answers in the game's notation (openspiel_answers)
         self._rng: np.random.Generator | None = None
         self._state: Any = None
         self._seen: dict[AgentID, str] = {}
@@ -445,10 +448,15 @@ class OpenSpielGame(RefereedGame[int]):
         moves = self._moves.get(agent)
         if not moves:
             return Invalid("the game is over" if self.done else f"it is not {agent}'s turn")
-        if len(moves) <= MAX_LISTED_MOVES:
-            return moves.read(text)
         example = moves.canonical[0]
-        return moves.read(text, f"expected one of the {len(moves)} legal moves in OpenSpiel's notation, e.g. {example}")
+        expected = f"expected one of the {len(moves)} legal moves in OpenSpiel's notation, e.g. {example}"
+        expected_if_unlisted = expected if len(moves) > MAX_LISTED_MOVES else None
+        return self._notation.read(self.state, self.player(agent), moves, text, expected_if_unlisted)
+
+    def answer_spellings(self, agent: AgentID) -> Mapping[str, str]:
+        """The other spellings of ``agent``'s legal moves it may answer with (:mod:`.openspiel_answers`)."""
+        moves = self._moves.get(agent)
+        return self._notation.spellings(self.state, self.player(agent), moves).by_move() if moves else {}
 
     def _advance(self, moves: dict[AgentID, int], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
         state = self.state

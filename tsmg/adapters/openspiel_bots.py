@@ -468,6 +468,10 @@ class OpenSpielVsBot(RefereedGame[int]):
     def _to_move(self) -> tuple[AgentID, ...]:
         return ("player",) if self.seat in self.inner.active_agents else ()
 
+    def answer_spellings(self, agent: AgentID) -> Mapping[str, str]:
+        """The learner's spellings of its moves in the game's notation (the inner game's)."""
+        return self.inner.answer_spellings(self.seat) if agent == "player" else {}
+
     def _read(self, agent: AgentID, text: str) -> int | Invalid:
         move = self.inner.parse(self.seat, text)
         return move if isinstance(move, Invalid) else int(move)
