@@ -36,8 +36,10 @@ def test_every_old_path_is_the_new_module_and_warns_once():
                 warnings.simplefilter("always")
                 importlib.import_module(old)
             new = _moved.new_path(old)
-            messages = [str(w.message) for w in first if issubclass(w.category, DeprecationWarning) and old + " moved" in str(w.message)]
-            out[old] = {{"same": module is importlib.import_module(new), "name": module.__name__, "spec": module.__spec__.name,
+            messages = [str(w.message) for w in first if w.category is DeprecationWarning]
+            messages = [message for message in messages if message.startswith(old + " moved")]
+            same = module is importlib.import_module(new)
+            out[old] = {{"same": same, "name": module.__name__, "spec": module.__spec__.name,
                         "warned": messages, "again": [str(w.message) for w in again]}}
         print(json.dumps(out))
         """
