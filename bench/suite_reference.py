@@ -48,7 +48,7 @@ def main() -> None:
     for game in suite.games:
         print(f"| {game} | {found['random'][game]:+.3f} | {found['reference'][game]:+.3f} |")
     if args.write:
-        path = HERE / "tsmg" / "evaluation" / REFERENCES_FILE
+        path = HERE / "tsmg" / "apps" / "evaluation" / REFERENCES_FILE
         stored = json.loads(path.read_text(encoding="utf-8"))
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
         stored[suite.name] = {
