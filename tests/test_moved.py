@@ -61,6 +61,18 @@ def test_the_warning_points_at_the_import_that_used_the_old_path(tmp_path):
     assert f"{user}:1: DeprecationWarning: training.demo moved to tsmg.apps.train.demo" in result.stderr
 
 
+def test_python_dash_m_on_an_old_path_runs_the_new_module(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-W", "always::DeprecationWarning", "-m", "tsmg.cli", "games"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "FrozenLake-v0" in result.stdout
+    assert "tsmg.cli moved to tsmg.apps.cli" in result.stderr
+
+
 def test_a_plugin_written_against_the_old_paths_still_loads(tmp_path):
     plugin = tmp_path / "old_plugin.py"
     plugin.write_text(

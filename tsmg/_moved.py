@@ -59,8 +59,7 @@ class _Alias(importlib.abc.Loader):
         self.old, self.new = old, new
         self.real_spec: importlib.machinery.ModuleSpec | None = None
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        """The new path's module itself (the import system then files it under the old name too)."""
+    def _warn(self) -> None:
         if self.old not in _warned:
             _warned.add(self.old)
             warnings.warn(
@@ -68,9 +67,21 @@ class _Alias(importlib.abc.Loader):
                 DeprecationWarning,
                 stacklevel=_caller_level(),
             )
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        """The new path's module itself (the import system then files it under the old name too)."""
+        self._warn()
         module = loading.import_module(self.new)
         self.real_spec = module.__spec__  # the import system writes the old path's spec over it next
         return module
+
+    def get_code(self, fullname: str) -> Any:
+        """The new module's code, for ``python -m OLD_PATH`` (runpy runs it as ``__main__``, as ``-m NEW_PATH``)."""
+        self._warn()
+        spec = loading.find_spec(self.new)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
+            raise ImportError(f"{self.new} (the new path of {self.old}) has no code to run")
+        return spec.loader.get_code(self.new)
 
     def exec_module(self, module: ModuleType) -> None:
         """Nothing to run (the new module ran when imported): give the module back its own ``__spec__``."""

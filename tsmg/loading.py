@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import re
@@ -57,6 +58,11 @@ def load(reference: str) -> Any:
 def import_module(name: str) -> ModuleType:
     """Import the module ``name`` (``"pkg.module"``) and return it."""
     return importlib.import_module(name)
+
+
+def find_spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    """The spec of the module ``name`` without importing it (its parent packages are imported), or None."""
+    return importlib.util.find_spec(name)
 
 
 def import_file(path: str) -> ModuleType:
