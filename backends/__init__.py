@@ -15,12 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from backends.base import BackendError, Completion, GenerationRequest, LanguageModel, ModelNotFoundError, SamplingParams
-from tsmg import loading
 from tsmg.model_spec import DEFAULT_MODEL, ModelSpecError, parse_model_spec
-
-#: Reads a training checkpoint folder's weights. The checkpoint layout belongs to the trainer, a
-#: layer above the backends, so it is named by string (:mod:`tsmg.loading`), never imported here.
-CHECKPOINT_WEIGHTS = "training.checkpoint:checkpoint_weights"
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -71,18 +66,16 @@ def load_model(spec: str = DEFAULT_MODEL, **options: Any) -> LanguageModel:
 
 
 def _training_checkpoint(target: str) -> Any:
-    """The weights of a training checkpoint folder (:func:`training.checkpoint.checkpoint_weights`), else None.
+    """The weights of a training checkpoint folder (:func:`backends.checkpoints.checkpoint_weights`), else None.
 
-    The checkpoint layout belongs to the trainer; it is read here only when the folder exists and
-    has no ``config.json`` of its own (an ordinary model folder never gets this far).
+    Read only when the folder exists and has no ``config.json`` of its own (an ordinary model
+    folder never gets this far).
     """
     from pathlib import Path
 
+    from backends.checkpoints import checkpoint_weights
+
     folder = Path(target).expanduser()
     if not folder.is_dir() or (folder / "config.json").is_file():
-        return None
-    try:  # named by string: training sits above the backends (tsmg.loading)
-        checkpoint_weights = loading.load(CHECKPOINT_WEIGHTS)
-    except ImportError:  # pragma: no cover - an install without the training package
         return None
     return checkpoint_weights(folder)

@@ -1,6 +1,6 @@
 """Asynchronous training speed: wall time to the random-maps threshold, synchronous vs asynchronous (eta = 1, 2).
 
-Every arm trains the demo's random-maps set-up (:func:`training.demo.demo_config`: the 0.15M
+Every arm trains the demo's random-maps set-up (:func:`training.presets.demo_config`: the 0.15M
 tiny model, FrozenLake-NoSlip-v0 random 4x4 maps, 16 groups of 8 per update, one CPU thread
 for torch) from the same initial weights per seed, until held-out greedy success on
 ``--eval-episodes`` maps reaches ``--target`` (checked every ``--eval-every`` updates) or
@@ -49,7 +49,7 @@ ARMS: dict[str, dict[str, Any]] = {
 def run_arm(arm: str, seed: int, model: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Train one arm from ``model`` until the target; what it took and where the time went."""
     from training.config import TrainConfig
-    from training.demo import demo_config
+    from training.presets import demo_config
     from training.trainer import TrainHooks, train
 
     data = demo_config(

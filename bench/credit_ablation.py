@@ -1,6 +1,6 @@
 """Credit assigners and samplers at one budget: Frozen Lake random maps and Snake, paired seeds.
 
-Every arm trains the demo's set-up (:func:`training.demo.demo_config` with ``random_maps``: the
+Every arm trains the demo's set-up (:func:`training.presets.demo_config` with ``random_maps``: the
 0.15M-parameter tiny model, the grid-only view, constrained choice, 16 groups of 8 episodes per
 update, lr 1e-3 decaying to a tenth, the rollout-wide entropy bonus) for the same number of
 training episodes (``--updates`` of the reference's episodes: ``run.episodes``, over which the
@@ -137,7 +137,7 @@ UPDATE_CAP = 10
 # --------------------------------------------------------------------------- one run
 def episode_budget(game: str, updates: int) -> int:
     """Training episodes every arm plays on ``game``: those of ``updates`` reference updates."""
-    from training.demo import demo_config
+    from training.presets import demo_config
 
     return updates * GAMES[game].groups_per_update * demo_config(random_maps=True).rollout.group_size
 
@@ -145,7 +145,7 @@ def episode_budget(game: str, updates: int) -> int:
 def run_config(job: dict[str, Any]) -> Any:
     """The training configuration of one (game, arm, seed)."""
     from training.config import TrainConfig
-    from training.demo import demo_config
+    from training.presets import demo_config
 
     data = demo_config(
         random_maps=True,
@@ -316,7 +316,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the bench
 def build_models(seeds: list[int], folder: Path) -> dict[int, str]:
     """One tiny model per seed, shared by every arm and game (the comparison is paired)."""
-    from training.demo import demo_config
+    from training.presets import demo_config
     from training.trainer import base_model_source
 
     return {

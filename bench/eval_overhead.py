@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tsmg.evaluation import EvalConfig, run_eval
-from tsmg.evaluation.runner import build_policy
+from tsmg.apps.evaluation import EvalConfig, run_eval
+from tsmg.apps.evaluation.runner import build_policy
 from tsmg.lap import ActionFormat, LAPConfig
 from tsmg.policies import RandomPolicy
 from tsmg.rollout import rollout

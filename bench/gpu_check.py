@@ -9,7 +9,7 @@
   scoring (pi_old, reference) / optimizer / weight push, and peak memory per device (torch's
   peak on each process, and ``nvidia-smi``'s on each GPU, which counts vLLM's engine too);
 * ``trl MODEL SIZE --route rollout|tools``: TRL's ``GRPOTrainer`` with ``use_vllm=True`` (the
-  engine colocated) through :mod:`tsmg.integrations.trl`: ``rollout_func`` (tsmg samples on TRL's
+  engine colocated) through :mod:`tsmg.apps.integrations.trl`: ``rollout_func`` (tsmg samples on TRL's
   engine) or ``environment_factory`` (TRL samples and calls the ``make_move`` tool); seconds per
   step and the tsmg episode records written.
 
@@ -34,7 +34,7 @@ SHAPES = {  # Qwen2.5-0.5B and Qwen2.5-3B (config.json of the released models); 
     "tiny": {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2},
 }
 GAME = "FrozenLake-NoSlip-v0"
-ROUTES = {"rollout": "rollout_func", "tools": "environment_factory"}  # the two routes of tsmg.integrations.trl
+ROUTES = {"rollout": "rollout_func", "tools": "environment_factory"}  # the two routes of tsmg.apps.integrations.trl
 
 
 def result(figures: dict[str, Any]) -> None:
@@ -307,8 +307,8 @@ def trl_check(model: str, size: str, route: str, steps: int, out: Path, engine: 
     from trl import GRPOConfig, GRPOTrainer
 
     import games  # noqa: F401  (registers the catalog)
+    from tsmg.apps.integrations.trl import GameRollout, GameTools
     from tsmg.episode import read_episodes
-    from tsmg.integrations.trl import GameRollout, GameTools
 
     cuda = torch.cuda.is_available()
     out.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@
 #      optimizer + push (new weights into vLLM), torch's peak memory per process, and nvidia-smi's
 #      peak per GPU (vLLM's engine included);
 #   3. TRL's GRPOTrainer with use_vllm=True (engine colocated), 2 steps through each route of
-#      tsmg.integrations.trl: rollout_func (tsmg samples on TRL's engine) and environment_factory
+#      tsmg.apps.integrations.trl: rollout_func (tsmg samples on TRL's engine) and environment_factory
 #      (TRL samples and calls the make_move tool); seconds per step and episode records written;
 #   4. generation throughput: vLLM's offline engine (256 x 128 tokens) and the HF backend (64 x 128).
 # Every figure is printed as it comes, then one JSON line per measurement ("RESULT {...}"); the last

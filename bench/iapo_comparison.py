@@ -83,7 +83,7 @@ def run_config(job: dict[str, Any]) -> Any:
             "annotators": list(arm.get("annotators", [])),
         },
         "model": {"spec": f"hf:{job['model']}", "finetune": "full", "dtype": "float32"},  # as the tiny configs
-        # The demo's optimiser for the tiny model (training.demo): full fine-tuning at lr 1e-3.
+        # The demo's optimiser for the tiny model (training.presets.demo_config): full fine-tuning at lr 1e-3.
         "optim": {"lr": 1e-3, "micro_batch_size": 64, "grad_accumulation": 1},
         "credit": arm["credit"],
         "run": {

@@ -1,6 +1,6 @@
 """Learning speed: training episodes and wall time until Frozen Lake reaches 90 % held-out success.
 
-Variants (all on the demo's set-up, :func:`training.demo.demo_config`: the 0.15M-parameter tiny
+Variants (all on the demo's set-up, :func:`training.presets.demo_config`: the 0.15M-parameter tiny
 model, the grid-only view, constrained choice, 8 groups of 8 per update, lr 1e-3, micro-batches
 of 64 with one optimizer step each):
 
@@ -70,7 +70,7 @@ GAMES = {"standard": False, "random": True}  # name -> random_maps
 
 def build_models(seeds: list[int], folder: Path) -> dict[int, str]:
     """One tiny model per seed (shared by every variant and game: the comparison is paired)."""
-    from training.demo import demo_config
+    from training.presets import demo_config
     from training.trainer import base_model_source
 
     models = {}
@@ -94,7 +94,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     """Train one (game, variant, seed) until the target or the budget; returns what happened."""
     import games  # noqa: F401  (registers the catalog)
     from training.config import TrainConfig
-    from training.demo import demo_config
+    from training.presets import demo_config
     from training.trainer import TrainHooks, train
 
     base = demo_config(

@@ -13,7 +13,7 @@ Nothing here pools maps over seeds. Standard library only (SciPy is an optional 
 distribution function is the exact finite series for an integer number of degrees of freedom
 (Abramowitz & Stegun 26.7.3-4), its quantile found by bisection on it, both checked against SciPy in
 tests/test_bench_seed_stats.py. This lives with the benches, not with ``tsmg eval``'s statistics
-(:mod:`tsmg.evaluation.metrics`): an evaluation compares models on one set of episodes, while training
+(:mod:`tsmg.apps.evaluation.metrics`): an evaluation compares models on one set of episodes, while training
 seeds are what only a bench that trains several times has.
 """
 

@@ -87,7 +87,7 @@ def run_stock_server(game_id: str, deflate: bool) -> None:
     """Serve the stock app on a free loopback port; print its URL first (like ``tsmg serve``)."""
     import uvicorn
 
-    from tsmg.serve.server import WS_MAX_BYTES, bind
+    from tsmg.apps.serve.server import WS_MAX_BYTES, bind
 
     sock = bind("127.0.0.1", 0)
     print(f"stock: on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
@@ -205,7 +205,7 @@ def main() -> None:
         run_stock_server(args.game, deflate=args.stock_server == "deflate")
         return
 
-    tsmg_command = [sys.executable, "-m", "tsmg.cli", "serve", args.game, "--port", "0"]
+    tsmg_command = [sys.executable, "-m", "tsmg.apps.cli", "serve", args.game, "--port", "0"]
     tsmg_command += ["--log-level", "warning", "--no-access-log"]
     stock_command = [sys.executable, __file__, "--game", args.game, "--stock-server"]
     runs: dict[str, list[dict[str, float]]] = {}

@@ -106,7 +106,7 @@ def eval_game_options() -> list[str]:
     """``--option`` flags of the game options every evaluation plays under: the SFT-then-RL arm's training options.
 
     ``tsmg eval`` plays a training run's model under its run's game options, and an evaluation's
-    seed list depends on the game's options (``tsmg.evaluation.plan.episode_seeds``): without one
+    seed list depends on the game's options (``tsmg.apps.evaluation.plan.episode_seeds``): without one
     set for all, the arm trained with ``on_invalid: penalize`` would meet other maps than the others,
     and no map would pair. These options change the reward of an invalid answer only, not success.
     """
@@ -159,7 +159,7 @@ def training_temperature(arm: str, pilot: str | None = None) -> float | None:
 
 def tsmg(*args: str) -> list[str]:
     """The CLI command a user types (run through this interpreter)."""
-    return [sys.executable, "-m", "tsmg.cli", *args]
+    return [sys.executable, "-m", "tsmg.apps.cli", *args]
 
 
 def sets(settings: dict[str, Any]) -> list[str]:
@@ -495,7 +495,7 @@ def outcomes(record: dict[str, Any], key: str) -> dict[int, bool]:
 
 def success(results: dict[int, bool]) -> dict[str, Any]:
     """Success with its Wilson 95 % interval."""
-    from tsmg.evaluation.metrics import wilson_interval
+    from tsmg.apps.evaluation.metrics import wilson_interval
 
     wins = sum(results.values())
     low, high = wilson_interval(wins, len(results))
@@ -623,7 +623,7 @@ def episodes_for_never_seen(base_seed: int, wanted: int, excluded: set[str], mar
     The margin leaves room for the MS-GRPO runs that finish after an evaluation: their maps leave the
     never-seen set when the tables are made.
     """
-    from tsmg.evaluation.plan import episode_seeds
+    from tsmg.apps.evaluation.plan import episode_seeds
 
     options = dict(shipped_config(RL_CONFIG).rollout.game_options)
     count = wanted

@@ -5,7 +5,7 @@ The setting: FrozenLake-NoSlip-v0 (a random 4x4 map per episode, 8 steps), free-
 with a model; it reads what ``tsmg eval`` wrote (one folder per arm: the zero-shot model, after the
 supervised warm start, after MS-GRPO) and adds, on exactly the same seeds:
 
-* random play and the right/down heuristic of the demo (:func:`training.demo.right_or_down`:
+* random play and the right/down heuristic of the demo (:func:`training.presets.right_or_down`:
   right or down at random, never into a visible hole), which ``tsmg eval`` does not offer;
 * how held-out the held-out maps are: the evaluation seeds against the seeds of the oracle
   transcripts (``--sft-episodes``) and of the training rollouts (``--train-run``, a training run
@@ -31,9 +31,9 @@ from typing import Any
 
 import games  # noqa: F401  (registers the catalog)
 from tsmg import make
+from tsmg.apps.evaluation.metrics import wilson_interval
+from tsmg.apps.evaluation.plan import episode_seeds
 from tsmg.episode import Episode, read_episodes
-from tsmg.evaluation.metrics import wilson_interval
-from tsmg.evaluation.plan import episode_seeds
 from tsmg.policies import CallablePolicy, RandomPolicy
 from tsmg.rollout import rollout
 
@@ -182,7 +182,7 @@ def _success(entry: dict[str, Any]) -> str:
 
 
 def _right_or_down() -> Any:
-    from training.demo import right_or_down
+    from training.presets import right_or_down
 
     return right_or_down
 

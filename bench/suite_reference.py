@@ -5,7 +5,7 @@ simulation count), each against the suite's opponent in every seat, on the suite
 the same run as ``tsmg eval --suite NAME --model random --model openspiel-mcts --model-option
 openspiel-mcts:simulations=100``. Prints each game's two mean returns; with ``--write`` stores
 them, with the suite's fingerprint, the command, the date and the commit, in
-``tsmg/evaluation/suite_references.json``, where ``tsmg eval --suite`` reads them. The last line
+``tsmg/apps/evaluation/suite_references.json``, where ``tsmg eval --suite`` reads them. The last line
 is a JSON object with the figures.
 
     python bench/suite_reference.py --suite openspiel-small-v1 --write
@@ -20,8 +20,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tsmg.evaluation.runner import run_eval
-from tsmg.evaluation.suites import REFERENCES_FILE, get_suite, measured_references, reference_config
+from tsmg.apps.evaluation.runner import run_eval
+from tsmg.apps.evaluation.suites import REFERENCES_FILE, get_suite, measured_references, reference_config
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="openspiel-small-v1", help="suite name (default: openspiel-small-v1)")
     parser.add_argument("--out", type=Path, help="run folder (default: runs/reference-SUITE)")
-    parser.add_argument("--write", action="store_true", help="store the figures in tsmg/evaluation/" + REFERENCES_FILE)
+    parser.add_argument(
+        "--write", action="store_true", help="store the figures in tsmg/apps/evaluation/" + REFERENCES_FILE
+    )
     args = parser.parse_args()
     suite = get_suite(args.suite)
     out = args.out or Path("runs") / f"reference-{suite.name}"
@@ -46,7 +48,7 @@ def main() -> None:
     for game in suite.games:
         print(f"| {game} | {found['random'][game]:+.3f} | {found['reference'][game]:+.3f} |")
     if args.write:
-        path = HERE / "tsmg" / "evaluation" / REFERENCES_FILE
+        path = HERE / "tsmg" / "apps" / "evaluation" / REFERENCES_FILE
         stored = json.loads(path.read_text(encoding="utf-8"))
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
         stored[suite.name] = {

@@ -1,6 +1,6 @@
 """Tree rollouts and RTPO against MS-GRPO on Frozen Lake random maps, at the same episode budget, paired by seed.
 
-Every arm trains the demo's random-maps set-up (:func:`training.demo.demo_config`: the 0.15M
+Every arm trains the demo's random-maps set-up (:func:`training.presets.demo_config`: the 0.15M
 tiny model, FrozenLake-NoSlip-v0 random 4x4 maps, 8-step limit, 16 groups of 8 episodes per
 update, AAW sampling, the entropy bonus over the rollout) from the same initial weights per seed,
 with a constant learning rate (every arm's schedule would otherwise depend on how many updates
@@ -61,7 +61,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     """Train one (arm, seed) until the episode budget; its evaluations."""
     import games  # noqa: F401  (registers the catalog)
     from training.config import TrainConfig
-    from training.demo import demo_config
+    from training.presets import demo_config
     from training.trainer import TrainHooks, train
 
     data = demo_config(

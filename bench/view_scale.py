@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tsmg.evaluation import EvalConfig, run_eval
-from tsmg.view import build_report
-from tsmg.view.curves import CURVE_METRICS
+from tsmg.apps.evaluation import EvalConfig, run_eval
+from tsmg.apps.view import build_report
+from tsmg.apps.view.curves import CURVE_METRICS
 
 REPO = Path(__file__).resolve().parents[1]
 GAME = "FrozenLake-NoSlip-v0"

@@ -2,7 +2,7 @@
 
 Two runs, each on one thread in fp32 from a model built on the spot:
 
-* ``demo``: the embedded demo's configuration (:func:`training.demo.demo_config`, seed 0) for 5
+* ``demo``: the embedded demo's configuration (:func:`training.presets.demo_config`, seed 0) for 5
   updates, every update's episodes kept (``run.episodes_every: 1``), one validation evaluation;
 * ``eval``: ``tsmg eval`` of that run's final model on Frozen Lake, 16 episodes from seed 7 (one at
   a time, at temperature 1, constrained to the four moves).
@@ -83,7 +83,7 @@ def run_demo(folder: Path) -> Path:
     """Five updates of the demo's configuration in ``folder``; returns the run folder."""
     import games  # noqa: F401  (registers the catalog)
     from training.config import TrainConfig
-    from training.demo import demo_config
+    from training.presets import demo_config
     from training.trainer import train
 
     config = demo_config(out_dir=folder / "demo", seed=0, updates=5, eval_every=5, eval_episodes=8)
@@ -95,7 +95,7 @@ def run_demo(folder: Path) -> Path:
 
 def run_eval(folder: Path, model: Path) -> Path:
     """``tsmg eval`` of ``model`` on Frozen Lake (16 episodes from seed 7, one at a time) in ``folder``."""
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     out = folder / "eval"
     arguments = ["eval", "--game", "FrozenLake-v0", "--model", f"hf:{model}", "--episodes", "16", "--seed", "7"]

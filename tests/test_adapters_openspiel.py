@@ -26,8 +26,8 @@ from tsmg.adapters.openspiel import (  # noqa: E402
     refusal_reason,
 )
 from tsmg.adapters.openspiel_bots import MCTSPolicy  # noqa: E402
+from tsmg.apps.cli import main  # noqa: E402
 from tsmg.checker import check_game  # noqa: E402
-from tsmg.cli import main  # noqa: E402
 from tsmg.core import GameError, Invalid  # noqa: E402
 from tsmg.lap import LAP, LAPConfig  # noqa: E402
 from tsmg.policies import DecisionRequest, RandomPolicy, policy_from_spec  # noqa: E402
@@ -129,7 +129,8 @@ def test_registered_ids_are_every_playable_default_game_with_its_family():
 
 
 def _cli_stdout(arguments: list[str]) -> str:
-    result = subprocess.run([sys.executable, "-m", "tsmg.cli", *arguments], capture_output=True, text=True, check=True)
+    command = [sys.executable, "-m", "tsmg.apps.cli", *arguments]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
     return result.stdout
 
 
@@ -508,8 +509,8 @@ class KuhnNash:
 
 def test_openspiels_exploitability_equals_the_hand_written_kuhn_solver():
     from games import kuhn_poker_rules as rules
-    from tsmg.adapters.openspiel_exploitability import openspiel_exploitability
-    from tsmg.evaluation.exploitability import kuhn_exploitability
+    from tsmg.apps.evaluation.exploitability import kuhn_exploitability
+    from tsmg.apps.openspiel_exploitability import openspiel_exploitability
     from tsmg.policies import FixedPolicy
 
     random_play = openspiel_exploitability(RandomPolicy(), "openspiel:kuhn_poker")
@@ -557,7 +558,7 @@ def sharp_backend(tmp_path_factory):
 def test_a_models_exploitability_through_openspiel_is_the_hand_written_solvers(sharp_backend):
     """The model's exact choice probabilities at every information state; both solvers on that strategy agree."""
     from games import kuhn_poker_rules as rules
-    from tsmg.adapters.openspiel_exploitability import openspiel_exploitability
+    from tsmg.apps.openspiel_exploitability import openspiel_exploitability
 
     lap = LAP(sharp_backend, LAPConfig.model_validate({"action_format": {"kind": "choice"}}))
     report = openspiel_exploitability(lap, "openspiel:kuhn_poker")

@@ -22,8 +22,8 @@ from tests.test_fork import OBSERVABLE, answers_for, play_on, view  # noqa: E402
 from tsmg.adapters.textarena import TextArenaGame, UnplayableGameError, base_env_ids, refused_games  # noqa: E402
 from tsmg.adapters.textarena_moves import LISTED_MOVES  # noqa: E402
 from tsmg.adapters.textarena_refusals import ALWAYS, PROBED  # noqa: E402
+from tsmg.apps.cli import main  # noqa: E402
 from tsmg.checker import check_game  # noqa: E402
-from tsmg.cli import main  # noqa: E402
 from tsmg.core import GameCodeError, GameError, Invalid  # noqa: E402
 from tsmg.policies import RandomPolicy  # noqa: E402
 from tsmg.registry import GameOptionsError, UnknownGameError  # noqa: E402

@@ -8,8 +8,8 @@ import pytest
 from bench_modules import flat, load_bench
 
 import games  # noqa: F401  (registers the catalog)
-from training.cli import add_commands, config_from_args
 from training.config import TrainConfig
+from tsmg.apps.train.cli import add_commands, config_from_args
 
 equal_cpu = load_bench("smollm2_equal_cpu")
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +25,7 @@ def bench(tmp_path):
 def parsed(command):
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers())
-    return config_from_args(parser.parse_args(command[3:]))  # past "python -m tsmg.cli"
+    return config_from_args(parser.parse_args(command[3:]))  # past "python -m tsmg.apps.cli"
 
 
 @pytest.mark.parametrize("name", sorted(equal_cpu.PILOTS))
@@ -87,11 +87,11 @@ def test_kl_to_start_is_zero_against_the_model_that_answered_and_positive_agains
 def test_an_interrupted_sft_is_resumed_where_it_stopped_not_started_again(tmp_path):
     from training.run_folder import check_run_folder
     from training.sft_checkpoints import RESUMABLE_CHANGES
-    from training.sft_cli import sft_config_from_args
-    from tsmg.cli import _build_parser
+    from tsmg.apps.cli import _build_parser
+    from tsmg.apps.train.sft_cli import sft_config_from_args
 
     def parsed_sft(command):
-        return sft_config_from_args(_build_parser().parse_args(command[3:]))  # past "python -m tsmg.cli"
+        return sft_config_from_args(_build_parser().parse_args(command[3:]))  # past "python -m tsmg.apps.cli"
 
     runner = bench(tmp_path)
     calibration = {equal_cpu.machine_key(): {"cpu_s_fixed": 100.0, "cpu_s_per_step": 10.0}}
@@ -205,8 +205,8 @@ def test_the_default_folder_keeps_in_git_only_the_records_and_the_calibration():
 
 
 def test_every_arm_is_judged_under_the_same_game_options_so_all_meet_the_same_maps():
+    from tsmg.apps.evaluation.plan import episode_seeds
     from tsmg.assignments import parse_assignments
-    from tsmg.evaluation.plan import episode_seeds
 
     options = TrainConfig.from_yaml(REPO / equal_cpu.RL_CONFIG).rollout.game_options
     assert options  # the RL arm trains with on_invalid: penalize; tsmg eval would carry it into its seeds
@@ -381,7 +381,7 @@ def test_arms_started_together_make_the_oracle_transcripts_once(tmp_path):
 
 
 def test_an_evaluation_plays_enough_seeds_for_its_never_seen_maps_counting_the_rl_runs_to_come(tmp_path):
-    from tsmg.evaluation.plan import episode_seeds
+    from tsmg.apps.evaluation.plan import episode_seeds
 
     runner = bench(tmp_path)
     runner.args.episodes = 30

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import tsmg
-from tsmg.cli import CATALOG_COMMAND, catalog_markdown, game_listing
+from tsmg.apps.cli import CATALOG_COMMAND, catalog_markdown, game_listing
 from tsmg.registry import refusals, register, register_refusals, unregister
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +19,7 @@ REFUSED_HERE = {"demo:unplayable": "it needs the network at run time"}
 def test_the_catalog_page_is_what_the_registry_lists():
     """In a fresh process, so that games the tests register never reach the page."""
     printed = subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", "games", "--markdown"],
+        [sys.executable, "-m", "tsmg.apps.cli", "games", "--markdown"],
         capture_output=True, text=True, check=True, cwd=ROOT, timeout=120,
     ).stdout  # fmt: skip
     assert PAGE.read_text(encoding="utf-8") == printed, (
@@ -31,7 +31,7 @@ def test_every_registered_id_has_a_row_and_every_refusal_its_reason():
     """The ids a fresh process registers: games that other tests register in this process are not the catalog's."""
     page = PAGE.read_text(encoding="utf-8")
     listing = subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", "games", "--json"],
+        [sys.executable, "-m", "tsmg.apps.cli", "games", "--json"],
         capture_output=True, text=True, check=True, cwd=ROOT, timeout=120,
     ).stdout  # fmt: skip
     ids = [game["id"] for game in json.loads(listing)]

@@ -9,8 +9,8 @@ import tsmg
 from games.frozen_lake import FrozenLake
 from games.frozen_lake_rules import MOVE_NAMES
 from tsmg.answers import normalize_answer
+from tsmg.apps.cli import main
 from tsmg.checker import GameCheckError, check_game
-from tsmg.cli import main
 from tsmg.core import GameCodeError, Invalid
 
 

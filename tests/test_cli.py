@@ -5,12 +5,12 @@ import subprocess
 import sys
 
 import tsmg
-from tsmg.cli import main
+from tsmg.apps.cli import main
 
 
 def run_cli(*args, stdin=""):
     return subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", *args], input=stdin, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "tsmg.apps.cli", *args], input=stdin, capture_output=True, text=True, timeout=120
     )
 
 

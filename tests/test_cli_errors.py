@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tsmg.cli import main
+from tsmg.apps.cli import main
 
 # (command line, what is wrong). Every command that takes a game gets an unknown one, every command
 # that takes a model a bad spec and a model whose API key is missing, and every command a bad option.
@@ -103,9 +103,9 @@ def test_an_unexpected_error_is_one_line_too(capsys, monkeypatch):
     def broken(args):
         raise RuntimeError("boom\nsecond line")
 
-    import tsmg.cli
+    import tsmg.apps.cli
 
-    monkeypatch.setattr(tsmg.cli, "_cmd_games", broken)
+    monkeypatch.setattr(tsmg.apps.cli, "_cmd_games", broken)
     assert main(["games"]) == 1
     expected = "error: unexpected RuntimeError: boom second line (set TSMG_DEBUG=1 to see the traceback)\n"
     assert capsys.readouterr().err == expected
@@ -158,7 +158,7 @@ def test_a_game_registered_in_a_script_reaches_every_command(tmp_path):
     (tmp_path / "my_games.py").write_text(NIM)
 
     def tsmg_cli(*args, env=None):
-        command = [sys.executable, "-m", "tsmg.cli", *args]
+        command = [sys.executable, "-m", "tsmg.apps.cli", *args]
         return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
 
     result = tsmg_cli("rollout", "my/Nim-v0", "--episodes", "5", "--import", "my_games")
@@ -174,7 +174,7 @@ def test_a_game_registered_in_a_script_reaches_every_command(tmp_path):
 
 def test_a_reader_that_stops_early_gets_no_error_message(tmp_path):
     """`tsmg games --json | head -c 100`: the closed pipe ends the command quietly (exit 141, as Unix tools)."""
-    command = [sys.executable, "-m", "tsmg.cli", "games", "--json"]  # ~90 KB: more than a pipe's buffer
+    command = [sys.executable, "-m", "tsmg.apps.cli", "games", "--json"]  # ~90 KB: more than a pipe's buffer
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path) as process:
         assert process.stdout is not None and process.stderr is not None
         assert process.stdout.read(100).startswith(b"[")

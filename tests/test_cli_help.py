@@ -11,8 +11,8 @@ import shlex
 
 import pytest
 
-from tsmg.cli import _build_parser, _take_imports, main
-from tsmg.cli_parser import UsageError, states_default
+from tsmg.apps.cli import _build_parser, _take_imports, main
+from tsmg.apps.cli_parser import UsageError, states_default
 
 PARSER = _build_parser()
 COMMANDS: dict[str, argparse.ArgumentParser] = next(
@@ -23,7 +23,7 @@ NO_DEFAULT = {"-h", "--help", "--version"}
 
 
 def parse(line: str) -> argparse.Namespace:
-    """A ``tsmg …`` line parsed by the real parser as ``tsmg.cli.main`` parses it (no unknown words)."""
+    """A ``tsmg …`` line parsed by the real parser as ``tsmg.apps.cli.main`` parses it (no unknown words)."""
     words, _ = _take_imports(shlex.split(line, comments=True)[1:])
     args, unknown = _build_parser().parse_known_args(words)
     assert not unknown, f"{line}: unrecognized {unknown}"

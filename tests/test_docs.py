@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import tsmg
-from tsmg.cli import UsageError, _build_parser
+from tsmg.apps.cli import UsageError, _build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -194,9 +194,9 @@ OTHER_TOOLS = {
     # OpenEnv's CLI on an exported project (tests/serve/test_export_project.py runs both forms).
     "openenv": lambda words: words[1] == "validate",
     # verifiers' evaluation entry point on tsmg's environment (tests/integrations/test_verifiers.py).
-    "vf-eval": lambda words: words[1] == "tsmg.integrations.verifiers",
-    "torchrun": lambda words: False,  # only as a launcher of tsmg.cli (below)
-    "accelerate": lambda words: False,  # only as a launcher of tsmg.cli (below)
+    "vf-eval": lambda words: words[1] == "tsmg.apps.integrations.verifiers",
+    "torchrun": lambda words: False,  # only as a launcher of tsmg.apps.cli (below)
+    "accelerate": lambda words: False,  # only as a launcher of tsmg.apps.cli (below)
 }
 MAKEFILE = (ROOT / "Makefile").read_text()
 SHELL_KEYWORDS = {"do", "done", "then", "fi", "{", "}"}
@@ -254,7 +254,7 @@ def _run_substitutions(arguments: list[str]) -> list[str]:
             expanded.append(word)
             continue
         inner = re.sub(r"\bpython3? ", f"{shlex.quote(sys.executable)} ", SUBSTITUTIONS[word])
-        inner = inner.replace(".venv/bin/tsmg", f"{shlex.quote(sys.executable)} -m tsmg.cli")
+        inner = inner.replace(".venv/bin/tsmg", f"{shlex.quote(sys.executable)} -m tsmg.apps.cli")
         printed = subprocess.run(["bash", "-c", inner], capture_output=True, text=True, check=True, cwd=ROOT).stdout
         expanded.extend(printed.split())
     return expanded
@@ -296,7 +296,7 @@ def _tsmg_arguments(words: list[str]) -> list[str] | None:
     """The arguments a command hands to tsmg's CLI (its own, or through a launcher), or None."""
     if Path(words[0]).name == "tsmg":
         return words[1:]
-    if "-m" in words and words[words.index("-m") + 1 : words.index("-m") + 2] == ["tsmg.cli"]:
+    if "-m" in words and words[words.index("-m") + 1 : words.index("-m") + 2] == ["tsmg.apps.cli"]:
         return words[words.index("-m") + 2 :]
     return None
 
@@ -342,7 +342,7 @@ def test_other_commands_are_on_the_allow_list(page, words):
 
 def _tsmg(arguments: str, cwd: Path) -> str:
     return subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", *shlex.split(arguments)],
+        [sys.executable, "-m", "tsmg.apps.cli", *shlex.split(arguments)],
         capture_output=True, text=True, check=True, cwd=cwd, timeout=120,
     ).stdout  # fmt: skip
 

@@ -117,7 +117,7 @@ def test_an_eval_folder_of_a_newer_version_is_refused_in_one_sentence(tmp_path):
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "tsmg.cli", "eval", "--game", "FrozenLake-v0", "--model", "random"]
+    command = [sys.executable, "-m", "tsmg.apps.cli", "eval", "--game", "FrozenLake-v0", "--model", "random"]
     command += ["--episodes", "2", "--out", str(tmp_path / "run"), "--no-progress"]
     assert subprocess.run(command, capture_output=True, text=True, timeout=120).returncode == 0
     path = tmp_path / "run" / "episodes.jsonl"

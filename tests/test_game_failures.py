@@ -153,7 +153,7 @@ def test_the_checker_reports_a_raising_game_as_a_game_error_naming_the_call():
 # ------------------------------------------------------------------------------ the command line
 def tsmg_cli(*arguments, env=None, cwd=None):
     """Run ``tsmg`` as a user would, in a subprocess (the test games registered by --import)."""
-    command = [sys.executable, "-m", "tsmg.cli", "--import", FAILING_GAMES, *arguments]
+    command = [sys.executable, "-m", "tsmg.apps.cli", "--import", FAILING_GAMES, *arguments]
     environment = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(command, cwd=cwd or REPO, env=environment, capture_output=True, text=True, timeout=120)
 

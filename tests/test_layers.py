@@ -1,28 +1,29 @@
 """The layer contract: the order the packages import each other in, checked over the import graph.
 
-Layers, lowest first (:data:`LAYERS`; a module may import from its own layer and the layers below):
+Layers, lowest first (:data:`LAYERS`: each a set of dotted prefixes, one folder each; a module may
+import from its own layer and the layers below, and the longest prefix that matches places it):
 
-1. **kernel** -- tsmg's formal objects: the game API (core, answers), the LAP and the language-model
-   protocol (lap, lm), decisions and policies, the episode record, the registry, the checker,
-   seeding, the rollout engine, the run folder's layout and readers, summaries, model specs,
-   ``KEY=VALUE`` settings, the argument parser that every command line shares
-   (:mod:`tsmg.cli_parser`, standard library only, so that the training and serving commands need
-   not import the CLI above them), and :mod:`tsmg.loading`, the one helper that imports by string.
-2. **games** -- the catalog, and the adapters that make games of other libraries (Gymnasium,
-   PettingZoo, OpenSpiel) or export ours to them: ``games/registrations_openspiel.py`` registers
-   OpenSpiel's games through :mod:`tsmg.adapters.openspiel`, so adapters sit with the games.
-3. **backends** -- language models behind one protocol (a tiny model's tokenizer is trained on the
-   catalog's texts, so backends stand above games).
-4. **training** -- MS-GRPO and its credit assigners, losses, trainer, checkpoints.
-5. **applications** -- what users run: evaluation, the viewer, serving (and :mod:`tsmg.remote`,
-   the client of a served game), the integrations with other trainers, the CLI; and
-   :mod:`tsmg.adapters.openspiel_exploitability`, which measures a policy with tsmg.evaluation.
+1. **kernel** -- ``tsmg.*`` (but the two folders below): tsmg's formal objects: the game API,
+   the LAP and the language-model protocol, decisions and policies, the episode record, the
+   registry, the checker, seeding, the rollout engine, the run folder, model specs, and
+   :mod:`tsmg.loading`, the one helper that imports by string;
+2. **adapters** -- ``tsmg.adapters.*``: games of other libraries (Gymnasium, PettingZoo,
+   OpenSpiel, TextArena) made ours, and ours exported to them;
+3. **games** -- ``games.*``: the catalog (it registers OpenSpiel's and TextArena's games through
+   the adapters);
+4. **backends** -- ``backends.*``: language models behind one protocol (a tiny model's tokenizer
+   is trained on the catalog's texts, so backends stand above games);
+5. **training** -- ``training.*``: MS-GRPO and its credit assigners, losses, trainer, checkpoints;
+6. **applications** -- ``tsmg.apps.*``: what users run: the CLI, evaluation, the viewer, serving
+   and its client, the integrations with other trainers, the training commands.
 
-Where a layer must reach one above it (the registry making a catalog game, an OpenSpiel game or
-a served one; a model spec that names a backend; a backend reading a training checkpoint), it
-names it by a ``"module:attribute"`` string that :mod:`tsmg.loading` imports when needed, and the
-layer above registers itself (the ``tsmg.games`` entry point, registration modules). Every import
-statement counts: at module level, inside functions, under ``TYPE_CHECKING``.
+Every import statement counts: at module level, inside functions, under ``TYPE_CHECKING``. Nor may
+a module name a module of a layer above its own in a string (``"module:attribute"`` or
+``"module"``): where a lower layer must reach a higher one (the registry making an OpenSpiel game
+or a served one, a model spec that names a backend or a bot), it keeps a registry that the layer
+above fills through an entry point in ``pyproject.toml`` (``tsmg.games``, ``tsmg.namespaces``,
+``tsmg.players``, ``tsmg.models``). The one exemption is the table of moved import paths,
+:data:`MOVED_TABLE`.
 """
 
 from __future__ import annotations
@@ -38,54 +39,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("tsmg", "games", "backends", "training")
 
-#: The layers, lowest first, each with the modules (or packages: a prefix ending in ``.``) in it.
-#: The kernel's modules are listed one by one, so a new module of tsmg/ is placed on purpose.
+#: The layers, lowest first, each with its dotted prefixes (a prefix covers the module itself and those below it).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "kernel",
-        (
-            "tsmg",
-            "tsmg.answers",
-            "tsmg.assignments",
-            "tsmg.checker",
-            "tsmg.cli_parser",
-            "tsmg.core",
-            "tsmg.decisions",
-            "tsmg.episode",
-            "tsmg.influence",
-            "tsmg.lap",
-            "tsmg.lm",
-            "tsmg.loading",
-            "tsmg.model_spec",
-            "tsmg.policies",
-            "tsmg.registry",
-            "tsmg.rollout",
-            "tsmg.run_folder",
-            "tsmg.seeding",
-            "tsmg.summary",
-            "tsmg.tools",
-        ),
-    ),
-    ("games", ("games", "games.", "tsmg.adapters", "tsmg.adapters.")),
-    ("backends", ("backends", "backends.")),
-    ("training", ("training", "training.")),
-    (
-        "applications",
-        (
-            "tsmg.adapters.openspiel_exploitability",
-            "tsmg.cli",
-            "tsmg.evaluation",
-            "tsmg.evaluation.",
-            "tsmg.integrations",
-            "tsmg.integrations.",
-            "tsmg.remote",
-            "tsmg.serve",
-            "tsmg.serve.",
-            "tsmg.view",
-            "tsmg.view.",
-        ),
-    ),
+    ("kernel", ("tsmg",)),
+    ("adapters", ("tsmg.adapters",)),
+    ("games", ("games",)),
+    ("backends", ("backends",)),
+    ("training", ("training",)),
+    ("applications", ("tsmg.apps",)),
 )
+#: The table of old import paths and where they moved: the one module of a lower layer that names a higher one.
+MOVED_TABLE = "tsmg._moved"
 
 #: The only module that imports by string, and the calls that do (nowhere else may make them).
 LOADER = "tsmg.loading"
@@ -120,15 +84,14 @@ def modules() -> dict[str, Path]:
 
 
 def layer_of(module: str) -> str:
-    """The layer of ``module``: the longest matching entry of :data:`LAYERS` wins."""
+    """The layer of ``module``: the longest prefix of :data:`LAYERS` that covers it wins."""
     best, best_length = "", -1
-    for name, members in LAYERS:
-        for member in members:
-            matches = module == member or (member.endswith(".") and module.startswith(member))
-            if matches and len(member) > best_length:
-                best, best_length = name, len(member)
+    for name, prefixes in LAYERS:
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
+                best, best_length = name, len(prefix)
     if not best:
-        raise LookupError(f"{module} has no layer: add it to LAYERS in tests/test_layers.py")
+        raise LookupError(f"{module} has no layer: its folder is in no prefix of LAYERS in tests/test_layers.py")
     return best
 
 
@@ -279,27 +242,84 @@ def _top_level_names(module: str) -> set[str]:
     return names
 
 
+def _names_a_module(value: str) -> bool:
+    """Whether ``value`` is ``"module"`` or ``"module:attribute"`` for a module of the packages."""
+    target, colon, attribute = value.partition(":")
+    if colon and not re.fullmatch(r"[A-Za-z_][\w.]*", attribute):
+        return False
+    return bool(_REFERENCE.fullmatch(value)) and (target in modules() or bool(colon))
+
+
 def string_references() -> list[tuple[str, int, str]]:
-    """Every ``"module:attribute"`` string of the packages naming one of their own modules."""
+    """Every string of the packages naming one of their own modules: ``"module:attribute"`` or ``"module"``."""
     found = []
     for module in modules():
         for node in ast.walk(_tree(module)):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ":" in node.value:
-                if _REFERENCE.fullmatch(node.value):
-                    found.append((module, node.lineno, node.value))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _names_a_module(node.value):
+                found.append((module, node.lineno, node.value))
     return found
+
+
+def upward_strings(references: list[tuple[str, int, str]]) -> list[str]:
+    """The references that name a module of a layer above their own module's."""
+    upward = []
+    for module, line, value in references:
+        if module == MOVED_TABLE:
+            continue
+        target = value.partition(":")[0]
+        if target in modules() and _rank(target) > _rank(module):
+            upward.append(f"{module}:{line} ({layer_of(module)}) names {value!r} ({layer_of(target)})")
+    return upward
 
 
 def test_string_references_name_what_exists():
     references = string_references()
-    assert any(value == "backends:load_model" for _, _, value in references)  # the scan sees them
+    assert any(value == "games.frozen_lake:FrozenLake" for _, _, value in references)  # the scan sees them
     broken = []
     for module, line, value in references:
         target, _, attribute = value.partition(":")
         if target not in modules():
             broken.append(f"{module}:{line} names {value!r}: no module {target}")
-        elif attribute.split(".")[0] not in _top_level_names(target):
+        elif attribute and attribute.split(".")[0] not in _top_level_names(target):
             broken.append(f"{module}:{line} names {value!r}: {target} defines no {attribute.split('.')[0]}")
+    assert not broken, "\n".join(broken)
+
+
+def test_no_string_names_a_layer_above_its_module():
+    upward = upward_strings(string_references())
+    hint = (
+        "strings naming a layer above their module's (give the lower layer a registry that the upper one fills: an "
+        "entry point in pyproject.toml, as tsmg.namespaces, tsmg.players and tsmg.models do):"
+    )
+    assert not upward, "\n".join([hint, *upward])
+
+
+def test_the_string_check_sees_an_upward_string():
+    references = [("tsmg.registry", 1, "tsmg.apps.remote:RemoteGame"), ("backends", 2, "training.checkpoint")]
+    assert len(upward_strings(references)) == 2
+    assert upward_strings([("games.frozen_lake", 1, "tsmg.core:Game")]) == []
+
+
+def _entry_points() -> dict[str, dict[str, str]]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return {group: dict(entries) for group, entries in project["entry-points"].items()}
+
+
+def test_the_kernels_registries_are_filled_from_above_by_entry_points_that_exist():
+    groups = _entry_points()
+    assert {"tsmg.games", "tsmg.namespaces", "tsmg.players", "tsmg.models"} <= set(groups)
+    broken = []
+    for group, entries in groups.items():
+        for name, value in entries.items():
+            target, _, attribute = value.partition(":")
+            if target not in modules():
+                broken.append(f"{group} {name} = {value!r}: no module {target}")
+            elif attribute and attribute.split(".")[0] not in _top_level_names(target):
+                broken.append(f"{group} {name} = {value!r}: {target} defines no {attribute.split('.')[0]}")
+            elif layer_of(target) == "kernel":
+                broken.append(f"{group} {name} = {value!r}: the kernel fills its own registries in code")
     assert not broken, "\n".join(broken)
 
 
@@ -311,16 +331,67 @@ def test_the_checks_see_an_upward_import_and_a_circle():
     circle = (Edge("training.sources", "training.rtpo", 1), Edge("training.rtpo", "training.sources", 2))
     assert import_circles(circle) == [["training.rtpo", "training.sources"]]
     # An in-function import is an edge like any other.
-    assert any(edge.source == "tsmg.cli" and edge.target == "training.cli" for edge in import_edges())
+    assert any(edge.source == "tsmg.apps.cli" and edge.target == "tsmg.apps.train.cli" for edge in import_edges())
+
+
+def test_each_layer_is_its_folders():
+    # One folder per layer: every module's layer is its path's, and no folder holds two layers but by a sub-folder.
+    for module, path in modules().items():
+        folder = ".".join(path.relative_to(ROOT).parent.parts)
+        assert layer_of(module) == layer_of(folder), f"{module} is not in its folder's layer"
+
+
+def test_only_the_moved_table_names_a_layer_above_and_it_names_what_exists():
+    from tsmg import _moved
+
+    exempt = [value for module, _, value in string_references() if module == MOVED_TABLE]
+    assert sorted(exempt) == sorted(_moved.MOVED.values())  # only its new paths, each a module of the packages
+    for old, new in _moved.MOVED.items():
+        assert old not in modules() and new in modules(), (old, new)
+    assert upward_strings([(MOVED_TABLE, 1, "tsmg.apps.cli"), ("tsmg.registry", 1, "tsmg.apps.cli")]) == [
+        "tsmg.registry:1 (kernel) names 'tsmg.apps.cli' (applications)"
+    ]
+
+
+def layer_listing() -> str:
+    """The layers as docs/layout.md draws them: per layer, its prefixes and what lies directly in them.
+
+    The kernel, the adapters and the applications name their modules and sub-packages (their
+    composition is the point); games, backends and training give their module count.
+    """
+    import textwrap
+
+    lines = []
+    for name, prefixes in LAYERS:
+        members = sorted(module for module in modules() if layer_of(module) == name)
+        prefix_text = ", ".join(f"{prefix}.*" for prefix in prefixes)
+        if name in ("kernel", "adapters", "applications"):
+            inside = [module[len(p) + 1 :] for module in members for p in prefixes if module.startswith(p + ".")]
+            children = sorted({relative.split(".")[0] for relative in inside})
+            body = ", ".join(children)
+        else:
+            body = f"{len(members)} modules"
+        lines.append(textwrap.fill(f"{name:<13}{prefix_text:<17}{body}", width=100, subsequent_indent=" " * 30))
+    return "\n".join(lines)
+
+
+def test_docs_layout_draws_the_layers_of_the_code():
+    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    drawn = re.search(r"## Layers\n.*?```\n(.*?)\n```", text, re.DOTALL)
+    assert drawn is not None, "docs/layout.md has no ``` block under ## Layers"
+    expected = layer_listing()
+    assert drawn.group(1) == expected, "docs/layout.md's layers differ from the code; draw them as:\n" + expected
 
 
 def test_the_layers_are_in_the_stated_order():
-    assert [name for name, _ in LAYERS] == ["kernel", "games", "backends", "training", "applications"]
+    assert [name for name, _ in LAYERS] == ["kernel", "adapters", "games", "backends", "training", "applications"]
     assert layer_of("tsmg.policies") == "kernel"
-    assert layer_of("tsmg.adapters.openspiel") == "games"
-    assert layer_of("tsmg.adapters.openspiel_exploitability") == "applications"
-    assert layer_of("tsmg.remote") == "applications"
-    assert layer_of("tsmg.serve.app") == "applications"
+    assert layer_of("tsmg.adapters.openspiel") == "adapters"
+    assert layer_of("tsmg.apps") == "applications"
+    assert layer_of("tsmg.apps.train.cli") == "applications"
+    assert layer_of("tsmg.apps.openspiel_exploitability") == "applications"
+    assert layer_of("tsmg.apps.remote") == "applications"
+    assert layer_of("tsmg.apps.serve.app") == "applications"
 
 
 @pytest.mark.parametrize(
@@ -331,7 +402,7 @@ def test_the_layers_are_in_the_stated_order():
             "tsmg.policies",
             ["Decision", "DecisionRequest", "Turn", "Policy", "RandomPolicy", "FixedPolicy", "policy_from_spec"],
         ),
-        ("tsmg.cli", ["main", "report_error", "validation_problems", "one_line"]),
+        ("tsmg.apps.cli", ["main", "report_error", "validation_problems", "one_line"]),
         ("training.setup", ["set_up", "base_model_source", "tiny_corpus", "BASE_MODEL_DIR", "load_backend"]),
         ("training.trainer", ["train", "base_model_source", "TrainHooks", "build_rollouts"]),
         ("training.sources", ["GroupRollouts", "RolloutSource", "SAMPLER"]),

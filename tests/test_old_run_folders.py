@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tsmg.cli import main
+from tsmg.apps.cli import main
 from tsmg.episode import read_episodes
 
 OLD = Path(__file__).resolve().parent / "data" / "run-before-records"

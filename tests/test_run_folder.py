@@ -63,7 +63,7 @@ def test_the_old_homes_still_export_the_names():
     assert run_log.truncate_metrics is home.truncate_metrics and run_log.CURVE_FILE is home.CURVE_FILE
     assert checkpoint.FINAL_DIR is home.FINAL_DIR and checkpoint.STATE_FILE is home.STATE_FILE
     assert setup.BASE_MODEL_DIR is home.BASE_MODEL_DIR
-    from tsmg.evaluation.runner import repair_jsonl as runner_repair
+    from tsmg.apps.evaluation.runner import repair_jsonl as runner_repair
 
     assert runner_repair is repair_jsonl
 
@@ -77,7 +77,7 @@ def test_the_run_folder_is_kernel_and_imports_nothing_above_it():
 
 def test_update_of_reads_refill_rounds():
     """Dynamic sampling's refill episodes (``u{N}r{K}/``) belong to update N (main read them as no update)."""
-    from tsmg.view.runs import update_of as view_update_of
+    from tsmg.apps.view.runs import update_of as view_update_of
 
     assert [update_of(i) for i in ("u3/s1/g0", "u12r2/s5/g1", "u3/s1/spine", "FrozenLake-v0|random|0")] == [
         3,

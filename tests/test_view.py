@@ -10,13 +10,13 @@ import shutil
 import pytest
 from view_helpers import SCRIPT, THINKING, damage
 
-from tsmg.cli import main
-from tsmg.evaluation import EvalConfig, run_eval
-from tsmg.view import build_report
-from tsmg.view.curves import curve_data
-from tsmg.view.data import script_literal
-from tsmg.view.records import normalise_episode, read_jsonl
-from tsmg.view.runs import open_run, recompute_summary
+from tsmg.apps.cli import main
+from tsmg.apps.evaluation import EvalConfig, run_eval
+from tsmg.apps.view import build_report
+from tsmg.apps.view.curves import curve_data
+from tsmg.apps.view.data import script_literal
+from tsmg.apps.view.records import normalise_episode, read_jsonl
+from tsmg.apps.view.runs import open_run, recompute_summary
 
 GAMES = ["FrozenLake-NoSlip-v0", "TicTacToe-v0"]
 
@@ -245,7 +245,7 @@ def test_serve_hands_out_the_report_on_loopback(bad_report):
     import threading
     import urllib.request
 
-    from tsmg.view.serve import make_server
+    from tsmg.apps.view.serve import make_server
 
     _, report, _ = bad_report
     server = make_server(report.out_dir, port=0)

@@ -22,10 +22,10 @@ from view_helpers import (
     wait_until,
 )
 
-from tsmg.cli import main
-from tsmg.evaluation import EvalConfig, run_eval
-from tsmg.evaluation.report import comparison_rows, result_text
-from tsmg.view import build_report
+from tsmg.apps.cli import main
+from tsmg.apps.evaluation import EvalConfig, run_eval
+from tsmg.apps.evaluation.report import comparison_rows, result_text
+from tsmg.apps.view import build_report
 
 GAMES = ["FrozenLake-NoSlip-v0", "TicTacToe-v0"]
 MODELS = ["random", "oracle", "fixed:5"]

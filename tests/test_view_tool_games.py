@@ -13,12 +13,12 @@ from view_helpers import chromium, click_and_wait, open_report, screenshot
 import games  # noqa: F401  (registers the catalog)
 from backends.openai_compat import OpenAIBackend
 from tests.backends.fault_server import FaultServer, tool_call
-from tsmg.cli import main
+from tsmg.apps.cli import main
+from tsmg.apps.view.records import normalise_episode
 from tsmg.episode import write_episodes
 from tsmg.lap import LAP, ActionFormat, LAPConfig
 from tsmg.policies import RandomPolicy
 from tsmg.rollout import rollout
-from tsmg.view.records import normalise_episode
 
 
 def clerk(body):

@@ -3,7 +3,7 @@
 The wheel is built from a copy of the sources (so the checkout gets no build/ or egg-info), installed
 into a fresh virtual environment without system site-packages, and run from a folder outside the
 repository with no PYTHONPATH: a module, a data file (games/wordle_words.txt) or a static asset
-(tsmg/view/static/*) left out of the wheel shows up here and nowhere else. Dependencies come from
+(tsmg/apps/view/static/*) left out of the wheel shows up here and nowhere else. Dependencies come from
 pip's configured index and cache; no extra is installed, so the base install is what is tested.
 About 20 s of CPU (most of it pip installing numpy and pydantic); on the shared 2-core machine
 (2026-12-02) 37 s of wall time at a load average of about 5, 2 min 53 s at about 10. The wheel is
@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["tsmg", "games", "backends", "training"]
-STATIC = ROOT / "tsmg" / "view" / "static"
+STATIC = ROOT / "tsmg" / "apps" / "view" / "static"
 
 
 def _run(command: list[str], cwd: Path, timeout: float = 300) -> str:
@@ -89,3 +89,18 @@ def test_tsmg_view_copies_its_static_files(installed, tmp_path):
     assert "matplotlib is not installed: no plots" in (tmp_path / "report" / "index.html").read_text()
     for asset in sorted(STATIC.iterdir()):
         assert (tmp_path / "report" / "assets" / asset.name).read_bytes() == asset.read_bytes(), asset.name
+
+
+def test_the_installed_metadata_fills_the_kernels_registries(installed, tmp_path):
+    # No checkout beside the installed package: the registries are filled from the wheel's entry points alone.
+    code = (
+        "from tsmg import loading, registry, policies\n"
+        "for group in ('tsmg.namespaces', 'tsmg.players', 'tsmg.models'):\n"
+        "    print(group, *sorted(entry.name for entry in loading.plugin_entries(group)))\n"
+        "print(registry.namespace_of('https://host/Game-v0'), policies._registered('hf')[0])\n"
+    )
+    lines = _run([str(installed / "python"), "-c", code], tmp_path).splitlines()
+    assert lines[0] == "tsmg.namespaces http https openspiel textarena ws wss"
+    assert lines[1] == "tsmg.players openspiel-br openspiel-mcts"
+    assert lines[2] == "tsmg.models hf openai smollm2 tiny vllm"
+    assert lines[3] == "https: model"

@@ -10,9 +10,10 @@ A checkpoint is a folder ``checkpoints/step-N/`` (N = updates done) holding:
 * ``rng.pt`` (torch CPU and CUDA generator states) and ``state.json`` (the step, the trainer's
   counters, Python's and NumPy's global generator states).
 
-A checkpoint is also a model: :func:`checkpoint_weights` finds the weights of a checkpoint folder
-(the base model of a LoRA checkpoint comes from the run's ``config.yaml``), so that
-``tsmg eval --model hf:RUN/checkpoints/step-N`` plays it and an opponent pool can draw it.
+A checkpoint is also a model: :func:`checkpoint_weights` (:mod:`backends.checkpoints`, re-exported
+here) finds the weights of a checkpoint folder (the base model of a LoRA checkpoint comes from the
+run's ``config.yaml``), so that ``tsmg eval --model hf:RUN/checkpoints/step-N`` plays it and an
+opponent pool can draw it.
 
 Everything is written into a hidden temporary folder first and renamed to ``step-N`` at the end;
 a rename is atomic, so a folder named ``step-N`` is always complete and a killed save leaves only
@@ -41,10 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from backends.checkpoints import CheckpointWeights as CheckpointWeights  # re-exported: the trainer's name for it
+from backends.checkpoints import checkpoint_weights
 from tsmg.run_folder import (
     ADAPTER_DIR,
     CHECKPOINTS_DIR,
-    CONFIG_FILE,
     FINAL_DIR,
     MODEL_DIR,
     SHARDED_DIR,
@@ -307,48 +309,6 @@ def save_final_model(backend: TrainableModel, lora: bool, run_dir: Path) -> tupl
     shutil.rmtree(final, ignore_errors=True)
     staging.replace(final)
     return final, adapter
-
-
-@dataclass(frozen=True)
-class CheckpointWeights:
-    """Where the weights of a checkpoint (or a plain model folder) are.
-
-    Attributes:
-        model: A model folder ``HFBackend`` loads (a LoRA checkpoint's base model).
-        adapter: The LoRA adapter to load on top (None: full weights).
-    """
-
-    model: str
-    adapter: Path | None = None
-
-
-def checkpoint_weights(path: str | Path) -> CheckpointWeights | None:
-    """The weights a training checkpoint folder holds (None when ``path`` is no checkpoint).
-
-    ``path`` may be a checkpoint (``RUN/checkpoints/step-N``: its ``model/``, or its ``adapter/``
-    over the base model named in ``RUN/config.yaml``) or anything laid out like one (an opponent
-    pool's snapshot). A plain model folder (with ``config.json``) is not a checkpoint: None.
-
-    Raises:
-        FileNotFoundError: A LoRA checkpoint whose run folder no longer says what its base model is.
-    """
-    folder = Path(path)
-    if (folder / "config.json").is_file():
-        return None
-    if (folder / MODEL_DIR / "config.json").is_file():
-        return CheckpointWeights(str(folder / MODEL_DIR))
-    if (folder / ADAPTER_DIR).is_dir():
-        run_dir = folder.parent.parent
-        if not (run_dir / CONFIG_FILE).is_file():
-            raise FileNotFoundError(
-                f"{folder} holds a LoRA adapter but {run_dir / CONFIG_FILE}, which names its base model, is missing"
-            )
-        from training.base_model import base_model_source
-        from training.config import TrainConfig
-
-        base = base_model_source(TrainConfig.from_yaml(run_dir / CONFIG_FILE), run_dir)
-        return CheckpointWeights(base, folder / ADAPTER_DIR)
-    return None
 
 
 def run_checkpoints(path: str | Path) -> list[Path]:

@@ -26,8 +26,8 @@ gloo) and stays exact: the world size changes the speed and the memory, not the 
 * **No hang**: the process group is created with ``distributed.timeout_s``; a collective that
   waits longer (a rank died or hung) raises, and the CLI names the fix (:func:`collective_failure`).
 
-Launch with ``torchrun --nproc_per_node N -m tsmg.cli train ...`` or ``accelerate launch
---num_processes N [--use_fsdp --fsdp_version 2 ...] -m tsmg.cli train ...``: accelerate's FSDP
+Launch with ``torchrun --nproc_per_node N -m tsmg.apps.cli train ...`` or ``accelerate launch
+--num_processes N [--use_fsdp --fsdp_version 2 ...] -m tsmg.apps.cli train ...``: accelerate's FSDP
 plugin (its flags or config file) is read by :func:`fsdp_settings`. A plain ``python`` or
 ``tsmg train`` is a world of one, where every collective is the identity and nothing is wrapped.
 """

@@ -1,8 +1,10 @@
 """tsmg: Text-Mediated Stochastic Games and the language-model policies that play them.
 
 Importing ``tsmg`` is light: it loads neither torch nor transformers nor any game module.
+It installs the finder that keeps the import paths of moved modules working (:mod:`tsmg._moved`).
 """
 
+from tsmg import _moved
 from tsmg.core import AgentID, Game, GameCodeError, GameConfig, GameError, Invalid, RulesGame, StepResult
 from tsmg.registry import GameOptionsError, GameSpec, UnknownGameError, make, register, spec, specs
 
@@ -24,3 +26,5 @@ __all__ = [
     "specs",
 ]
 __version__ = "0.1.0"
+
+_moved.install()

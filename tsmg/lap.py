@@ -499,7 +499,7 @@ class LAP:
         """One model call for ``batch`` (``requests[i]`` is the decision ``batch[i]`` asks for).
 
         The one place a LAP calls its model: a subclass that keeps per-episode state around the
-        call (:class:`tsmg.integrations.conversation.ConversationLAP`) overrides it.
+        call (:class:`tsmg.apps.integrations.conversation.ConversationLAP`) overrides it.
         """
         return self.model.generate(batch, self.sampling)
 

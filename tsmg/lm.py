@@ -68,7 +68,7 @@ class GenerationRequest:
         prompt_token_ids: The prompt as token ids, fed to the model as they are (no template, no
             tokenising); takes precedence over ``messages`` and ``prompt``. Local backends only
             (:class:`backends.hf.HFBackend`): it keeps a multi-turn episode token-exact
-            (:mod:`tsmg.integrations.conversation`).
+            (:mod:`tsmg.apps.integrations.conversation`).
     """
 
     messages: list[dict[str, str]] | None = None

@@ -9,6 +9,7 @@ choices do not depend on how episodes happen to be batched, and a group's episod
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,16 +29,74 @@ __all__ = [
     "RandomPolicy",
     "Turn",
     "policy_from_spec",
+    "register_model_kind",
+    "register_player_kind",
 ]
 
-#: The layers above that a model spec reaches, named by string (:mod:`tsmg.loading` imports each
-#: only when such a player is made): the backends that load a language model, and OpenSpiel's
-#: bots (MCTS, the exact best response) from the OpenSpiel adapter.
-MODEL_LOADER = "backends:load_model"
-OPENSPIEL_BOTS = {
-    "openspiel-mcts": "tsmg.adapters.openspiel_bots:MCTSPolicy",
-    "openspiel-br": "tsmg.adapters.openspiel_bots:BestResponsePolicy",
-}
+#: Entry-point groups of the kinds of players the layers above provide, each entry named by its
+#: model-spec kind: ``tsmg.players`` a factory ``(seed, options) -> Policy`` (OpenSpiel's bots),
+#: ``tsmg.models`` a loader ``(spec, **options) -> LanguageModel`` that a LAP then prompts (the
+#: backends). Read the first time a kind is not found; each factory imported only when it plays.
+PLAYER_GROUP = "tsmg.players"
+MODEL_GROUP = "tsmg.models"
+
+
+_player_kinds: dict[str, str | Callable[..., Any]] = {}
+_model_kinds: dict[str, str | Callable[..., Any]] = {}
+_kind_entries_read = False
+_kind_lock = threading.Lock()
+
+
+def register_player_kind(kind: str, factory: str | Callable[..., Policy]) -> None:
+    """Make the players of model-spec kind ``kind`` (a script or a bot) by ``factory(seed, options)``.
+
+    Args:
+        kind: The model-spec kind (``openspiel-mcts``).
+        factory: ``"module:attribute"`` (imported when such a player is made) or a function
+            ``(seed, options) -> Policy``.
+    """
+    _player_kinds[kind] = factory
+
+
+def register_model_kind(kind: str, loader: str | Callable[..., Any]) -> None:
+    """Make the language models of model-spec kind ``kind`` by ``loader(spec, **options)``; a LAP prompts them.
+
+    Args:
+        kind: The model-spec kind (``hf``, ``openai``).
+        loader: ``"module:attribute"`` (imported when such a model plays) or a function returning a
+            :class:`tsmg.lm.LanguageModel`.
+    """
+    _model_kinds[kind] = loader
+
+
+def _registered(kind: str) -> tuple[str, str | Callable[..., Any]] | None:
+    """``("player" | "model", its registration)`` for ``kind``, reading the entry points the first time."""
+    global _kind_entries_read
+    if kind not in _player_kinds and kind not in _model_kinds and not _kind_entries_read:
+        with _kind_lock:
+            if not _kind_entries_read:
+                for group, table in ((PLAYER_GROUP, _player_kinds), (MODEL_GROUP, _model_kinds)):
+                    for entry in loading.plugin_entries(group):
+                        table.setdefault(entry.name, entry.reference)
+                _kind_entries_read = True
+    if kind in _player_kinds:
+        return "player", _player_kinds[kind]
+    if kind in _model_kinds:
+        return "model", _model_kinds[kind]
+    return None
+
+
+def _factory(kind: str, registration: str | Callable[..., Any]) -> Any:
+    """The registered factory itself (imported now if named by string); a missing library said in one sentence."""
+    if not isinstance(registration, str):
+        return registration
+    try:
+        return loading.load(registration)
+    except ModuleNotFoundError as error:
+        own = registration.partition(":")[0]
+        if error.name is None or own == error.name or own.startswith(error.name + "."):
+            raise  # the factory's own module is missing: a broken registration, not a missing library
+        raise ModelSpecError(f"{kind} needs {error.name}, which is not installed{loading.install_hint(kind)}") from None
 
 
 class RandomPolicy:
@@ -160,16 +219,14 @@ def policy_from_spec(
         return OraclePolicy()
     if parsed.kind == "fixed":
         return FixedPolicy(parsed.target)
-    if parsed.kind in OPENSPIEL_BOTS:
-        try:
-            bot: Any = loading.load(OPENSPIEL_BOTS[parsed.kind])  # imported only now: it loads pyspiel
-        except ModuleNotFoundError as error:
-            if error.name != "pyspiel":
-                raise
-            raise ModelSpecError(f"{parsed.kind} needs OpenSpiel: pip install 'tsmg[openspiel]'") from None
-        return bot.from_options(seed, model_options or {})
+    found = _registered(parsed.kind)
+    if found is None:
+        raise ModelSpecError(f"no player of kind {parsed.kind!r} is installed (no tsmg.players or tsmg.models entry)")
+    role, registration = found
+    if role == "player":
+        return _factory(parsed.kind, registration)(seed, model_options or {})
     if scripted_only:
         raise ModelSpecError(f"{spec!r} is a language model; here use random, oracle or fixed:TEXT")
-    load_model = loading.load(MODEL_LOADER)  # heavy: imported only when a model plays
+    load_model = _factory(parsed.kind, registration)  # heavy: imported only when a model plays
     model = load_model(spec, **dict(model_options or {}))
     return LAP(model, lap or LAPConfig(), name=spec)

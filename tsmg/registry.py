@@ -5,6 +5,9 @@ time the game is made. Packages that ship games (the built-in ``games`` catalog 
 expose an entry point in the ``tsmg.games`` group; loading it registers their games. So
 ``import tsmg`` stays light and depends on no catalog. Games registered in a script or module
 of your own reach the command line with ``--import MODULE`` (or ``TSMG_IMPORT=MODULE``).
+Families of ids no list could hold (``openspiel:NAME(PARAMS)``, ``textarena:ENV_ID``, a served
+game's URL) are namespaces (:func:`register_namespace`), declared the same way in the
+``tsmg.namespaces`` group by the layers above, which the registry never names.
 
 Every game made from the registry ends: a game whose options set no step limit gets
 :data:`DEFAULT_MAX_STEPS`.
@@ -41,13 +44,11 @@ ENTRY_POINT_GROUP = "tsmg.games"
 OPENSPIEL_PREFIX = "openspiel:"
 #: Ids with this prefix name a TextArena environment by its TextArena id (made lazily).
 TEXTARENA_PREFIX = "textarena:"
-#: What the registry reaches in the layers above it, named by string (:mod:`tsmg.loading` imports
-#: each when first needed): the adapter that builds an ``openspiel:`` game's spec, the client of
-#: a served game, and the built-in catalog of a source tree that was never installed.
-OPENSPIEL_SPEC = "tsmg.adapters.openspiel:openspiel_spec"
-TEXTARENA_SPEC = "tsmg.adapters.textarena:textarena_spec"
-REMOTE_GAME = "tsmg.remote:RemoteGame"
-CATALOG_MODULE = "games"
+#: Entry-point group of the namespaces of game ids: an entry ``NAME`` holds the ids ``NAME:...``
+#: (``openspiel:kuhn_poker``; a URL's scheme is one: ``http://HOST/GAME``), its value the
+#: ``"module:function"`` building an id's :class:`GameSpec`. The layers above fill it
+#: (pyproject.toml); the registry names none of them.
+NAMESPACE_GROUP = "tsmg.namespaces"
 
 
 class UnknownGameError(KeyError):
@@ -223,12 +224,6 @@ def load_plugins() -> None:
                     loading.load(reference)
                 except Exception:  # a broken plugin must not break the others
                     logger.exception("could not load game plugin %s", reference)
-            if not any(reference.split(":")[0].strip() == CATALOG_MODULE for reference in found):
-                # Running from a source tree that was never installed: the catalog is still importable.
-                try:
-                    loading.import_module(CATALOG_MODULE)
-                except ImportError:
-                    pass
         finally:
             _plugins_loaded = True
             _plugins_loading = False
@@ -240,10 +235,9 @@ def spec(id: str) -> GameSpec:
     Raises:
         UnknownGameError: with the closest registered ids.
     """
-    if is_openspiel(id):
-        return _openspiel_spec(id)
-    if id.startswith(TEXTARENA_PREFIX):
-        return _textarena_spec(id)
+    prefix = namespace_of(id)
+    if prefix is not None:
+        return _namespace_spec(prefix, id)
     load_plugins()
     if id in _registry:
         return _registry[id]
@@ -297,19 +291,16 @@ def import_game_modules(modules: Iterable[str] = ()) -> list[str]:
 def make(id: str, **overrides: Any) -> Game:
     """Build the game registered as ``id`` with its default options updated by ``overrides``.
 
-    A URL (``http://HOST:PORT/GAME_ID``, also ``https``, ``ws``, ``wss``) makes a
-    :class:`tsmg.remote.RemoteGame` that plays the game served there by ``tsmg serve``.
-    ``openspiel:NAME(PARAMS)`` makes OpenSpiel's game of that name and parameters
-    (:mod:`tsmg.adapters.openspiel`, the ``tsmg[openspiel]`` extra); ``textarena:ENV_ID`` makes
-    TextArena's environment of that id (:mod:`tsmg.adapters.textarena`, the ``tsmg[textarena]`` extra).
+    An id of a registered namespace (:func:`register_namespace`) is made by its loader: a URL
+    (``http://HOST:PORT/GAME_ID``, also ``https``, ``ws``, ``wss``) plays the game served there by
+    ``tsmg serve``; ``openspiel:NAME(PARAMS)`` is OpenSpiel's game of that name and parameters (the
+    ``tsmg[openspiel]`` extra); ``textarena:ENV_ID`` TextArena's environment of that id
+    (``tsmg[textarena]``).
 
     Raises:
         UnknownGameError: ``id`` is not registered (the message lists the closest ids).
         GameOptionsError: an option is unknown or of the wrong type (names the field).
     """
-    if is_remote(id):
-        remote_game: Callable[..., Game] = loading.load(REMOTE_GAME)
-        return remote_game(id, **overrides)
     return spec(id).make(**overrides)
 
 
@@ -318,29 +309,52 @@ def is_openspiel(id: str) -> bool:
     return id.startswith(OPENSPIEL_PREFIX)
 
 
-def _openspiel_spec(id: str) -> GameSpec:
-    """The spec of an ``openspiel:`` id, built by the adapter (imported only now: it loads pyspiel)."""
-    try:
-        openspiel_spec: Callable[[str], GameSpec] = loading.load(OPENSPIEL_SPEC)
-    except ModuleNotFoundError as error:
-        if error.name != "pyspiel":
-            raise
-        raise GameModuleError(
-            f"{id!r} is an OpenSpiel game and OpenSpiel is not installed: pip install 'tsmg[openspiel]'"
-        ) from None
-    return openspiel_spec(id)
+_namespaces: dict[str, str | Callable[[str], GameSpec]] = {}
+_namespace_entries_read = False
 
 
-def _textarena_spec(id: str) -> GameSpec:
-    """The spec of a ``textarena:`` id, built by the adapter (imported only now: it loads TextArena)."""
+def register_namespace(prefix: str, loader: str | Callable[[str], GameSpec]) -> None:
+    """Make every id starting with ``prefix`` by ``loader(id)``, a :class:`GameSpec` built on demand.
+
+    How a layer above the kernel (or a plugin) adds a family of ids no list could hold: OpenSpiel's
+    ``openspiel:NAME(PARAMS)``, TextArena's ``textarena:ENV_ID``, a served game's URL. Installed
+    packages declare theirs in the ``tsmg.namespaces`` entry-point group (:data:`NAMESPACE_GROUP`:
+    the entry ``NAME`` is the prefix ``NAME:``), read the first time an id is looked up; the
+    loader is imported only when an id of its namespace is made.
+
+    Args:
+        prefix: What the ids start with (``"openspiel:"``, ``"https:"``).
+        loader: ``"module:function"`` (imported lazily) or a function from an id to its spec.
+    """
+    _namespaces[prefix] = loader
+
+
+def namespace_of(id: str) -> str | None:
+    """The registered namespace prefix ``id`` starts with (the longest), or None for a plain id."""
+    global _namespace_entries_read
+    if not _namespace_entries_read:
+        with _plugins_lock:  # no thread may see the flag set before the table is filled
+            if not _namespace_entries_read:
+                for entry in loading.plugin_entries(NAMESPACE_GROUP):
+                    _namespaces.setdefault(f"{entry.name}:", entry.reference)
+                _namespace_entries_read = True
+    matches = [prefix for prefix in _namespaces if id.startswith(prefix)]
+    return max(matches, key=len) if matches else None
+
+
+def _namespace_spec(prefix: str, id: str) -> GameSpec:
+    """The spec of ``id`` in the namespace ``prefix``, by its loader (imported only now: it may load a library)."""
+    loader = _namespaces[prefix]
     try:
-        textarena_spec: Callable[[str], GameSpec] = loading.load(TEXTARENA_SPEC)
-        return textarena_spec(id)  # the adapter imports TextArena only now
+        build: Callable[[str], GameSpec] = loading.load(loader) if isinstance(loader, str) else loader
+        return build(id)  # a loader may import its library only now
     except ModuleNotFoundError as error:
-        if error.name != "textarena":
-            raise
+        own = loader.partition(":")[0] if isinstance(loader, str) else ""
+        if error.name is None or own == error.name or own.startswith(error.name + "."):
+            raise  # the loader's own module is missing: a broken registration, not a missing library
         raise GameModuleError(
-            f"{id!r} is a TextArena environment and TextArena is not installed: pip install 'tsmg[textarena]'"
+            f"{id!r} is a game of the {prefix} namespace, which needs {error.name}, and it is not installed"
+            + loading.install_hint(prefix.rstrip(":"))
         ) from None
 
 

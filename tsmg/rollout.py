@@ -201,7 +201,7 @@ class StepwiseEpisode:
     """One episode whose seat ``agent`` is played from outside, one answer at a time: the engine's record of it.
 
     For environments that another trainer drives (TRL's ``environment_factory`` calls a move as a
-    tool; :mod:`tsmg.integrations.trl`): the caller hands the seat's answers to :meth:`play`, the
+    tool; :mod:`tsmg.apps.integrations.trl`): the caller hands the seat's answers to :meth:`play`, the
     other seats' policies answer in the same rounds and in the rounds between, and the record is
     the one :func:`rollout` writes (the same round bookkeeping, rewards and invalid-answer rule).
 

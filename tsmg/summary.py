@@ -4,7 +4,7 @@
 agent's play in one episode). Its views: :func:`summarize` (one agent over a list of episodes,
 for ``tsmg rollout`` and the demo), :meth:`EpisodeSummary.as_metrics` (the trainer's
 ``rollout/...`` and ``eval/...`` metrics) and the evaluation harness's per-model rows
-(:func:`tsmg.evaluation.metrics.model_row`, which adds confidence intervals and cost).
+(:func:`tsmg.apps.evaluation.metrics.model_row`, which adds confidence intervals and cost).
 
 What an episode's result is depends on the game (:attr:`tsmg.core.Game.outcome`): a goal is
 reached or not (success), or each seat wins, draws or loses (:func:`seat_outcomes`), a seat that

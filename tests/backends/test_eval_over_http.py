@@ -10,7 +10,7 @@ import pytest
 from fault_server import FaultServer, random_faults
 from vllm_env import VLLMServer, require_vllm_python, vllm_model_dir
 
-from tsmg.cli import main
+from tsmg.apps.cli import main
 from tsmg.episode import read_episodes
 
 SECRET = "sk-eval-test-NotForLogs-77"

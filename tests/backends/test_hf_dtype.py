@@ -86,7 +86,7 @@ def test_describe_dtype_names_the_choice_and_why_auto_made_it(detected):
 
 def test_tsmg_train_prints_the_dtype_auto_resolved_to(tmp_path, capsys):
     # In process; the run stops at once (the folder already holds a run), after the line that names the model.
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     out = tmp_path / "run"
     out.mkdir()

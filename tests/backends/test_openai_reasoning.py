@@ -18,7 +18,7 @@ from fault_server import FaultServer, ReasoningModel, request_key, tool_call
 
 from backends.base import GenerationRequest, SamplingParams
 from backends.openai_compat import OpenAIBackend
-from tsmg.cli import main
+from tsmg.apps.cli import main
 from tsmg.episode import read_episodes
 from tsmg.lap import LAP, ActionFormat, LAPConfig
 from tsmg.rollout import rollout

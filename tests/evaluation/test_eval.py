@@ -11,11 +11,11 @@ from pathlib import Path
 import pydantic
 import pytest
 
+from tsmg.apps.evaluation import ConfigMismatchError, EvalConfig, plan_evaluation, run_eval
+from tsmg.apps.evaluation.cli import dry_run_text
+from tsmg.apps.evaluation.metrics import wilson_interval
+from tsmg.apps.evaluation.runner import build_policy
 from tsmg.episode import read_episodes
-from tsmg.evaluation import ConfigMismatchError, EvalConfig, plan_evaluation, run_eval
-from tsmg.evaluation.cli import dry_run_text
-from tsmg.evaluation.metrics import wilson_interval
-from tsmg.evaluation.runner import build_policy
 from tsmg.policies import Decision
 
 GAME = "FrozenLake-Slippery-v0"
@@ -98,7 +98,7 @@ def test_failed_episodes_are_recorded_reported_and_completed_on_rerun(tmp_path):
 
 def test_kill_9_then_rerun_gives_exactly_n_episodes_and_the_same_summary(tmp_path):
     episodes = 1500
-    args = [sys.executable, "-m", "tsmg.cli", "eval", "--game", GAME, "--model", "random", "--model", "oracle"]
+    args = [sys.executable, "-m", "tsmg.apps.cli", "eval", "--game", GAME, "--model", "random", "--model", "oracle"]
     args += ["--episodes", str(episodes), "--concurrency", "4", "--no-progress"]
     interrupted = tmp_path / "interrupted"
     process = subprocess.Popen(args + ["--out", str(interrupted)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -132,7 +132,7 @@ def test_dry_run_prints_the_plan_and_plays_nothing(tmp_path):
 
 
 def test_report_merges_runs(tmp_path):
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     run_eval(EvalConfig(games=[GAME], models=["random"], episodes=5), tmp_path / "a", write_report=False)
     run_eval(EvalConfig(games=[GAME], models=["oracle"], episodes=5), tmp_path / "b", write_report=False)
@@ -193,8 +193,8 @@ def test_multi_agent_games_swap_seats_and_report_head_to_head_and_ratings(tmp_pa
 
 
 def test_eval_observation_last_lays_prompts_out_as_a_run_trained_with_it():
-    from tsmg.cli import _build_parser
-    from tsmg.evaluation.cli import config_from_args
+    from tsmg.apps.cli import _build_parser
+    from tsmg.apps.evaluation.cli import config_from_args
 
     parser = _build_parser()
     base = ["eval", "--game", "FrozenLake-NoSlip-v0", "--model", "random"]
@@ -211,7 +211,7 @@ def test_random_on_a_game_that_lists_no_moves_is_refused_before_anything_runs(tm
     """On main these played failing episodes and printed a `+nan ± nan` row (exit 1)."""
     pytest.importorskip("textarena")
     done = subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", "eval", "--game", game, "--model", "random", "--episodes", "3"],
+        [sys.executable, "-m", "tsmg.apps.cli", "eval", "--game", game, "--model", "random", "--episodes", "3"],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )  # fmt: skip

@@ -7,7 +7,7 @@ import sys
 import pytest
 from scipy.stats import binomtest
 
-from tsmg.evaluation.metrics import wilson_interval
+from tsmg.apps.evaluation.metrics import wilson_interval
 
 
 @pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
@@ -26,7 +26,7 @@ def test_wilson_interval_of_no_trials_is_undefined():
 
 def test_wilson_interval_needs_no_scipy():
     # The base dependencies have no SciPy (it is the eval extra): `tsmg view` and `tsmg rollout` summarise anyway.
-    code = "import sys; sys.modules['scipy'] = None\nfrom tsmg.evaluation.metrics import wilson_interval\n"
+    code = "import sys; sys.modules['scipy'] = None\nfrom tsmg.apps.evaluation.metrics import wilson_interval\n"
     code += "print(wilson_interval(3, 10))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

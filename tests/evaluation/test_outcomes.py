@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 import tsmg
-from tsmg.cli import main
+from tsmg.apps.cli import main
+from tsmg.apps.evaluation import EvalConfig, run_eval
+from tsmg.apps.evaluation.config import EvalConfig as Config
+from tsmg.apps.evaluation.metrics import summarize_eval
+from tsmg.apps.view import build_report
 from tsmg.episode import Episode, StepRecord, read_episodes
-from tsmg.evaluation import EvalConfig, run_eval
-from tsmg.evaluation.config import EvalConfig as Config
-from tsmg.evaluation.metrics import summarize_eval
 from tsmg.summary import summarize, summary_line
-from tsmg.view import build_report
 
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "eval-before-outcomes"
 
@@ -135,7 +135,7 @@ def test_a_forfeit_is_read_from_the_record_under_the_games_own_rule():
     )  # fmt: skip
     assert forfeits(led) == (b,) and seat_outcomes(led) == {a: "win", b: "loss"}
     assert standings(led)[b] < standings(led)[a]
-    from tsmg.evaluation.metrics import head_to_head
+    from tsmg.apps.evaluation.metrics import head_to_head
 
     played = led.model_copy(update={"policies": {a: "steady", b: "leader"}})
     assert head_to_head([played])["steady"]["leader"] == {"W": 1, "D": 0, "L": 0}

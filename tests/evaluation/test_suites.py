@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import tsmg.evaluation.suites as suites
-from tsmg.cli import main
+import tsmg.apps.evaluation.suites as suites
+from tsmg.apps.cli import main
+from tsmg.apps.evaluation import EvalConfig, plan_evaluation, run_eval
+from tsmg.apps.evaluation.plan import opponent_label
+from tsmg.apps.evaluation.suites import SUITES, Suite, game_score, get_suite, references, score_summary
 from tsmg.episode import read_episodes
-from tsmg.evaluation import EvalConfig, plan_evaluation, run_eval
-from tsmg.evaluation.plan import opponent_label
-from tsmg.evaluation.suites import SUITES, Suite, game_score, get_suite, references, score_summary
 from tsmg.registry import make
 
 SUITE = get_suite("openspiel-small-v1")

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from backends.hf import HFBackend
+from tsmg.apps.integrations.conversation import ConversationLAP, episode_sequence
 from tsmg.episode import Episode
-from tsmg.integrations.conversation import ConversationLAP, episode_sequence
 from tsmg.lap import ActionFormat, LAPConfig
 from tsmg.rollout import plan_episodes, rollout
 

@@ -6,7 +6,7 @@ skyrl_gym = pytest.importorskip("skyrl_gym", reason="the SkyRL-gym integration n
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv  # noqa: E402
 
-from tsmg.integrations.skyrl import ENV_ID, GameTextEnv, register_env  # noqa: E402
+from tsmg.apps.integrations.skyrl import ENV_ID, GameTextEnv, register_env  # noqa: E402
 from tsmg.lm import GenerationRequest, SamplingParams  # noqa: E402
 from tsmg.policies import OraclePolicy, RandomPolicy  # noqa: E402
 from tsmg.rollout import rollout  # noqa: E402

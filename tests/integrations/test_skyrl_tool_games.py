@@ -5,8 +5,8 @@ import pytest
 skyrl_gym = pytest.importorskip("skyrl_gym", reason="the SkyRL-gym integration needs: pip install 'tsmg[skyrl]'")
 
 import tsmg  # noqa: E402
+from tsmg.apps.integrations.skyrl import ENV_ID, register_env  # noqa: E402
 from tsmg.influence import InfluenceGraph  # noqa: E402
-from tsmg.integrations.skyrl import ENV_ID, register_env  # noqa: E402
 from tsmg.policies import OraclePolicy, RandomPolicy  # noqa: E402
 from tsmg.rollout import rollout  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer trains on a tsmg game through tsmg.integrations.trl (real trainer, tiny model, CPU)."""
+"""TRL's GRPOTrainer trains on a tsmg game through tsmg.apps.integrations.trl (real trainer, tiny model, CPU)."""
 
 import os
 
@@ -10,9 +10,9 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
+from tsmg.apps.integrations.conversation import episode_sequence  # noqa: E402
+from tsmg.apps.integrations.trl import GameRollout  # noqa: E402
 from tsmg.episode import read_episodes  # noqa: E402
-from tsmg.integrations.conversation import episode_sequence  # noqa: E402
-from tsmg.integrations.trl import GameRollout  # noqa: E402
 
 GROUP = 4
 

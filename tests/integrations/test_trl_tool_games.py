@@ -16,8 +16,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 import tsmg  # noqa: E402
-from tsmg.integrations.conversation import episode_sequence  # noqa: E402
-from tsmg.integrations.trl import GameRollout  # noqa: E402
+from tsmg.apps.integrations.conversation import episode_sequence  # noqa: E402
+from tsmg.apps.integrations.trl import GameRollout  # noqa: E402
 from tsmg.lap import ActionFormat, LAPConfig  # noqa: E402
 from tsmg.tools import format_call, parse_call  # noqa: E402
 

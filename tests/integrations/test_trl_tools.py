@@ -1,4 +1,4 @@
-"""TRL's environment_factory route (tsmg.integrations.trl.GameTools): a real GRPOTrainer trains the tiny model on CPU.
+"""TRL's environment_factory route (tsmg.apps.integrations.trl.GameTools): a real GRPOTrainer trains the tiny model.
 
 TRL plays the episodes itself here: the model calls ``make_move`` through a chat template that
 renders tools (Qwen2.5's, which TRL knows how to parse), so the tiny model is first taught the
@@ -20,8 +20,8 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.chat_template_utils import qwen2_5_chat_template  # noqa: E402
 
 from backends.tiny import build_tiny_model, game_corpus  # noqa: E402
+from tsmg.apps.integrations.trl import GameEnvironment, GameTools  # noqa: E402
 from tsmg.episode import read_episodes  # noqa: E402
-from tsmg.integrations.trl import GameEnvironment, GameTools  # noqa: E402
 
 GROUP = 4
 GAME = "FrozenLake-NoSlip-v0"

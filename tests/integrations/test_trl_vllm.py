@@ -1,4 +1,4 @@
-"""TRL with ``use_vllm=True`` through tsmg.integrations.trl: the settings each route takes, and the colocated engine.
+"""TRL with ``use_vllm=True`` through tsmg.apps.integrations.trl: each route's settings, and the colocated engine.
 
 ``GameRollout.rollout_func`` samples on TRL's colocated engine (``trainer.vllm_generation.llm``,
 which TRL fills with the current weights before calling it) through
@@ -24,7 +24,7 @@ pytest.importorskip("trl", reason="the TRL integration needs the trl extra: pip 
 
 from trl import GRPOConfig  # noqa: E402
 
-from tsmg.integrations.trl import GameRollout  # noqa: E402
+from tsmg.apps.integrations.trl import GameRollout  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
 from vllm_env import require_vllm_python, run_in_vllm_env, vllm_model_dir  # noqa: E402
@@ -61,7 +61,7 @@ def main():
     from vllm import LLM
 
     import games  # noqa: F401
-    from tsmg.integrations.trl import GameRollout
+    from tsmg.apps.integrations.trl import GameRollout
 
     model_dir, out = sys.argv[1], sys.argv[2]
     # As TRL's colocate mode starts it (trl/generation/vllm_generation.py), on the CPU
@@ -103,7 +103,7 @@ def test_the_rollout_func_samples_on_the_colocated_engine_token_exactly(colocate
     import torch
     from transformers import AutoModelForCausalLM
 
-    from tsmg.integrations.conversation import episode_sequence
+    from tsmg.apps.integrations.conversation import episode_sequence
 
     rows, episodes = colocated["rows"], colocated["episodes"]
     assert colocated["same_engine"] and colocated["backend"].startswith("VLLMBackend(")

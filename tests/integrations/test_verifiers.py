@@ -21,8 +21,8 @@ pytest.importorskip("verifiers", reason="the verifiers integration needs: pip in
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
 from fault_server import FaultServer, request_key  # noqa: E402
 
-from tsmg.integrations.seat import SeatEpisode  # noqa: E402
-from tsmg.integrations.verifiers import LAPParser, load_environment  # noqa: E402
+from tsmg.apps.integrations.seat import SeatEpisode  # noqa: E402
+from tsmg.apps.integrations.verifiers import LAPParser, load_environment  # noqa: E402
 from tsmg.registry import import_game_modules  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,9 +52,9 @@ def test_vf_eval_plays_a_catalog_game_and_a_users_game_and_the_seeds_replay(tmp_
         config.write_text(
             f'model = "stub"\napi_base_url = "{server.base_url}"\napi_key_var = "STUB_KEY"\n'
             f'output_dir = "{tmp_path / "out"}"\nrollouts_per_example = 1\nmax_concurrent = 2\n'
-            '[[eval]]\nenv_id = "tsmg.integrations.verifiers"\nnum_examples = 4\n'
+            '[[eval]]\nenv_id = "tsmg.apps.integrations.verifiers"\nnum_examples = 4\n'
             '[eval.args]\ngame = "TicTacToe-v0"\neval_seeds = [7, 8]\n'
-            '[[eval]]\nenv_id = "tsmg.integrations.verifiers"\nnum_examples = 3\n'
+            '[[eval]]\nenv_id = "tsmg.apps.integrations.verifiers"\nnum_examples = 3\n'
             f'[eval.args]\ngame = "my/GuessNumber-v0"\neval_seeds = [0, 1, 2]\nimports = ["{script}"]\n'
         )
         env = {**os.environ, "PYTHONPATH": str(ROOT), "STUB_KEY": "none", "OMP_NUM_THREADS": "1"}

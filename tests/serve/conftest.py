@@ -43,10 +43,11 @@ def serve_process(tmp_path: Path, *arguments: str, prelude: str = "", headers: d
     """
     log = tmp_path / f"serve-{time.monotonic_ns()}.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "tsmg.cli", "serve", *arguments, "--port", "0"]
+    command = [sys.executable, "-m", "tsmg.apps.cli", "serve", *arguments, "--port", "0"]
     if prelude:
         argv = ["serve", *arguments, "--port", "0"]
-        command = [sys.executable, "-c", f"{prelude}\nimport sys\nfrom tsmg.cli import main\nsys.exit(main({argv!r}))"]
+        script = f"{prelude}\nimport sys\nfrom tsmg.apps.cli import main\nsys.exit(main({argv!r}))"
+        command = [sys.executable, "-c", script]
     with log.open("wb") as sink:
         process = subprocess.Popen(
             command,

@@ -24,9 +24,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 import tsmg
-from tsmg.serve.environment import ServeSettings
-from tsmg.serve.limits import OptionRules
-from tsmg.serve.project import export_project, read_project
+from tsmg.apps.serve.environment import ServeSettings
+from tsmg.apps.serve.limits import OptionRules
+from tsmg.apps.serve.project import export_project, read_project
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENENV = Path(sys.executable).with_name("openenv")
@@ -73,7 +73,7 @@ def _stop(process):
 
 
 def test_a_users_game_exports_validates_starts_and_keeps_the_operators_limits(tmp_path, monkeypatch):
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     shutil.copyfile(USER_GAMES, tmp_path / "my_games.py")
     project = tmp_path / "guess-env"
@@ -89,7 +89,7 @@ def test_a_users_game_exports_validates_starts_and_keeps_the_operators_limits(tm
                  "server/Dockerfile", "server/tsmg_serve.json", "vendor/tsmg/pyproject.toml",
                  "my_games.py"):  # fmt: skip
         assert (project / name).is_file(), name
-    assert (project / "vendor/tsmg/tsmg/serve/app.py").is_file()  # tsmg travels with it, for the image's uv sync
+    assert (project / "vendor/tsmg/tsmg/apps/serve/app.py").is_file()  # tsmg travels with it, for the image's uv sync
     settings = json.loads((project / "server/tsmg_serve.json").read_text())
     assert settings["entry_point"] == "my_games:GuessNumber" and settings["game_options"] == {"max_steps": 8}
     assert settings["client_options"] == ["high"] and settings["option_limits"] == {"high": 32.0}
@@ -157,7 +157,7 @@ def test_a_token_set_at_export_is_required_where_the_project_runs(tmp_path, monk
 
 
 def test_bad_exports_are_refused_in_one_sentence(tmp_path, capsys):
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")

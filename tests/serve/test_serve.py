@@ -17,15 +17,15 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.sync.client import connect as ws_connect
 
 import tsmg
+from tsmg.apps.cli import main
+from tsmg.apps.remote import RemoteGameError, UnreachableGameError
+from tsmg.apps.serve.client import GameEnvClient
+from tsmg.apps.serve.models import GameAction
 from tsmg.checker import check_game
-from tsmg.cli import main
 from tsmg.core import GameError
 from tsmg.episode import read_episodes
 from tsmg.policies import RandomPolicy
-from tsmg.remote import RemoteGameError, UnreachableGameError
 from tsmg.rollout import rollout
-from tsmg.serve.client import GameEnvClient
-from tsmg.serve.models import GameAction
 
 FROZEN = "FrozenLake-NoSlip-v0"
 
@@ -331,7 +331,7 @@ def test_too_many_sessions_is_429_and_a_killed_client_frees_its_session(small_se
     assert wait_for(lambda: small_server.sessions(FROZEN) == 0)
     client_code = (
         "import sys, time\n"
-        "from tsmg.serve.client import GameEnvClient\n"
+        "from tsmg.apps.serve.client import GameEnvClient\n"
         f"env = GameEnvClient(base_url={base!r}).sync()\n"
         "env.reset(seed=0)\n"
         "print('ready', flush=True)\n"
@@ -388,7 +388,7 @@ def test_the_server_logs_no_credentials(served):
 
 def test_import_tsmg_and_its_cli_loads_no_server_library():
     code = (
-        "import sys, tsmg, tsmg.cli, tsmg.serve.cli, tsmg.remote;"
+        "import sys, tsmg, tsmg.apps.cli, tsmg.apps.serve.cli, tsmg.apps.remote;"
         "print([m for m in ('openenv', 'fastapi', 'uvicorn', 'websockets', 'httpx') if m in sys.modules])"
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

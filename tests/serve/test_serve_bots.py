@@ -7,9 +7,9 @@ import pytest
 from conftest import serve_process
 from openenv.core.generic_client import GenericEnvClient
 
+from tsmg.apps.serve.environment import GameEnvironment, NotOfferedError, ServeSettings
 from tsmg.policies import RandomPolicy
 from tsmg.rollout import rollout
-from tsmg.serve.environment import GameEnvironment, NotOfferedError, ServeSettings
 
 pytest.importorskip("pyspiel")
 

@@ -73,7 +73,7 @@ def test_vllms_own_server_calls_a_served_games_tools(service_server, tmp_path):
     and the game refuses the bad ones with its reason. One episode of two steps (vLLM starts in ~50 s).
     """
     from tests.backends.vllm_env import VLLMServer, require_vllm_python, vllm_model_dir
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
     from tsmg.episode import read_episodes
 
     python = require_vllm_python()

@@ -19,11 +19,11 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
 import tsmg
-from tsmg.remote import RemoteGameError, UnknownGameError
-from tsmg.serve.app import OPENENV_SESSION_API, check_openenv
-from tsmg.serve.client import GameEnvClient
-from tsmg.serve.environment import GameEnvironment, ServeSettings
-from tsmg.serve.models import GameAction, GameObservation, GameState
+from tsmg.apps.remote import RemoteGameError, UnknownGameError
+from tsmg.apps.serve.app import OPENENV_SESSION_API, check_openenv
+from tsmg.apps.serve.client import GameEnvClient
+from tsmg.apps.serve.environment import GameEnvironment, ServeSettings
+from tsmg.apps.serve.models import GameAction, GameObservation, GameState
 
 TICTACTOE = "TicTacToe-v0"
 FROZEN = "FrozenLake-NoSlip-v0"
@@ -95,7 +95,7 @@ def test_hostile_opponents_are_422_naming_the_offer_and_import_no_backend(tmp_pa
 
 def run_cli(*arguments, env=None, timeout=60):
     return subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", *arguments],
+        [sys.executable, "-m", "tsmg.apps.cli", *arguments],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},

@@ -40,7 +40,7 @@ def test_tsmg_algos_json_lists_the_methods_of_issue_12():
     import sys
 
     output = subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", "algos", "--json"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "tsmg.apps.cli", "algos", "--json"], capture_output=True, text=True, check=True
     ).stdout
     listing = json.loads(output)
     names = {section: {entry["name"] for entry in entries} for section, entries in listing.items()}
@@ -62,7 +62,7 @@ def test_tsmg_algos_json_lists_iapo_and_the_annotators():
     import sys
 
     output = subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", "algos", "--json"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "tsmg.apps.cli", "algos", "--json"], capture_output=True, text=True, check=True
     ).stdout
     listing = json.loads(output)
     iapo = next(entry for entry in listing["credit_assigners"] if entry["name"] == "iapo")

@@ -26,7 +26,7 @@ from training.setup import set_up
 from training.sources import GroupRollouts
 from training.trainer import TrainHooks, train
 from training.update import PolicyUpdate, UpdateData, plan_optimizer_steps
-from tsmg.cli import main
+from tsmg.apps.cli import main
 from tsmg.episode import read_episodes
 
 ASYNC = {"loop": {"mode": "async", "max_staleness": 1}}

@@ -64,7 +64,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
 
 
 def launch(processes: int, config_file: Path, *flags: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
-    command = torchrun(processes, "-m", "tsmg.cli", "train", "--config", str(config_file), *flags)
+    command = torchrun(processes, "-m", "tsmg.apps.cli", "train", "--config", str(config_file), *flags)
     return subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout_s)
 
 
@@ -225,7 +225,7 @@ def rank_pids(launcher: subprocess.Popen[bytes]) -> dict[int, int]:
 
 def run_and_kill(config_file: Path, out: Path, victims: str) -> None:
     """Launch two processes, SIGKILL ``victims`` ('rank1' or 'all') once a checkpoint exists and an update is logged."""
-    command = torchrun(2, "-m", "tsmg.cli", "train", "--config", str(config_file), "--quiet")
+    command = torchrun(2, "-m", "tsmg.apps.cli", "train", "--config", str(config_file), "--quiet")
     launcher = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     try:

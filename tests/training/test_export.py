@@ -9,8 +9,8 @@ import pytest
 
 from training.advantages import DEFAULT_EPS
 from training.credit import CREDIT_ASSIGNERS
-from training.export import export_run
-from tsmg.cli import main
+from tsmg.apps.cli import main
+from tsmg.apps.train.export import export_run
 from tsmg.episode import read_episodes, write_episodes
 from tsmg.lap import LAP, ActionFormat, LAPConfig
 from tsmg.rollout import plan_episodes, rollout

@@ -15,7 +15,7 @@ from tests.training.test_trainer import SMALL_LAKE, make_config, tiny_model  # n
 from training.run_log import METRICS_FILE, read_metrics
 from training.trainer import TrainHooks, train
 from tsmg import GameCodeError
-from tsmg.cli import report_error
+from tsmg.apps.cli import report_error
 from tsmg.rollout import GAME_ERRORS_FILE
 
 GAME_ID = "test/SwitchableLake-v0"
@@ -86,7 +86,7 @@ def test_tsmg_train_of_a_game_that_fails_its_check_says_where_the_traceback_is(t
     failing_games = str(REPO / "tests" / "register_failing_games.py")
     arguments = ["train", "--game", "test/OldSignatureLake-v0", "--model", "tiny", "--out", str(out)]
     done = subprocess.run(
-        [sys.executable, "-m", "tsmg.cli", "--import", failing_games, *arguments],
+        [sys.executable, "-m", "tsmg.apps.cli", "--import", failing_games, *arguments],
         cwd=tmp_path,
         env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
         capture_output=True,

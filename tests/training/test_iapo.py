@@ -174,7 +174,7 @@ def test_configuration_defaults_to_the_exact_annotator_and_refuses_a_game_withou
 def test_tsmg_train_iapo_on_a_service_game_runs_as_typed(tmp_path, capsys):
     """The exact annotator is the default on a game with its own record; credit moves along the graph."""
     pytest.importorskip("torch")
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
     from tsmg.episode import read_episodes
 
     out = tmp_path / "run"

@@ -153,7 +153,7 @@ def test_bad_self_play_set_ups_are_refused_before_any_model_loads(tmp_path):
 
 def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_path, capsys):
     # In process (the CLI's main and its error report, without a second interpreter importing torch).
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     command = ["train", "--game", "FrozenLake-v0", "--model", "tiny"]
     command += ["--self-play", "--out", str(tmp_path / "run")]
@@ -166,7 +166,7 @@ def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_pa
 def test_checkpoints_play_as_models_in_tsmg_eval_with_openskill_ratings(tiny_model, tmp_path, capsys):
     import torch
 
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     run = tmp_path / "run"
     view = r"( [XO1-9] \| [XO1-9] \| [XO1-9])|(It is your turn .*)"  # trained on a compact prompt

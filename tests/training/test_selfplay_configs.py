@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import games  # noqa: F401  (registers the catalog)
-from tsmg.cli import main
-from tsmg.evaluation.exploitability import kuhn_exploitability
+from tsmg.apps.cli import main
+from tsmg.apps.evaluation.exploitability import kuhn_exploitability
 from tsmg.lap import LAP, LAPConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,8 +61,8 @@ def test_tsmg_exploitability_measures_a_trained_model_on_the_view_and_prompt_it_
 
 
 def test_tsmg_eval_plays_a_trained_model_on_the_game_options_it_learned(kuhn_run, tmp_path):
-    from tsmg.cli import _build_parser
-    from tsmg.evaluation.cli import config_from_args
+    from tsmg.apps.cli import _build_parser
+    from tsmg.apps.evaluation.cli import config_from_args
 
     model = f"hf:{kuhn_run}/final"
     parser = _build_parser()
@@ -92,8 +92,8 @@ def test_the_tictactoe_configs_train_from_the_cli(tmp_path):
 
 def test_tsmg_exploitability_averages_the_policies_of_several_models(kuhn_run, capsys):
     from games import kuhn_poker_rules as rules
-    from tsmg.evaluation.exploitability import kuhn_strategy
-    from tsmg.evaluation.runner import trained_policy
+    from tsmg.apps.evaluation.exploitability import kuhn_strategy
+    from tsmg.apps.evaluation.runner import trained_policy
 
     models = [f"hf:{kuhn_run}/base_model", f"hf:{kuhn_run}/final"]
     assert main(["exploitability", "--model", *models, "--average", "--temperature", "1", "--json"]) == 0

@@ -90,7 +90,7 @@ def test_transcripts_that_cannot_be_samples_are_refused():
 
 
 def test_the_cli_refuses_a_bad_dataset_in_one_sentence_before_loading_a_model(tmp_path, capsys):
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     write_episodes(tmp_path / "episodes.jsonl", oracle_episodes([1]))
     code = main(

@@ -18,7 +18,7 @@ import games  # noqa: F401  (registers the catalog)
 from backends.tiny import build_tiny_model
 from training.sft import SFTConfig, run_sft
 from training.sft_checkpoints import TRAINER_STATE_FILE, RunCost, latest_checkpoint
-from tsmg.cli import main
+from tsmg.apps.cli import main
 from tsmg.episode import write_episodes
 from tsmg.policies import OraclePolicy
 from tsmg.rollout import rollout
@@ -46,8 +46,8 @@ def flags(episodes: Path, model: Path, out: Path, *, steps: int, every: int) -> 
 
 
 def config_of(arguments: list[str]) -> SFTConfig:
-    from training.sft_cli import sft_config_from_args
-    from tsmg.cli import _build_parser
+    from tsmg.apps.cli import _build_parser
+    from tsmg.apps.train.sft_cli import sft_config_from_args
 
     return sft_config_from_args(_build_parser().parse_args(arguments))
 
@@ -63,7 +63,7 @@ def weights(run: Path) -> dict[str, torch.Tensor]:
 def kill_after_first_checkpoint(arguments: list[str], out: Path) -> None:
     """Run ``tsmg sft`` in a process and ``kill -9`` it once a checkpoint exists and a later step is logged."""
     environment = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "tsmg.cli", *arguments]
+    command = [sys.executable, "-m", "tsmg.apps.cli", *arguments]
     process = subprocess.Popen(command, cwd=REPO, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     try:

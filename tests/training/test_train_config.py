@@ -114,7 +114,7 @@ def test_sampling_that_training_cannot_score_is_refused_with_the_fix(lap, fix):
 
 def test_the_cli_refuses_top_p_below_1_in_one_sentence(tmp_path, capsys):
     # In process (the CLI's main and its error report, without a second interpreter importing torch).
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     command = ["train", "--game", "FrozenLake-v0", "--model", "tiny"]
     command += ["--set", "rollout.lap.top_p=0.9", "--out", str(tmp_path / "run")]
@@ -274,7 +274,7 @@ def test_rl_training_refuses_lora_dropout_in_one_sentence_and_sft_keeps_it(tmp_p
     """pi_old is scored without dropout and the loss's forward runs in train mode, so lora_dropout > 0 makes
     the first ratio differ from 1: RL refuses it at validation (mutation killed: the validator removed)."""
     from training.sft import SFTConfig
-    from tsmg.cli import main
+    from tsmg.apps.cli import main
 
     base = {"rollout": {"game_id": "FrozenLake-v0"}}
     with pytest.raises(ValueError, match=r"set model.lora_dropout 0 for RL training"):

@@ -14,10 +14,10 @@ import torch
 
 import tsmg
 from training.checkpoint import latest_checkpoint
-from training.cli import add_commands, config_from_args
 from training.config import IncompatibleGameError, TrainConfig
 from training.run_log import METRICS_FILE, read_metrics
 from training.trainer import TrainHooks, TrainingOOMError, base_model_source, train
+from tsmg.apps.train.cli import add_commands, config_from_args
 from tsmg.episode import read_episodes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def killed_after_a_checkpoint(config, tmp_path):
     out = Path(config.run.out_dir)
     config_file = tmp_path / "config.yaml"
     config.to_yaml(config_file)
-    command = [sys.executable, "-m", "tsmg.cli", "train", "--config", str(config_file), "--quiet"]
+    command = [sys.executable, "-m", "tsmg.apps.cli", "train", "--config", str(config_file), "--quiet"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     try:

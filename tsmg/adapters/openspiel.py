@@ -340,7 +340,7 @@ class OpenSpielGame(RefereedGame[int]):
     def reset_to(self, state: Any) -> None:
         """Start an episode at a copy of the OpenSpiel ``state`` (chance after it drawn from the game's generator).
 
-        Exact exploitability (:mod:`tsmg.adapters.openspiel_exploitability`) asks a policy what it
+        Exact exploitability (:mod:`tsmg.apps.openspiel_exploitability`) asks a policy what it
         plays at every information state this way.
         """
         self.reset()

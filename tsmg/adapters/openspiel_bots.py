@@ -5,7 +5,7 @@
 * :class:`BestResponsePolicy` (model spec ``openspiel-br``): OpenSpiel's exact best response
   (``open_spiel.python.algorithms.best_response``) to a fixed strategy, by default uniform random
   play (model option ``against``: any policy whose move probabilities can be read, see
-  :func:`tsmg.adapters.openspiel_exploitability.move_probabilities`). It plays sequential games
+  :func:`tsmg.adapters.openspiel_tabular.move_probabilities`). It plays sequential games
   small enough to enumerate (at most :data:`MAX_HISTORIES` histories); a larger game is refused
   in one sentence.
 * :class:`OpenSpielVsBot`: any two-player OpenSpiel game made single-agent, its other seat
@@ -30,15 +30,12 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import pyspiel
 
-from tsmg import loading
 from tsmg.adapters.openspiel import OpenSpielConfig, OpenSpielGame, quiet_openspiel
 from tsmg.core import AgentID, ForkMode, GameError, Invalid, RefereedGame
 from tsmg.policies import Decision, DecisionRequest, Policy, RandomPolicy
 
 __all__ = ["MAX_HISTORIES", "BestResponsePolicy", "MCTSPolicy", "OpenSpielVsBot", "count_histories"]
 
-#: Where a policy's strategy becomes an OpenSpiel table (applications layer: imported by string when needed).
-TABULAR_POLICY = "tsmg.adapters.openspiel_exploitability:tabular_policy"
 #: Games with more histories (nodes of the game tree, chance included) than this are too large for
 #: an exact best response (Leduc poker has 9,457; Liar's Dice with one die each 294,883; tic-tac-toe 549,946).
 MAX_HISTORIES = 400_000
@@ -315,8 +312,7 @@ class BestResponsePolicy:
 
         if isinstance(self.against, RandomPolicy):
             return policy_lib.TabularPolicy(game.pyspiel_game)
-        # Reading a policy's probabilities needs tsmg.evaluation (a layer above the games): named by string.
-        tabular_policy: Any = loading.load(TABULAR_POLICY)
+        from tsmg.adapters.openspiel_tabular import tabular_policy
         table, _ = tabular_policy(self.against, make_twin(game))
         return table
 

@@ -1,0 +1,119 @@
+"""The import paths that moved (issue 39: one folder per layer), and the finder that keeps the old ones working.
+
+:data:`MOVED` is the one table of old dotted paths and where they went; a path below an old
+package moved with it (``tsmg.serve.app`` is ``tsmg.apps.serve.app``). ``import tsmg`` installs
+:class:`MovedFinder` at the front of ``sys.meta_path`` (it costs a dictionary look-up per import
+and imports nothing itself), so that ``import training.cli`` returns the very module object of
+``tsmg.apps.train.cli`` (one module, one set of globals: a patch through either name is seen by
+both) and warns once per old path with a :class:`DeprecationWarning` naming the new one.
+
+This is the only module of the kernel that names the layers above it, and only as the strings of
+the table: ``tests/test_layers.py`` exempts exactly this module from the string check.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from tsmg import loading
+
+#: Old dotted path -> new dotted path (a package's submodules follow it).
+MOVED: dict[str, str] = {
+    "tsmg.adapters.openspiel_exploitability": "tsmg.apps.openspiel_exploitability",
+    "tsmg.cli": "tsmg.apps.cli",
+    "tsmg.cli_parser": "tsmg.apps.cli_parser",
+    "tsmg.evaluation": "tsmg.apps.evaluation",
+    "tsmg.integrations": "tsmg.apps.integrations",
+    "tsmg.remote": "tsmg.apps.remote",
+    "tsmg.serve": "tsmg.apps.serve",
+    "tsmg.view": "tsmg.apps.view",
+    "training.cli": "tsmg.apps.train.cli",
+    "training.demo": "tsmg.apps.train.demo",
+    "training.export": "tsmg.apps.train.export",
+    "training.sft_cli": "tsmg.apps.train.sft_cli",
+}
+_ROOTS = frozenset(old.split(".")[0] for old in MOVED)
+_warned: set[str] = set()
+
+
+def new_path(old: str) -> str | None:
+    """Where the module ``old`` moved (``tsmg.serve.app`` -> ``tsmg.apps.serve.app``), or None if it did not."""
+    if old.partition(".")[0] not in _ROOTS:
+        return None
+    for prefix, target in MOVED.items():
+        if old == prefix or old.startswith(prefix + "."):
+            return target + old[len(prefix) :]
+    return None
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads an old path as the module of its new path (imported now), restoring that module's own spec."""
+
+    def __init__(self, old: str, new: str) -> None:
+        self.old, self.new = old, new
+        self.real_spec: importlib.machinery.ModuleSpec | None = None
+
+    def _warn(self) -> None:
+        if self.old not in _warned:
+            _warned.add(self.old)
+            warnings.warn(
+                f"{self.old} moved to {self.new}; import it from there (the old path will be removed)",
+                DeprecationWarning,
+                stacklevel=_caller_level(),
+            )
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        """The new path's module itself (the import system then files it under the old name too)."""
+        self._warn()
+        module = loading.import_module(self.new)
+        self.real_spec = module.__spec__  # the import system writes the old path's spec over it next
+        return module
+
+    def get_code(self, fullname: str) -> Any:
+        """The new module's code, for ``python -m OLD_PATH`` (runpy runs it as ``__main__``, as ``-m NEW_PATH``)."""
+        self._warn()
+        spec = loading.find_spec(self.new)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
+            raise ImportError(f"{self.new} (the new path of {self.old}) has no code to run")
+        return spec.loader.get_code(self.new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run (the new module ran when imported): give the module back its own ``__spec__``."""
+        if self.real_spec is not None:
+            module.__spec__ = self.real_spec
+
+
+class MovedFinder(importlib.abc.MetaPathFinder):
+    """Finds an old import path of :data:`MOVED` and answers with its new module."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        """A spec that loads ``fullname``'s new module, when ``fullname`` moved; else None (the next finder looks)."""
+        new = new_path(fullname)
+        if new is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _Alias(fullname, new), is_package=False)
+
+
+def _caller_level() -> int:
+    """The stack level of the frame that wrote the ``import`` (``warnings`` itself skips importlib's frames)."""
+    frame: Any = sys._getframe(2)  # the caller of create_module
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back
+    while frame is not None and frame.f_code.co_filename == __file__:  # pragma: no cover - never nested today
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def install() -> None:
+    """Put :class:`MovedFinder` first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(finder, MovedFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, MovedFinder())

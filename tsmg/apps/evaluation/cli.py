@@ -1,0 +1,428 @@
+"""``tsmg eval`` and ``tsmg report``: the evaluation harness on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tsmg.apps.cli_parser import UsageError, examples
+from tsmg.apps.evaluation.config import EvalConfig
+from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
+from tsmg.apps.evaluation.suites import SUITES, Suite, get_suite
+from tsmg.assignments import parse_assignments, parse_model_option
+from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
+from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
+from tsmg.registry import is_openspiel
+from tsmg.run_folder import REPORT_FILE, SUMMARY_FILE
+
+
+def add_commands(commands: Any) -> None:
+    """Register the ``eval``, ``exploitability`` and ``report`` sub-commands on an argparse sub-parser set."""
+    run = commands.add_parser(
+        "eval",
+        help="evaluate models on games (resumable)",
+        description=(
+            "Play every game against every model (and matchup) on seeded episodes, write the run folder "
+            "(episodes.jsonl, summary, comparison table) and resume it when run again. --dry-run prints the plan, "
+            "tokens and cost without playing. Exit 0 only if every planned episode completed."
+        ),
+        epilog=examples(
+            "tsmg eval --game FrozenLake-v0 --model random --model oracle --episodes 20 --out runs/eval-fl",
+            "tsmg eval --game KuhnPoker-v0 --model openai:gpt-4o-mini --episodes 50 --dry-run",
+            "# a local model on a CPU is slow (100 episodes of smollm2 take over an hour): start small",
+            "tsmg eval --game FrozenLake-v0 --model smollm2 --episodes 10 --temperature 0",
+            "# a suite: its games, episodes, seeds and opponent are fixed; each model gets one score",
+            "tsmg eval --suite openspiel-small-v1 --model random --model openspiel-mcts --out runs/suite",
+            "tsmg eval --suite openspiel-small-v1 --model openai:gpt-4o-mini --price openai:gpt-4o-mini=0.15,0.6 "
+            "--dry-run",
+        ),
+    )
+    run.add_argument(
+        "--game", action="append", metavar="ID", help="game id (repeatable; default: none, then --suite is required)"
+    )
+    run.add_argument(
+        "--suite",
+        metavar="NAME",
+        help=f"play a named, versioned suite and score each model on it ({', '.join(SUITES)}; default: none)",
+    )
+    run.add_argument(
+        "--model", action="append", metavar="SPEC", help=f"model spec (repeatable; default: {DEFAULT_MODEL})"
+    )
+    run.add_argument("--episodes", type=int, help="episodes per game and matchup (default: 100; a suite fixes its own)")
+    run.add_argument("--seed", type=int, help="base seed of the episode seeds (default: 0; a suite fixes its own)")
+    run.add_argument("--out", type=Path, help="run folder (default: runs/eval-SEED)")
+    run.add_argument("--concurrency", type=int, default=64, help="episodes live at once")
+    run.add_argument("--retries", type=int, default=1, help="extra attempts for failed episodes")
+    run.add_argument("--dry-run", action="store_true", help="print the plan, estimated tokens and cost; play nothing")
+    run.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --dry-run: play N episodes per game and model (not saved) to estimate tokens, thinking and cost",
+    )
+    run.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop cleanly once the run has spent this much (default: no limit)",
+    )
+    run.add_argument(
+        "--max-tokens-total",
+        type=int,
+        metavar="N",
+        help="stop cleanly once the run has spent N tokens (default: no limit)",
+    )
+    run.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    run.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="game option, for all games (repeatable)",
+    )
+    run.add_argument(
+        "--model-option",
+        action="append",
+        default=[],
+        metavar="MODEL:KEY=VALUE",
+        help="backend option of one model, e.g. smollm2:threads=2 (repeatable)",
+    )
+    run.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="MODEL=IN,OUT",
+        help="USD per 1M input and output tokens of a model (repeatable; default: the known price list)",
+    )
+    run.add_argument(
+        "--no-token-ids",
+        action="store_true",
+        help="leave token ids and logprobs out of episodes.jsonl (smaller; not usable for training)",
+    )
+    lap = run.add_argument_group("language-agent policy")
+    lap.add_argument("--system", help="system prompt text (default: the LAP's own system prompt)")
+    lap.add_argument(
+        "--history", choices=["none", "last_k", "full"], default="none", help="earlier turns shown in the prompt"
+    )
+    lap.add_argument("--history-k", type=int, default=2, help="turns shown with --history last_k")
+    lap.add_argument(
+        "--observation-last",
+        action="store_true",
+        help="the observation at the end of the user turn, the format instructions before it (as trained with it)",
+    )
+    lap.add_argument(
+        "--action-format",
+        choices=["tag", "regex", "choice", "raw", "tool"],
+        default="tag",
+        help="how the answer names its action",
+    )
+    lap.add_argument("--tool-choice", choices=["auto", "required"], default="auto", help="with --action-format tool")
+    lap.add_argument("--action-tag", default="action", help="the tag of --action-format tag (<action>…</action>)")
+    lap.add_argument(
+        "--action-regex", metavar="PATTERN", help="with --action-format regex: the action's pattern (default: none)"
+    )
+    lap.add_argument("--reprompt", type=int, default=0, help="retries for an invalid answer")
+    lap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
+    lap.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
+    lap.add_argument("--max-tokens", type=int, default=64, help="most tokens per answer")
+    run.set_defaults(handler=cmd_eval)
+
+    exploit = commands.add_parser(
+        "exploitability",
+        help="exact exploitability of models in Kuhn poker (best responses over the 12 information sets)",
+        description=(
+            "How much a best response wins against each model in Kuhn poker, per hand: 0 at a Nash equilibrium, "
+            "0.458 for random play. The model answers under constrained choice with the default prompt (as "
+            "`tsmg eval --action-format choice` plays it), or, a model a training run wrote (hf:RUN/final, "
+            "hf:RUN/checkpoints/step-N), with the prompt it was trained with, on the game with the options it was "
+            "trained with (a compact view, say); its exact move probabilities at --temperature are read from the "
+            "model, or its greedy moves at 0."
+        ),
+        epilog=examples(
+            "tsmg exploitability --model random",
+            "tsmg exploitability --model tiny --temperature 0 --json",
+            "tsmg exploitability --game KuhnPoker-v0 --model hf:runs/kuhn-selfplay/final --temperature 0",
+            "tsmg exploitability --model hf:runs/kuhn-selfplay/checkpoints/step-{40,50,60} --average --temperature 0",
+        ),
+    )
+    exploit.add_argument(
+        "--model",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="SPEC",
+        help="model spec, or random (several after one flag, or the flag repeated)",
+    )
+    exploit.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
+    exploit.add_argument(
+        "--game",
+        default="KuhnPoker-v0",
+        metavar="ID",
+        help="a two-player Kuhn poker game, or a small two-player zero-sum OpenSpiel game (openspiel:NAME)",
+    )
+    exploit.add_argument(
+        "--model-option",
+        action="append",
+        default=[],
+        metavar="MODEL:KEY=VALUE",
+        help="backend option of one model, e.g. tiny:threads=1 (repeatable)",
+    )
+    exploit.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="game option, e.g. view=compact (repeatable; a trained model's run gives its own, these win)",
+    )
+    exploit.add_argument(
+        "--average",
+        action="store_true",
+        help="one more row: the average policy of the models (one of them drawn per hand), e.g. a run's checkpoints",
+    )
+    exploit.add_argument("--json", action="store_true", help="print a JSON list (strategies included)")
+    exploit.set_defaults(handler=cmd_exploitability)
+
+    report = commands.add_parser(
+        "report",
+        help="merge run folders into one comparison table and plot",
+        description="Merge the summaries of eval run folders into one comparison table (and plots with --out).",
+        epilog=examples(
+            "tsmg report runs/eval-fl runs/eval-kuhn",
+            "tsmg report runs/eval-* --out runs/comparison --json",
+        ),
+    )
+    report.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="eval run folders")
+    report.add_argument("--out", type=Path, help="folder for comparison.md and plots (default: print the table only)")
+    report.add_argument("--json", action="store_true", help="print the merged rows as JSON")
+    report.set_defaults(handler=cmd_report)
+
+
+def config_from_args(args: argparse.Namespace) -> EvalConfig:
+    """Build (and validate) the run configuration from command-line arguments."""
+    models = args.model or [DEFAULT_MODEL]
+    for model in models:
+        parse_model_spec(model)  # a bad spec is one clear line, before anything else happens
+    suite = _suite_of(args)
+    games = list(suite.games) if suite is not None else args.game
+    seed = suite.seed if suite is not None else (0 if args.seed is None else args.seed)
+    game_options = parse_assignments(args.option, "--option")
+    model_options: dict[str, dict[str, Any]] = {}
+    for value in args.model_option:
+        model, key, option = parse_model_option(value)
+        model_options.setdefault(model, {})[key] = option
+    prices = {value.rpartition("=")[0]: _price(value) for value in args.price}
+    template = PromptTemplate(history=args.history, history_k=args.history_k, observation_last=args.observation_last)
+    if args.system is not None:
+        template = template.model_copy(update={"system": args.system})
+    lap = LAPConfig(
+        template=template,
+        action_format=ActionFormat(
+            kind=args.action_format, tag=args.action_tag, pattern=args.action_regex, tool_choice=args.tool_choice
+        ),
+        reprompt=args.reprompt,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_tokens=args.max_tokens,
+        seed=seed,
+    )
+    return EvalConfig(
+        games=games,
+        models=models,
+        episodes=suite.episodes if suite is not None else (100 if args.episodes is None else args.episodes),
+        seed=seed,
+        game_options=_game_options(models, games, game_options),
+        lap=lap,
+        model_options=model_options,
+        prices=prices,
+        opponent=suite.opponent if suite is not None else None,
+        suite=suite.name if suite is not None else None,
+    )
+
+
+def _suite_of(args: argparse.Namespace) -> Suite | None:
+    """The suite ``--suite`` names (None without it); refuses what would change a suite's plan, and no game at all."""
+    if args.suite is None:
+        if not args.game:
+            raise UsageError("tsmg eval needs --game ID (repeatable) or --suite NAME (see: tsmg eval --help)")
+        return None
+    suite = get_suite(args.suite)
+    given = {"--game": args.game, "--episodes": args.episodes, "--seed": args.seed, "--option": args.option}
+    fixed = [flag for flag, value in given.items() if value not in (None, [])]
+    if fixed:
+        raise UsageError(
+            f"--suite {suite.name} fixes its games, episodes, seeds and game options: drop {', '.join(fixed)} "
+            "(a changed suite is a new suite version)"
+        )
+    return suite
+
+
+def _game_options(models: list[str], game_ids: list[str], given: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per game, the options it had when the trained models among ``models`` learned it, then ``--option``'s."""
+    from tsmg.apps.evaluation.runner import trained_game_options
+
+    options = {game: trained_game_options(models, game, given) for game in game_ids}
+    return {game: values for game, values in options.items() if values}
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Run (or resume) an evaluation; exit 0 only if every planned episode completed."""
+    config = config_from_args(args)
+    from tsmg.apps.evaluation.runner import Budget, run_eval
+
+    budget = None
+    if args.max_cost is not None or args.max_tokens_total is not None:
+        budget = Budget(max_cost_usd=args.max_cost, max_tokens=args.max_tokens_total)
+        budget.check_prices(config)
+    if args.dry_run:
+        print(dry_run_text(config))
+        if args.sample:
+            from tsmg.apps.evaluation.estimate import estimate_from_samples
+
+            print(estimate_from_samples(config, args.sample).text(args.concurrency))
+        return 0
+
+    out = args.out or Path("runs") / (config.suite or f"eval-{config.seed}")
+    result = run_eval(
+        config,
+        out,
+        concurrency=args.concurrency,
+        retries=args.retries,
+        progress=not args.no_progress,
+        budget=budget,
+        token_ids=not args.no_token_ids,
+    )
+    from tsmg.apps.evaluation.report import comparison_rows, markdown_table, suite_rows
+
+    runs = [(out.name, result.summary)]
+    print(markdown_table(comparison_rows(runs), totals=suite_rows(runs)))
+    print(f"\n{result.completed}/{result.planned} episodes completed; report: {out / REPORT_FILE}")
+    errors = Counter(failure.error or "unknown error" for failure in result.failures)
+    for error, count in errors.most_common(5):  # the same server message once, with its count
+        print(f"failed: {count} episode{'s' if count > 1 else ''}: {error}", file=sys.stderr)
+    if result.stopped:
+        print(result.stopped, file=sys.stderr)
+        return 3
+    return 0 if result.ok else 1
+
+
+def dry_run_text(config: EvalConfig) -> str:
+    """The plan: games, matchups, seeds, episode count, and upper estimates of tokens and cost."""
+    from tsmg.apps.evaluation.estimate import model_turns, upper_bound_tokens
+
+    plan = plan_evaluation(config)
+    lines = [f"{len(plan)} episodes planned (seed {config.seed}):"]
+    for game_id in config.games:
+        game_plan = [p for p in plan if p.game_id == game_id]
+        seeds = sorted({p.seed for p in game_plan})
+        matchups = sorted({p.matchup for p in game_plan})
+        lines.append(f"  {game_id}: {len(game_plan)} episodes, {len(matchups)} matchup(s): {'; '.join(matchups)}")
+        lines.append(f"    seeds ({len(seeds)}): {', '.join(map(str, seeds[:5]))}{', ...' if len(seeds) > 5 else ''}")
+    bounds = upper_bound_tokens(config)
+    total_in = sum(tokens_in for tokens_in, _ in bounds.values())
+    total_out = sum(tokens_out for _, tokens_out in bounds.values())
+    turns = sum(model_turns(config).values())
+    if config.suite is not None:  # a suite's games take the turns its reference run took, not their step limit
+        measured = "as many turns a seat as random play and MCTS took on the suite's episodes"
+        lines.append(f"model turns: about {turns:,} ({measured}); --sample N measures the time a turn takes")
+        lines.append(
+            f"estimated tokens: {total_in:,} in, {total_out:,} out (every turn writing its whole token budget, "
+            "model-played seats only)"
+        )
+    else:
+        lines.append(f"estimated tokens at most: {total_in:,} in, {total_out:,} out (model-played seats only)")
+        lines.append(f"model turns at most: {turns:,}; --sample N measures the time a turn takes")
+    priced = [model for model in config.models if model in config.prices]
+    if priced:
+        cost = 0.0
+        for (_, model), (tokens_in, tokens_out) in bounds.items():
+            price_in, price_out = config.prices.get(seat_spec(model), (0.0, 0.0))
+            cost += (tokens_in * price_in + tokens_out * price_out) / 1e6
+        lines.append(
+            f"estimated cost{'' if config.suite else ' at most'}: ${cost:,.4f} (every turn using its whole token "
+            f"budget, thinking included; priced: {', '.join(priced)}); --sample N measures it instead"
+        )
+    return "\n".join(lines)
+
+
+def cmd_exploitability(args: argparse.Namespace) -> int:
+    """Print each model's exact exploitability in Kuhn poker (and its best responses' value per seat)."""
+    import games  # noqa: F401  (registers the catalog)
+    from games.kuhn_poker_rules import average_strategy
+    from tsmg.apps.evaluation.exploitability import kuhn_strategy, policy_temperature, strategy_report
+    from tsmg.apps.evaluation.runner import trained_game_options, trained_policy
+
+    options: dict[str, dict[str, Any]] = {}
+    for value in args.model_option:
+        model, key, option = parse_model_option(value)
+        options.setdefault(model, {})[key] = option
+    lap = LAPConfig(action_format=ActionFormat(kind="choice"), temperature=args.temperature)
+    given = parse_assignments(args.option, "--option")
+    on_openspiel = is_openspiel(args.game) or args.game.startswith("OpenSpiel/")  # OpenSpiel computes it
+    if args.average and on_openspiel:
+        raise ValueError("--average is for Kuhn poker (KuhnPoker-v0); leave it out with an OpenSpiel game")
+    reports = []
+    strategies = []
+    for spec in args.model:
+        parse_model_spec(spec)
+        # a training run's model answers with its training prompt, on the game as it was trained on it
+        policy = trained_policy(spec, lap, model_options=options.get(spec))
+        if on_openspiel:  # tsmg[openspiel]
+            from tsmg.apps.openspiel_exploitability import openspiel_exploitability
+
+            reports.append((spec, openspiel_exploitability(policy, args.game)))
+        else:
+            game_options = trained_game_options([spec], args.game, given)
+            strategies.append(kuhn_strategy(policy, game_id=args.game, game_options=game_options))
+            reports.append((spec, strategy_report(strategies[-1], policy_temperature(policy))))
+    if args.average:  # the average of the rows above, at the temperature of the last (all share --temperature)
+        average = strategy_report(average_strategy(strategies), reports[-1][1].temperature)
+        reports.append((f"average of {len(strategies)}", average))
+    if args.json:
+        print(json.dumps([{"model": spec, **report.as_dict()} for spec, report in reports], indent=2))
+        return 0
+    print("| model | temperature | exploitability | best response as player_0 | as player_1 |")
+    print("|---|---|---|---|---|")
+    for spec, report in reports:
+        first, second = report.best_response
+        print(f"| {spec} | {report.temperature:g} | {report.exploitability:.4f} | {first:+.4f} | {second:+.4f} |")
+    return 0
+
+
+def _price(value: str) -> tuple[float, float]:
+    """``MODEL=IN,OUT`` (USD per million tokens) as ``(IN, OUT)``."""
+    price_in, _, price_out = value.rpartition("=")[2].partition(",")
+    try:
+        return float(price_in), float(price_out)
+    except ValueError:
+        raise ValueError(f"--price must be MODEL=IN,OUT with two numbers (USD per 1M tokens), got {value!r}") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Merge several run folders into one comparison table (and plots with --out)."""
+    from tsmg.apps.evaluation.report import comparison_rows, current_summary, markdown_table, plot_rows, suite_rows
+
+    summaries = []
+    for folder in args.runs:
+        path = folder / SUMMARY_FILE
+        if not path.exists():
+            raise ValueError(f"{folder} has no summary.json: is it a `tsmg eval` run folder?")
+        summaries.append((folder.name, current_summary(json.loads(path.read_text()), folder)))
+    rows = comparison_rows(summaries)
+    totals = suite_rows(summaries)
+    if args.json:
+        print(json.dumps([{k: v for k, v in row.items() if k != "returns"} for row in totals + rows], indent=2))
+        return 0
+    table = markdown_table(rows, with_run=True, totals=totals)
+    print(table)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        plots = plot_rows(rows, args.out, prefix="comparison-")
+        images = "\n".join(f"![{p.stem}]({p.name})" for p in plots)
+        (args.out / "comparison.md").write_text(f"# Comparison\n\n{table}\n\n{images}\n")
+    return 0

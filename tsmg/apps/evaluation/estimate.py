@@ -1,0 +1,238 @@
+"""What an evaluation will spend: an upper bound from the plan, and a measurement from sampled episodes.
+
+The upper bound (:func:`upper_bound_tokens`) needs no model: every model turn of every episode
+is taken to last the game's step limit and to use its whole token budget (thinking included).
+It is far above what models spend, most of all with a reasoning model's large budget, so
+:func:`estimate_from_samples` plays the first few planned episodes of each game and matchup
+(they are not saved) and scales what each model spent, thinking counted apart, to the plan.
+Sampling also works as a pre-flight check: a request the server refuses shows up before the run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Any
+
+from tsmg.apps.evaluation.config import EvalConfig
+from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
+from tsmg.apps.evaluation.runner import PolicyFactory, build_policy, is_language_model
+from tsmg.episode import Episode
+from tsmg.registry import make
+from tsmg.rollout import EpisodePlan, rollout
+
+__all__ = ["SampledEstimate", "estimate_from_samples", "model_turns", "upper_bound_tokens"]
+
+
+def _token_budget(config: EvalConfig, model: str) -> int:
+    """Most tokens one turn of ``model`` may write: its ``max_completion_tokens`` option, else the LAP's."""
+    option = config.model_options.get(model, {}).get("max_completion_tokens")
+    return int(option) if option else config.lap.max_tokens
+
+
+def upper_bound_tokens(config: EvalConfig) -> dict[tuple[str, str], tuple[int, int]]:
+    """Tokens in and out at most, per (game, model), over the planned seats of language models.
+
+    The prompt of a turn is estimated from the first observation and the system text (4
+    characters a token, plus 30 for the framing); a turn writes its whole token budget. A seat
+    takes :func:`model_turns`'s turns.
+    """
+    bounds: dict[tuple[str, str], tuple[int, int]] = {}
+    for (game_id, model), (turns, prompt_tokens) in _seat_turns(config).items():
+        bounds[(game_id, model)] = (turns * prompt_tokens, turns * _token_budget(config, seat_spec(model)))
+    return bounds
+
+
+def model_turns(config: EvalConfig) -> dict[tuple[str, str], int]:
+    """Turns of language models in the plan, per (game, model): each seat takes the game's step limit.
+
+    In a suite's game a seat takes as many turns as random play or the reference bot took on average
+    there (the longer; measured with the suite's references), which is an estimate, not a bound.
+    """
+    return {key: turns for key, (turns, _) in _seat_turns(config).items()}
+
+
+def _seat_turns(config: EvalConfig) -> dict[tuple[str, str], tuple[int, int]]:
+    """``(turns, prompt tokens of a turn)`` of the planned language-model seats, per (game, model)."""
+    found: dict[tuple[str, str], tuple[int, int]] = {}
+    plan = plan_evaluation(config)
+    suite_turns = _suite_turns(config)
+    for game_id in config.games:
+        game_plan = [planned for planned in plan if planned.game_id == game_id]
+        game = make(game_id, **config.game_options.get(game_id, {}))
+        observations, _ = game.reset(seed=game_plan[0].seed)
+        rounds = suite_turns.get(game_id) or getattr(getattr(game, "config", None), "max_steps", None) or 20
+        prompt_tokens = (len(next(iter(observations.values()))) + len(config.lap.template.system or "")) // 4 + 30
+        for planned in game_plan:
+            for _, model in planned.seats:
+                if is_language_model(model):
+                    turns, _ = found.get((game_id, model), (0, 0))
+                    found[(game_id, model)] = (turns + rounds, prompt_tokens)
+    return found
+
+
+def _suite_turns(config: EvalConfig) -> dict[str, int]:
+    """Turns a seat takes in each game of the run's suite (random play's or the bot's, the longer), rounded up.
+
+    Empty outside a suite, or for a suite without measured references: the game's step limit is
+    the bound then.
+    """
+    if config.suite is None:
+        return {}
+    from tsmg.apps.evaluation.suites import get_suite, references
+
+    stored = references(get_suite(config.suite))
+    return {game: math.ceil(turns) for game, turns in (stored or {}).get("turns", {}).items()}
+
+
+@dataclass
+class SampledEstimate:
+    """Tokens and cost measured on sampled episodes and scaled to the plan.
+
+    Attributes:
+        rows: One per game and language model: ``game``, ``model``, ``sampled`` (seats played),
+            ``planned`` (seats in the plan), the mean ``tokens_in``, ``tokens_out`` and
+            ``thinking`` per seat (``thinking`` None where no thinking was reported), the
+            projected ``plan_tokens_in`` / ``plan_tokens_out`` / ``plan_thinking``, and
+            ``plan_cost_usd`` (None without a price); ``seconds`` a seat spent deciding per
+            episode, and ``plan_seconds`` for the plan's seats.
+        failures: ``(episode id, error)`` of sampled episodes that failed.
+    """
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The projected cost of the plan (None when no model has a price)."""
+        costs = [row["plan_cost_usd"] for row in self.rows if row["plan_cost_usd"] is not None]
+        return sum(costs) if costs else None
+
+    @property
+    def seconds(self) -> float:
+        """The models' deciding time over the plan, one decision at a time (seconds)."""
+        return sum(row["plan_seconds"] for row in self.rows)
+
+    def text(self, concurrency: int = 1) -> str:
+        """The estimate as lines for the terminal; ``concurrency``: episodes live at once (``--concurrency``)."""
+        lines = ["estimated from sampled episodes (thinking is part of tokens out and billed as output):"]
+        for row in self.rows:
+            thinking = "" if row["thinking"] is None else f" (thinking {row['thinking']:,.0f})"
+            cost = "" if row["plan_cost_usd"] is None else f", ${row['plan_cost_usd']:,.4f}"
+            plan_thinking = "" if row["plan_thinking"] is None else f" (thinking {row['plan_thinking']:,.0f})"
+            lines.append(
+                f"  {row['game']} {row['model']}: {row['tokens_in']:,.0f} in, {row['tokens_out']:,.0f} out{thinking} "
+                f"per episode over {row['sampled']} sampled -> {row['planned']} planned: "
+                f"{row['plan_tokens_in']:,.0f} in, {row['plan_tokens_out']:,.0f} out{plan_thinking}{cost}"
+            )
+        if self.cost_usd is not None:
+            lines.append(f"estimated cost of the run: ${self.cost_usd:,.4f}")
+        if self.rows:
+            live = f"; about {duration_text(self.seconds / concurrency)} with {concurrency} episodes live at once"
+            lines.append(
+                f"estimated time of the run: {duration_text(self.seconds)} of model time one decision at a time"
+                + (live if concurrency > 1 else "")
+            )
+        for episode_id, error in self.failures[:5]:
+            lines.append(f"  sampled episode failed: {episode_id}: {error}")
+        return "\n".join(lines)
+
+
+def estimate_from_samples(
+    config: EvalConfig, episodes: int, policy_factory: PolicyFactory = build_policy
+) -> SampledEstimate:
+    """Play the first ``episodes`` planned episodes of each game and matchup with a language model, and scale.
+
+    Args:
+        config: The run to estimate.
+        episodes: Episodes sampled per game and matchup (the first ones of the plan).
+        policy_factory: Builds the policy of a model spec (once per spec).
+
+    Returns:
+        Per game and language model, what a seat spent on average and what the plan would.
+    """
+    plan = plan_evaluation(config)
+    policies: dict[str, Any] = {}
+    spent: dict[tuple[str, str], list[tuple[int, int, int | None, float]]] = defaultdict(list)
+    estimate = SampledEstimate()
+    for (game_id, seats), group in groupby(plan, key=lambda planned: (planned.game_id, planned.seats)):
+        if not any(is_language_model(model) for _, model in seats):
+            continue
+        for _, model in seats:
+            if model not in policies:
+                policies[model] = policy_factory(seat_spec(model), config)
+        sample = [EpisodePlan(seed=planned.seed, episode_id=planned.episode_id) for planned in list(group)[:episodes]]
+        played = rollout(
+            game_id,
+            {agent: policies[model] for agent, model in seats},
+            plans=sample,
+            game_options=config.game_options.get(game_id, {}),
+        )
+        for episode in played:
+            if episode.error is not None:
+                estimate.failures.append((episode.episode_id, episode.error))
+                continue
+            for agent, model in seats:
+                if is_language_model(model):
+                    spent[(game_id, model)].append(_seat_spending(episode, agent))
+    planned_seats: dict[tuple[str, str], int] = defaultdict(int)
+    for planned in plan:
+        for _, model in planned.seats:
+            planned_seats[(planned.game_id, model)] += 1
+    for (game_id, model), seats_spent in spent.items():
+        count = len(seats_spent)
+        tokens_in = sum(spending[0] for spending in seats_spent) / count
+        tokens_out = sum(spending[1] for spending in seats_spent) / count
+        reported = [spending[2] for spending in seats_spent if spending[2] is not None]
+        thinking = sum(reported) / len(reported) if reported else None
+        seats_planned = planned_seats[(game_id, model)]
+        price = config.prices.get(seat_spec(model))
+        seconds = sum(spending[3] for spending in seats_spent) / count
+        estimate.rows.append(
+            {
+                "game": game_id,
+                "model": model,
+                "sampled": count,
+                "planned": seats_planned,
+                "tokens_in": tokens_in,
+                "tokens_out": tokens_out,
+                "thinking": thinking,
+                "plan_tokens_in": tokens_in * seats_planned,
+                "plan_tokens_out": tokens_out * seats_planned,
+                "plan_thinking": thinking * seats_planned if thinking is not None else None,
+                "seconds": seconds,
+                "plan_seconds": seconds * seats_planned,
+                "plan_cost_usd": (
+                    seats_planned * (tokens_in * price[0] + tokens_out * price[1]) / 1e6 if price is not None else None
+                ),
+            }
+        )
+    return estimate
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` for a person: ``42 s``, ``12.5 min`` or ``3.2 h``.
+
+    Example:
+        >>> duration_text(42.0), duration_text(750.0), duration_text(11520.0)
+        ('42 s', '12.5 min', '3.2 h')
+    """
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _seat_spending(episode: Episode, agent: str) -> tuple[int, int, int | None, float]:
+    """Tokens in, out, thinking (None if never reported) and seconds deciding of one seat of an episode."""
+    steps = episode.steps_of(agent)
+    reported = [step.reasoning_tokens for step in steps if step.reasoning_tokens is not None]
+    return (
+        sum(step.prompt_tokens or 0 for step in steps),
+        sum(step.completion_tokens or 0 for step in steps),
+        sum(reported) if reported else None,
+        sum(step.latency_s for step in steps),
+    )

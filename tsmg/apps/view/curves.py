@@ -1,0 +1,79 @@
+"""The training runs' learning curves as one data file that the page's charts draw (``data/curves.js``).
+
+Every numeric metric of every training run's ``metrics.jsonl`` becomes a series of
+``(update, value)`` points. The page (``static/curves.js``) draws one chart per metric with the
+runs overlaid: hover reads values off, dragging or the wheel zooms, a slider smooths (an
+exponential moving average), a legend hides runs. The metrics below are charted when the page
+opens; every other numeric metric can be added from a list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tsmg.apps.view.data import write_script
+from tsmg.apps.view.runs import RunFolder, metric_value
+
+#: The metrics charted when the page opens (when a run has them), each with what it measures.
+CURVE_METRICS = (
+    ("rollout/success_rate", "success rate of the sampled training episodes"),
+    ("eval/success_rate", "success rate on held-out seeds (greedy)"),
+    ("rollout/mean_return", "mean return of the sampled training episodes"),
+    ("eval/mean_return", "mean return on held-out seeds"),
+    ("rollout/invalid_rate", "invalid answers per decision, training episodes"),
+    ("eval/invalid_rate", "invalid answers per decision, held-out seeds"),
+    ("loss/total", "training loss"),
+    ("loss/policy", "policy-gradient loss"),
+    ("loss/approx_kl", "KL to the rollout policy (estimate)"),
+    ("loss/kl_ref", "KL to the reference model"),
+    ("loss/entropy", "entropy of the policy"),
+    ("loss/rollout_entropy", "entropy of the rollout policy"),
+    ("optim/grad_norm", "gradient norm"),
+    ("optim/lr", "learning rate"),
+)
+#: Charts drawn at first when a run has none of :data:`CURVE_METRICS` (its first metrics, by name).
+FALLBACK_CHARTS = 4
+CURVES_FILE = "curves.js"
+
+
+def curve_data(runs: Sequence[RunFolder]) -> dict[str, Any] | None:
+    """The curves of ``runs`` (training runs with metrics), or None when none has a metric to draw.
+
+    Returns:
+        ``{"runs": [name, ...], "metrics": [{"key", "title", "series": [[run, steps, values], ...]}],
+        "shown": n}``: runs numbered in the order given, each series' points sorted by update (a
+        resumed run's repeated update keeps its last value), values finite floats; the first
+        ``shown`` metrics are charted when the page opens.
+    """
+    named = dict(CURVE_METRICS)
+    series: dict[str, list[list[Any]]] = {}
+    for number, run in enumerate(runs):
+        points: dict[str, dict[int, float]] = {}
+        for row in run.metrics:
+            for key in row:
+                value = metric_value(row, key) if key != "step" else None
+                if value is not None:
+                    points.setdefault(key, {})[int(row["step"])] = value
+        for key, by_step in points.items():
+            steps = sorted(by_step)
+            series.setdefault(key, []).append([number, steps, [by_step[step] for step in steps]])
+    if not series:
+        return None
+    known = [key for key, _ in CURVE_METRICS if key in series]
+    others = sorted(key for key in series if key not in named)
+    metrics = [{"key": key, "title": named.get(key, key), "series": series[key]} for key in known + others]
+    return {
+        "runs": [run.name for run in runs],
+        "metrics": metrics,
+        "shown": len(known) or min(FALLBACK_CHARTS, len(others)),
+    }
+
+
+def write_curves(runs: Sequence[RunFolder], folder: Path) -> int:
+    """Write ``data/curves.js`` for ``runs`` into ``folder``; returns the bytes written (0: nothing to draw)."""
+    data = curve_data(runs)
+    if data is None:
+        return 0
+    return write_script(folder / CURVES_FILE, "tsmgCurves", data)
