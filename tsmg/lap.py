@@ -330,12 +330,21 @@ class LAPConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    template: PromptTemplate = Field(default_factory=PromptTemplate)
-    action_format: ActionFormat = Field(default_factory=ActionFormat)
+    template: PromptTemplate = Field(
+        default_factory=PromptTemplate, description="What the model reads: system message, user turn, history."
+    )
+    action_format: ActionFormat = Field(
+        default_factory=ActionFormat, description="How a move is read from the model's answer."
+    )
     reprompt: int = Field(default=0, ge=0, le=10, description="Retries for an invalid answer, with the reason.")
-    temperature: float = Field(default=1.0, ge=0.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(default=64, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0, description="Sampling temperature (0: greedy).")
+    top_p: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        description="Nucleus sampling: the smallest set of tokens holding this much probability.",
+    )
+    max_tokens: int = Field(default=64, ge=1, description="The most tokens of one answer.")
     seed: int = Field(
         default=0,
         description="The run seed: with each decision's plan position, it keys the sampling seed (tsmg.seeding).",

@@ -11,6 +11,7 @@ Examples::
     tsmg train --config configs/frozen_lake_tiny.yaml --out runs/fl2 --set optim.lr=5e-4
     tsmg train --resume --out runs/fl          # after a crash or kill: continues from the last checkpoint
     tsmg train --game KuhnPoker-v0 --model tiny --self-play --algo rae --out runs/kuhn
+    tsmg train --game FrozenLake-v0 --model tiny --print-config   # every key, described: save it for --config
     tsmg algos --json
 """
 
@@ -107,6 +108,8 @@ def add_commands(commands: Any) -> None:
             "tsmg train --config configs/frozen_lake_tiny.yaml --out runs/fl2 --set optim.lr=5e-4",
             "tsmg train --resume --out runs/fl  # after a crash or kill: continues from the last checkpoint",
             "tsmg train --game KuhnPoker-v0 --model tiny --self-play --algo rae --out runs/kuhn",
+            "# every key with its value and what it does, as YAML that --config takes (train nothing):",
+            "tsmg train --game FrozenLake-v0 --model tiny --print-config",
         ),
     )
     train.add_argument("--config", type=Path, help="YAML training config, see configs/ (default: none)")
@@ -139,6 +142,15 @@ def add_commands(commands: Any) -> None:
         help="override any config field (VALUE is YAML), e.g. --set rollout.lap.template.history=last_k",
     )
     train.add_argument("--quiet", action="store_true", help="no per-update progress lines")
+    train.add_argument(
+        "--print-config",
+        nargs="?",
+        const="yaml",
+        choices=["yaml", "markdown"],
+        help="print the configuration the other flags describe, every key with what it does, and train nothing: "
+        "'yaml' (a file --config takes; the default when the flag has no value) or 'markdown' (the reference "
+        "page docs/config.md) (default: train)",
+    )
     train.set_defaults(handler=cmd_train)
 
     algos = commands.add_parser(
@@ -168,11 +180,26 @@ def config_from_args(args: argparse.Namespace) -> Any:
     Raises:
         ValueError: A bad flag value, an invalid configuration, or neither a file nor ``--game``/``--model``.
     """
+    data = _config_data(args)
+    if "rollout" not in data or "model" not in data:
+        raise ValueError("name the game and the model (--game G --model M) or give --config FILE.yaml")
+    return _validated(data)
+
+
+def _validated(data: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
     from training.config import TrainConfig
     from tsmg.assignments import validation_problems
 
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as error:
+        raise ValueError(f"invalid training configuration: {validation_problems(error)}") from None
+
+
+def _config_data(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration's layers merged (file, flags, ``--set``), not yet validated."""
     data: dict[str, Any] = {}
     source = args.config
     if source is None and args.resume and args.out is not None and (args.out / CONFIG_FILE).is_file():
@@ -197,12 +224,44 @@ def config_from_args(args: argparse.Namespace) -> Any:
         data.setdefault("run", {})["out_dir"] = str(args.out)
     for assignment in args.set:
         assign_config_field(data, assignment)
-    if "rollout" not in data or "model" not in data:
-        raise ValueError("name the game and the model (--game G --model M) or give --config FILE.yaml")
-    try:
-        return TrainConfig.model_validate(data)
-    except ValidationError as error:
-        raise ValueError(f"invalid training configuration: {validation_problems(error)}") from None
+    return data
+
+
+#: The required fields, and the example value ``--print-config`` shows where the flags leave one unset.
+_REQUIRED_EXAMPLES = {("rollout", "game_id"): "FrozenLake-v0", ("model", "spec"): "tiny"}
+
+
+def print_config(args: argparse.Namespace) -> int:
+    """``tsmg train --print-config``: the configuration the flags describe as commented YAML, or the reference page."""
+    from training.config import TrainConfig
+    from tsmg.config_reference import commented_yaml, markdown_reference
+
+    if args.print_config == "markdown":
+        intro = (
+            "Every key of a training configuration (`tsmg train --config FILE.yaml`, `--set SECTION.KEY=VALUE`), "
+            "its type, its default and what it does; generated from the schema (`training/config.py`) by "
+            f"`{CONFIG_PAGE_COMMAND}`. `tsmg train --game ID --model SPEC --print-config` prints a whole "
+            "configuration with these descriptions as comments, as a file that `--config` takes."
+        )
+        print(markdown_reference(TrainConfig, "Training configuration reference", intro), end="")
+        return 0
+    data = _config_data(args)
+    notes: dict[str, str] = {}
+    for (section, name), example in _REQUIRED_EXAMPLES.items():
+        if name not in data.get(section, {}):
+            data.setdefault(section, {})[name] = example
+            notes[f"{section}.{name}"] = f"(Required; {example} is an example: set your own.)"
+    config = _validated(data)
+    header = (
+        "# tsmg training configuration: every key with its value and what it does (tsmg train --print-config).\n"
+        "# Train with it: tsmg train --config THIS_FILE.yaml\n"
+    )
+    print(header + commented_yaml(TrainConfig, config.model_dump(mode="json"), notes), end="")
+    return 0
+
+
+#: The command that writes docs/config.md (tests/test_config_reference.py compares the page with its output).
+CONFIG_PAGE_COMMAND = "tsmg train --print-config markdown > docs/config.md"
 
 
 def _progress_line(total: int, began: float, episodes: int | None = None) -> Any:
@@ -237,6 +296,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from training.run_log import quiet_library_progress
     from training.trainer import TrainHooks, TrainingOOMError, train
 
+    if args.print_config:
+        return print_config(args)
     config = config_from_args(args)
     quiet_library_progress()
     main_process = int(os.environ.get("RANK", "0")) == 0  # launched on several processes: rank 0 speaks for all
