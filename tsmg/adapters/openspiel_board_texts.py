@@ -182,15 +182,9 @@ def _chess_ending(board: Any) -> str:
 
 
 def _chess_board(board: Any) -> str:
-    rows = []
-    for rank in range(7, -1, -1):
-        cells = []
-        for file in range(8):
-            piece = board.piece_at(rank * 8 + file)
-            cells.append(piece.symbol() if piece else ".")
-        rows.append(f"{rank + 1} {' '.join(cells)}")
-    rows.append("  a b c d e f g h")
-    return "\n".join(rows)
+    """python-chess's board (rank 8 first, ``.`` for empty) with rank numbers and file letters."""
+    rows = [f"{8 - index} {line}" for index, line in enumerate(str(board).splitlines())]
+    return "\n".join([*rows, "  a b c d e f g h"])
 
 
 # ------------------------------------------------------------------------------------------- go
@@ -220,16 +214,14 @@ def go_texts(state: pyspiel.State, player: int) -> dict[str, str]:
     )
     if handicap >= 2:
         rules += f" Black starts with {handicap} handicap stones."
-    captures = {0: 0, 1: 0}
-    before_counts = _go_counts(_go_rows(state.get_game().new_initial_state()))
-    last = None
+    # A capture is the drop in the opponent's stones over a move (suicide is illegal).
+    captures, history = {0: 0, 1: 0}, list[str]()
     for before, actor, action in replay(state):
-        last = before.action_to_string(actor, action)
+        history.append(f"{len(history) + 1}. {_go_move(before.action_to_string(actor, action))}")
+        stones = _go_counts(_go_rows(before))[1 - actor]
         after = before.clone()
         after.apply_action(action)
-        after_counts = _go_counts(_go_rows(after))
-        captures[actor] += before_counts[1 - actor] - after_counts[1 - actor]
-        before_counts = after_counts
+        captures[actor] += stones - _go_counts(_go_rows(after))[1 - actor]
     rows = _go_rows(state)
     letters = "ABCDEFGHJKLMNOPQRSTUVWXYZ"[:size]
     header = "   " + " ".join(letters)
@@ -242,13 +234,9 @@ def go_texts(state: pyspiel.State, player: int) -> dict[str, str]:
         "\n".join(board),
         f"Captured so far: Black has taken {_stones(captures[0])}, White has taken {_stones(captures[1])}.",
     ]
-    if last is not None:
-        lines.append(f"Last move: {_go_move(last)}.")
+    if history:
+        lines.append(f"Last move: {history[-1].split('. ', 1)[1]}.")
     lines.append(_to_move(state, player, {0: "Black", 1: "White"}))
-    history = [
-        f"{index}. {_go_move(before.action_to_string(actor, action))}"
-        for index, (before, actor, action) in enumerate(replay(state), 1)
-    ]
     return {
         "role": f"You play {colour}; {first}.",
         "rules": rules,
