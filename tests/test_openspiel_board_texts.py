@@ -142,6 +142,8 @@ def test_chess_fen_and_pgn_agree_with_python_chess(seed: int) -> None:
         fen = _fen(written["state"])
         assert fen == board.fen(en_passant="xfen") == str(state)
         assert _replay_pgn(written["history"]).fen(en_passant="xfen") == fen
+        if board.move_stack:  # python-chess writes the same PGN, check and mate marks included
+            assert written["history"] == "Moves so far (PGN): " + chess.Board().variation_san(board.move_stack)
         assert (f"{'White' if board.turn else 'Black'} is in check." in written["state"]) == (
             board.is_check() and not state.is_terminal()
         )

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyspiel
 
-__all__ = ["BOARD_TEXTS", "BoardTexts", "replay"]
+__all__ = ["BOARD_TEXTS", "BoardTexts", "chess_moves", "replay"]
 
 #: One game's texts: ``(state, player) -> {"role"|"rules"|"private"|"state"|"history": text}``.
 BoardTexts = Callable[["pyspiel.State", int], dict[str, str]]
@@ -93,7 +93,8 @@ def chess_texts(state: pyspiel.State, player: int) -> dict[str, str]:
     chess960 = bool(state.get_game().get_parameters().get("chess960", False))
     colour = "White" if player == CHESS_WHITE else "Black"
     other = "Black" if colour == "White" else "White"
-    board, moves = chess_replay(state)
+    board = chess.Board(None if state.is_chance_node() else str(state), chess960=chess960)
+    moves = chess_moves(state)
     rules = (
         "Standard chess. Checkmate the opponent's king to win. The game is drawn automatically "
         "by stalemate, insufficient material, the same position for the third time, or 50 moves "
@@ -109,12 +110,12 @@ def chess_texts(state: pyspiel.State, player: int) -> dict[str, str]:
     turn = "White" if board.turn == chess.WHITE else "Black"
     names = {CHESS_WHITE: "White", CHESS_BLACK: "Black"}
     lines = [
-        f"Position (FEN): {board.fen(en_passant='xfen', shredder=chess960)}",
+        f"Position (FEN): {str(state) if not state.is_chance_node() else 'not dealt yet'}",
         "Board (White's pieces in capitals, Black's in lower case, '.' empty; rank 8 at the top):",
         _chess_board(board),
         f"{_to_move(state, player, names)[:-1]}, move {board.fullmove_number}."
         if not state.is_terminal()
-        else f"{_to_move(state, player, names)[:-1]} ({_chess_ending(board)}).",
+        else f"{_to_move(state, player, names)[:-1]} ({_chess_ending(state, board)}).",
     ]
     if board.is_check() and not state.is_terminal():
         lines.append(f"{turn} is in check.")
@@ -130,29 +131,19 @@ def chess_texts(state: pyspiel.State, player: int) -> dict[str, str]:
     }
 
 
-def chess_replay(state: pyspiel.State) -> tuple[Any, list[tuple[int, bool, str]]]:
-    """The python-chess board of ``state`` and its moves as ``(move number, white?, SAN)``.
+def chess_moves(state: pyspiel.State) -> list[tuple[int, bool, str]]:
+    """The moves of ``state`` as ``(move number, white?, SAN)``, numbered by the FEN before each.
 
-    OpenSpiel's SAN for each action is read by python-chess and written back as python-chess
-    writes it (the two agree, ``+`` and ``#`` included); a Chess960 start is OpenSpiel's chance
-    outcome, skipped.
+    The SAN is OpenSpiel's ``action_to_string``, the names the legal moves are listed under, and
+    it is what python-chess writes, ``+`` and ``#`` included (the tests hold it to that); a
+    Chess960 start is OpenSpiel's chance outcome, skipped. About 3 ms a call at ply 300.
     """
-    import chess
-
-    chess960 = bool(state.get_game().get_parameters().get("chess960", False))
-    board: chess.Board | None = None
-    moves: list[tuple[int, bool, str]] = []
+    moves = []
     for before, actor, action in replay(state):
-        if actor < 0:
-            continue
-        if board is None:
-            board = chess.Board(str(before), chess960=chess960)
-        move = board.parse_san(before.action_to_string(actor, action))
-        moves.append((board.fullmove_number, board.turn == chess.WHITE, board.san(move)))
-        board.push(move)
-    if board is None:
-        board = chess.Board(str(state), chess960=chess960) if not state.is_chance_node() else chess.Board()
-    return board, moves
+        if actor >= 0:
+            fen = str(before).split()
+            moves.append((int(fen[5]), fen[1] == "w", before.action_to_string(actor, action)))
+    return moves
 
 
 def pgn_moves(moves: list[tuple[int, bool, str]]) -> str:
@@ -168,11 +159,11 @@ def pgn_moves(moves: list[tuple[int, bool, str]]) -> str:
     return " ".join(words)
 
 
-def _chess_ending(board: Any) -> str:
+def _chess_ending(state: pyspiel.State, board: Any) -> str:
     """Why a finished game ended, in the order OpenSpiel tests the endings."""
     if board.is_insufficient_material():
         return "insufficient material"
-    if board.is_repetition(3):
+    if state.is_repetition_draw():
         return "the same position a third time"
     if board.is_checkmate():
         return "checkmate"
