@@ -10,10 +10,11 @@ disc counts; backgammon's checkers add up to 15 a side. Golden snapshots (``test
 openspiel_board_texts/<game>.txt``) pin the whole text at one position per game, so any change to
 what a model reads fails a test; ``TSMG_UPDATE_SNAPSHOTS=1`` rewrites them after a deliberate change.
 
-Mutations that fail here (tried by hand): player 0 as White in chess; the SAN of the move after
-the one played; go captures credited to the side that lost the stones; hex cells read column-major;
-the backgammon point numbering not mirrored for X; othello's counts swapped; breakthrough
-counting the column letters as pieces; SAN without its ``#``.
+Mutations that fail here (each tried by hand): player 0 as White in chess; SAN without its ``+``
+or ``#``; PGN move numbers off by one; the chess board's ranks numbered upwards; go captures
+credited to the side that lost the stones; hex cells read column-major; the backgammon point
+numbering not mirrored for X; othello's counts swapped; breakthrough counting the column letters
+as pieces.
 """
 
 from __future__ import annotations
@@ -132,21 +133,22 @@ def _replay_pgn(history: str) -> chess.Board:
 @pytest.mark.parametrize("seed", range(4))
 def test_chess_fen_and_pgn_agree_with_python_chess(seed: int) -> None:
     game = pyspiel.load_game("chess")
-    for state in playout(game, seed, 200)[::4]:
-        board = chess.Board()
-        replayed = game.new_initial_state()
-        for action in state.history():
-            board.push_san(replayed.action_to_string(replayed.current_player(), action))
-            replayed.apply_action(action)
-        written = BOARD_TEXTS["chess"](state, 1)
+    board = chess.Board()
+    state = game.new_initial_state()
+    pgn: list[str] = []  # the history as python-chess writes it, check and mate marks included
+    for action in playout(game, seed, 200)[-1].history():
+        move = board.parse_san(state.action_to_string(state.current_player(), action))
+        pgn.append(f"{board.fullmove_number}. {board.san(move)}" if board.turn else board.san(move))
+        board.push(move)
+        state.apply_action(action)
+        written = BOARD_TEXTS["chess"](state, len(pgn) % 2)
         fen = _fen(written["state"])
         assert fen == board.fen(en_passant="xfen") == str(state)
-        assert _replay_pgn(written["history"]).fen(en_passant="xfen") == fen
-        if board.move_stack:  # python-chess writes the same PGN, check and mate marks included
-            assert written["history"] == "Moves so far (PGN): " + chess.Board().variation_san(board.move_stack)
+        assert written["history"] == "Moves so far (PGN): " + " ".join(pgn)
         assert (f"{'White' if board.turn else 'Black'} is in check." in written["state"]) == (
             board.is_check() and not state.is_terminal()
         )
+    assert _replay_pgn(written["history"]).fen(en_passant="xfen") == str(state)
 
 
 def test_chess_history_numbers_moves_as_pgn() -> None:
