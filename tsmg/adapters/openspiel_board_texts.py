@@ -558,17 +558,24 @@ def _backgammon_state(state: pyspiel.State, player: int) -> str:
 
 
 def _backgammon_history(state: pyspiel.State) -> str:
-    """The rolls and moves, each move in its mover's numbering, without OpenSpiel's action code."""
-    events = []
+    """The rolls and moves, each move in its mover's numbering, without OpenSpiel's action code.
+
+    A roll is told with who rolled it: the player to move once the dice have fallen.
+    """
+    events: list[str] = []
     for before, actor, action in replay(state):
         name = before.action_to_string(actor, action)
         if actor < 0:
             roll = _BACKGAMMON_ROLL.search(name)
             dice = f"{roll.group(1)}-{roll.group(2)}" if roll else name
             starter = re.search(r"([XO]) starts", name)
-            events.append(f"{starter.group(1)} starts with {dice}." if starter else f"Roll {dice}.")
-        else:
-            events.append(f"{_BACKGAMMON_MARKS[actor]}: {_BACKGAMMON_CODE.sub('', name)}.")
+            events.append(f"{starter.group(1)} starts with {dice}." if starter else f"rolls {dice}.")
+            continue
+        if events and events[-1].startswith("rolls "):
+            events[-1] = f"{_BACKGAMMON_MARKS[actor]} {events[-1]}"
+        events.append(f"{_BACKGAMMON_MARKS[actor]}: {_BACKGAMMON_CODE.sub('', name)}.")
+    if events and events[-1].startswith("rolls ") and state.current_player() in _BACKGAMMON_MARKS:
+        events[-1] = f"{_BACKGAMMON_MARKS[state.current_player()]} {events[-1]}"
     return "Rolls and moves so far: " + " ".join(events) if events else "No rolls yet."
 
 
