@@ -34,8 +34,9 @@ is its layout, not its seed: an evaluation plays as many seeds as hold ``--episo
 transcript and no MS-GRPO rollout of any run (:func:`training_layouts`, regenerated from the oracle
 seeds and each run's seed and updates), and the tables come twice: on the held-out seeds (the seed
 split, as the runs before 2026-12-05 were judged) and on the never-seen maps alone, with their overlap
-with the training maps printed (0). Each arm's success per seed with its Wilson 95 % interval and the
-mean over seeds; ``sft+rl`` and ``rl-choice`` against ``sft``, and ``sft+rl`` against its own start
+with the training maps printed (0) and where the held-out seeds' maps fall (:func:`map_overlap`).
+Each arm's success per seed with its Wilson 95 % interval and the mean over seeds; ``sft+rl`` and
+``rl-choice`` against ``sft``, and ``sft+rl`` against its own start
 (the short SFT judged on the same maps: what MS-GRPO added), per training seed (difference in points
 and an exact McNemar test on that seed's maps) and over the training seeds (a paired t test with its
 95 % interval: :mod:`seed_stats`; maps are never pooled over seeds). For runs that trained with
@@ -609,6 +610,27 @@ def training_layouts(records: list[dict[str, Any]], oracle_episodes: int) -> set
     return seen
 
 
+def map_overlap(seeds: set[int], sft_pool: set[str], excluded: set[str]) -> dict[str, int]:
+    """Where the evaluation ``seeds``' maps fall: in the SFT pool, among the other training maps, or never seen.
+
+    ``sft_pool``: the maps of the SFT transcripts (:func:`sft_pool_layouts`); ``excluded``: every training
+    map (:func:`training_layouts`, the SFT pool included). Counts are of evaluation episodes (seeds),
+    except ``maps`` (the distinct maps the seeds draw) and the two ``*_maps`` sizes of the training sets.
+    Random maps repeat: ``on_the_most_drawn_map`` counts the seeds of the map drawn most often.
+    """
+    found = _layouts(tuple(sorted(seeds)))
+    return {
+        "evaluation_seeds": len(found),
+        "maps": len(set(found)),
+        "on_the_most_drawn_map": max((found.count(layout) for layout in set(found)), default=0),
+        "sft_pool_maps": len(sft_pool),
+        "rl_only_maps": len(excluded - sft_pool),
+        "on_sft_pool_maps": sum(layout in sft_pool for layout in found),
+        "on_rl_only_maps": sum(layout in excluded and layout not in sft_pool for layout in found),
+        "never_seen": sum(layout not in excluded for layout in found),
+    }
+
+
 def never_seen(results: dict[int, bool], excluded: set[str]) -> dict[int, bool]:
     """The outcomes of ``results`` on maps outside ``excluded`` (the training maps)."""
     seeds = sorted(results)
@@ -635,12 +657,16 @@ def episodes_for_never_seen(base_seed: int, wanted: int, excluded: set[str], mar
         count += max(wanted // 2, 1)
 
 
-def summarise(records: list[dict[str, Any]], excluded: set[str] | None = None) -> dict[str, Any]:
+def summarise(
+    records: list[dict[str, Any]], excluded: set[str] | None = None, sft_pool: set[str] | None = None
+) -> dict[str, Any]:
     """Print the tables of ``records`` (a zero-shot record gives a line); the headline figures.
 
     The tables are made twice where ``excluded`` (the training maps, :func:`training_layouts`) is
     given: on every held-out seed (the seed split: a seed's map may be one some run trained on), and on
     the never-seen maps alone (``never_seen``; the overlap with ``excluded`` is printed, and is 0).
+    With ``sft_pool`` (the SFT transcripts' maps, part of ``excluded``) it also prints where the
+    held-out seeds' maps fall (:func:`map_overlap`): how many are on SFT maps, on MS-GRPO maps only, on none.
     Arms are compared training seed by training seed and then over the seeds
     (:func:`seed_stats.compare_over_seeds`); maps are never pooled over seeds.
     """
@@ -653,6 +679,17 @@ def summarise(records: list[dict[str, Any]], excluded: set[str] | None = None) -
             print(f"zero-shot under constrained choice: {found}")
     records = [r for r in records if r["arm"] != ZERO_SHOT]
     headline.update(tables(records, "held-out seeds (the seed split)", lambda found: found))
+    if excluded is not None and sft_pool is not None:
+        held_out = {int(seed) for r in records for found in r["solved"].values() for seed in found}
+        counts = map_overlap(held_out, sft_pool, excluded)
+        print(
+            f"\nheld-out seeds: {counts['evaluation_seeds']} evaluation seeds on {counts['maps']} distinct maps "
+            f"({counts['on_the_most_drawn_map']} on the most drawn one); {counts['on_sft_pool_maps']} on one of the "
+            f"{counts['sft_pool_maps']} maps of the SFT transcripts, {counts['on_rl_only_maps']} more on one of the "
+            f"{counts['rl_only_maps']} further maps of the MS-GRPO rollouts, {counts['never_seen']} on a map no run "
+            "trained on"
+        )
+        headline["map_overlap"] = counts
     if excluded is not None:
         kept = [seed for r in records for found in r["solved"].values() for seed in
                 never_seen({int(s): ok for s, ok in found.items()}, excluded)]  # fmt: skip
@@ -811,7 +848,11 @@ def main() -> None:
             {
                 "budget_cpu_s": args.budget,
                 "seeds": args.seeds,
-                **summarise(records, training_layouts(records, args.oracle_episodes)),
+                **summarise(
+                    records,
+                    training_layouts(records, args.oracle_episodes),
+                    sft_pool_layouts(args.oracle_episodes),
+                ),
             }
         )
     )

@@ -343,6 +343,34 @@ def test_the_never_seen_split_drops_every_map_some_run_trained_on_and_prints_ove
     assert equal_cpu.layout(5_000_000) in equal_cpu.sft_pool_layouts(1)  # a map is its layout: the pool's first
 
 
+def test_the_held_out_seeds_are_counted_by_where_their_maps_fall_and_the_counts_add_up(capsys):
+    seeds = list(range(60))
+    layouts = [equal_cpu.layout(seed) for seed in seeds]
+    sft_pool = equal_cpu.sft_pool_layouts(50)
+    rl_maps = {layouts[s] for s in (1, 2, 3) if layouts[s] not in sft_pool}  # an MS-GRPO run played three of them
+    assert rl_maps and all(found not in sft_pool for found in rl_maps)
+    excluded = sft_pool | rl_maps
+    by_hand = {
+        "evaluation_seeds": 60,
+        "maps": len(set(layouts)),
+        "on_the_most_drawn_map": max(layouts.count(found) for found in layouts),
+        "sft_pool_maps": len(sft_pool),
+        "rl_only_maps": len(rl_maps),
+        "on_sft_pool_maps": sum(found in sft_pool for found in layouts),
+        "on_rl_only_maps": sum(found in rl_maps for found in layouts),
+        "never_seen": sum(found not in excluded for found in layouts),
+    }
+    assert equal_cpu.map_overlap(set(seeds), sft_pool, excluded) == by_hand
+    assert by_hand["on_sft_pool_maps"] + by_hand["on_rl_only_maps"] + by_hand["never_seen"] == 60
+    assert by_hand["maps"] < 60 and by_hand["on_the_most_drawn_map"] > 1  # random 4x4 maps repeat
+    records = [{"seed": 0, "arm": "sft", "cpu": {"sft": 1.0}, "solved": {"t0": {str(s): True for s in seeds}}}]
+    headline = equal_cpu.summarise(records, excluded, sft_pool)
+    assert headline["map_overlap"] == by_hand
+    assert headline["never_seen"]["arms"]["sft"]["t0"]["episodes"] == {0: by_hand["never_seen"]}
+    printed = capsys.readouterr().out
+    assert f"{by_hand['on_sft_pool_maps']} on one of the {len(sft_pool)} maps of the SFT transcripts" in printed
+
+
 def test_an_rl_run_trained_on_the_maps_of_its_update_seeds():
     from training.engines import independent_groups
     from training.sources import GAME_SEEDS

@@ -1,4 +1,11 @@
-"""Potential-based shaping on Frozen Lake: the hand-computed terms, the telescoping sum, the same optimal policy."""
+"""Potential-based shaping on Frozen Lake: the hand-computed terms, the telescoping sum, the same optimal policy.
+
+Mutations of ``games/frozen_lake.py`` / ``games/frozen_lake_rules.py`` that these tests were seen to
+fail (each on its own, 2026-12-05): the sign of F flipped (``reward -= ...``); gamma on Phi(s)
+instead of Phi(s') (``Phi(s') - gamma Phi(s)``); s and s' swapped (``gamma Phi(s) - Phi(s')``);
+``shaping_gamma`` ignored (gamma = 1); a hole's Phi not 0 (only the goal's), and no terminal Phi
+0 at all; the distance off by one (``distance + 1``); shaping applied when the option is off.
+"""
 
 import itertools
 
@@ -70,6 +77,16 @@ def test_the_optimal_policy_is_unchanged():
     best_shaped = {seq for seq, value in shaped.items() if value == max(shaped.values())}
     assert best == best_shaped and all(len(seq) <= 6 for seq in best) and len(best) > 1
     assert all(shaped[seq] == pytest.approx(plain[seq] + 4.0) for seq in best)  # + Phi(goal) - Phi(S)
+
+
+def test_without_shaping_a_move_earns_the_goals_1_and_nothing_else_as_before():
+    """Off (the default, or ``shaping: none`` named): the reward of every move is 1 on the goal, else 0."""
+    for seed, actions in enumerate(itertools.product(["left", "down", "right", "up"], repeat=4)):
+        random_map = {"map_name": "random", "desc": None, "size": 4, "max_steps": 4}
+        default, positions, game = play(actions, seed, **random_map)
+        named, _, _ = play(actions, seed, shaping="none", **random_map)
+        on_goal = [float(rules.tile(game.state.desc, position) == "G") for position in positions[1:]]
+        assert default == named == on_goal, (seed, actions)
 
 
 def test_gamma_without_shaping_is_refused():

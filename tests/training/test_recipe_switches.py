@@ -1,4 +1,10 @@
-"""The switches a recipe needs (issue 40): every decision of a rollout trainable, pi_old from the first pass."""
+"""The switches a recipe needs (issue 40): every decision of a rollout trainable, pi_old from the first pass.
+
+Mutations these tests were seen to fail (each on its own, 2026-12-05): the trainer passing no count
+for ``samples_per_update: all`` (a draw of as many as there are decisions, with repeats, instead of
+each once); ``every_item`` leaving out the steps whose advantage is 0; one epoch fewer than
+``optim.epochs``; an epoch's last optimizer step dropped.
+"""
 
 import numpy as np
 import pytest
@@ -40,6 +46,28 @@ def test_samples_per_update_all_trains_every_decision_of_the_rollout_once(unit):
     assert drawn.stats.drawn == drawn.stats.distinct == drawn.stats.items
     capped, _ = draw_steps(credit, "aaw", np.random.default_rng(0), unit=unit, count=4)
     assert len({(s.episode_id, s.step_index) for s in capped}) < 10  # a draw of 4 leaves decisions out
+
+
+@pytest.mark.parametrize("unit", ["episode", "step"])
+def test_samples_per_update_all_keeps_the_decisions_whose_advantage_is_zero(unit):
+    from training.credit import assign_credit
+    from tsmg.episode import Episode, StepRecord
+
+    def episode(name, group, reward, steps):
+        records = [StepRecord(index=i, round=i, agent="p", observation="", reward=reward if i == steps - 1 else 0.0,
+                              state_key=f"s{i}") for i in range(steps)]  # fmt: skip
+        return Episode(episode_id=name, game_id="g", group_id=group, agents=["p"], policies={"p": "m"},
+                       steps=records, returns={"p": reward})  # fmt: skip
+
+    # Group "h" returned 0 twice: no signal, every one of its 5 decisions has A = 0.
+    credit = assign_credit("ms-grpo", [episode("a", "g", 1.0, 2), episode("b", "g", 0.0, 3),
+                                       episode("c", "h", 0.0, 2), episode("d", "h", 0.0, 3)])  # fmt: skip
+    assert sum(s.advantage == 0.0 for s in credit.steps()) == 5
+    steps, drawn = draw_steps(credit, "aaw", np.random.default_rng(0), unit=unit, count="all")
+    assert [(s.episode_id, s.step_index) for s in steps] == [(s.episode_id, s.step_index) for s in credit.steps()]
+    assert sum(s.advantage == 0.0 for s in steps) == 5 and drawn.stats.distinct == drawn.stats.items
+    aaw, _ = draw_steps(credit, "aaw", np.random.default_rng(0), unit=unit)
+    assert all(s.advantage != 0.0 for s in aaw)  # a draw by |A| never takes them: 'all' is not a draw
 
 
 def test_samples_per_update_all_is_a_config_value_and_refuses_the_importance_correction(model_dir, tmp_path):  # noqa: F811
@@ -133,4 +161,5 @@ def test_a_run_with_samples_per_update_all_trains_on_every_decision_it_played(mo
     )
     [row] = [row for row in train(config).metrics if "sampler/samples" in row]
     assert row["sampler/samples"] == row["sampler/items"] == row["sampler/drawn"] > 16  # every decision of 16 episodes
+    assert row["sampler/distinct"] == row["sampler/items"]  # each once: not as many draws as decisions, with repeats
     assert row["optim/steps"] == 2 * -(-row["sampler/samples"] // 8)  # two epochs of one micro-batch per step
