@@ -26,14 +26,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tsmg.apps.cli_parser import config_default, document_default, examples
-from tsmg.assignments import assign_config_field
-from tsmg.run_folder import CONFIG_FILE
+from tsmg.apps.config_layers import FieldFlag, add_field_flags, layered_data, validated
 
 #: Flags that set one configuration field each: (flag, section, field, type, help).
-_FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
+_FIELD_FLAGS: tuple[FieldFlag, ...] = (
     ("--game", "rollout", "game_id", str, "registered game id, e.g. FrozenLake-v0"),
     ("--group-size", "rollout", "group_size", int, "episodes per group (G), all from one seed"),
     ("--groups", "rollout", "groups_per_update", int, "groups (distinct seeds) per update"),
@@ -118,12 +115,7 @@ def add_commands(commands: Any) -> None:
         lambda: _config_default("run.out_dir"),
     )
     train.add_argument("--resume", action="store_true", help="continue from the run folder's last checkpoint")
-    for flag, section, name, kind, text in _FIELD_FLAGS:
-        metavar = {"--game": "ID", "--model": "SPEC"}.get(flag)
-        document_default(
-            train.add_argument(flag, type=kind, metavar=metavar, help=text),
-            partial(_config_default, f"{section}.{name}"),
-        )
+    add_field_flags(train, _FIELD_FLAGS, _train_config, metavars={"--game": "ID", "--model": "SPEC"})
     train.add_argument(
         "--self-play", action="store_true", help="one model plays and trains every seat of a multi-agent game"
     )
@@ -168,10 +160,14 @@ def add_commands(commands: Any) -> None:
     add_sft_command(commands)
 
 
-def _config_default(path: str) -> object:
+def _train_config() -> type:
     from training.config import TrainConfig
 
-    return config_default(TrainConfig, path)
+    return TrainConfig
+
+
+def _config_default(path: str) -> object:
+    return config_default(_train_config(), path)
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -183,48 +179,22 @@ def config_from_args(args: argparse.Namespace) -> Any:
     data = _config_data(args)
     if "rollout" not in data or "model" not in data:
         raise ValueError("name the game and the model (--game G --model M) or give --config FILE.yaml")
-    return _validated(data)
-
-
-def _validated(data: dict[str, Any]) -> Any:
-    from pydantic import ValidationError
-
-    from training.config import TrainConfig
-    from tsmg.assignments import validation_problems
-
-    try:
-        return TrainConfig.model_validate(data)
-    except ValidationError as error:
-        raise ValueError(f"invalid training configuration: {validation_problems(error)}") from None
+    return validated(_train_config(), data, "training configuration")
 
 
 def _config_data(args: argparse.Namespace) -> dict[str, Any]:
     """The configuration's layers merged (file, flags, ``--set``), not yet validated."""
-    data: dict[str, Any] = {}
-    source = args.config
-    if source is None and args.resume and args.out is not None and (args.out / CONFIG_FILE).is_file():
-        source = args.out / CONFIG_FILE
-    if source is not None:
-        loaded = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{source}: a training config is a YAML mapping of sections")
-        data = loaded
-    for flag, section, name, _, _ in _FIELD_FLAGS:
-        value = getattr(args, flag.lstrip("-").replace("-", "_"))
-        if value is not None:
-            data.setdefault(section, {})[name] = value
-    lap_flags = {"action_format": args.action_format, "temperature": args.temperature, "max_tokens": args.max_tokens}
-    for name, value in lap_flags.items():
-        if value is not None:
-            lap = data.setdefault("rollout", {}).setdefault("lap", {})
-            lap[name] = {"kind": value} if name == "action_format" else value
-    if args.self_play:
-        data.setdefault("rollout", {})["self_play"] = True
-    if args.out is not None:
-        data.setdefault("run", {})["out_dir"] = str(args.out)
-    for assignment in args.set:
-        assign_config_field(data, assignment)
-    return data
+
+    def own_flags(data: dict[str, Any]) -> None:
+        lap_flags = {"action_format": args.action_format, "temperature": args.temperature}
+        for name, value in {**lap_flags, "max_tokens": args.max_tokens}.items():
+            if value is not None:
+                lap = data.setdefault("rollout", {}).setdefault("lap", {})
+                lap[name] = {"kind": value} if name == "action_format" else value
+        if args.self_play:
+            data.setdefault("rollout", {})["self_play"] = True
+
+    return layered_data(args, _FIELD_FLAGS, "a training config", own_flags)
 
 
 #: The required fields, and the example value ``--print-config`` shows where the flags leave one unset.
@@ -251,7 +221,7 @@ def print_config(args: argparse.Namespace) -> int:
         if name not in data.get(section, {}):
             data.setdefault(section, {})[name] = example
             notes[f"{section}.{name}"] = f"(Required; {example} is an example: set your own.)"
-    config = _validated(data)
+    config = validated(_train_config(), data, "training configuration")
     header = (
         "# tsmg training configuration: every key with its value and what it does (tsmg train --print-config).\n"
         "# Train with it: tsmg train --config THIS_FILE.yaml\n"

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tsmg.apps.cli_parser import document_default, examples
+from tsmg.apps.config_layers import FieldFlag, add_field_flags, layered_data, validated
 
 #: Flags that set one configuration field each: (flag, section, field, type, help).
-_FIELD_FLAGS: tuple[tuple[str, str, str, type, str], ...] = (
+_FIELD_FLAGS: tuple[FieldFlag, ...] = (
     ("--model", "model", "spec", str, "model spec: smollm2 or hf:PATH"),
     ("--finetune", "model", "finetune", str, "lora or full"),
     ("--dtype", "model", "dtype", str, "auto, float32, bfloat16 or float16"),
@@ -81,11 +79,7 @@ def add_sft_command(commands: Any) -> None:
         lambda: _config_default("run.out_dir"),
     )
     sft.add_argument("--resume", action="store_true", help="continue from the run folder's last checkpoint")
-    for flag, section, name, kind, text in _FIELD_FLAGS:
-        document_default(
-            sft.add_argument(flag, type=kind, metavar="SPEC" if flag == "--model" else None, help=text),
-            partial(_config_default, f"{section}.{name}"),
-        )
+    add_field_flags(sft, _FIELD_FLAGS, _sft_config, metavars={"--model": "SPEC"})
     document_default(
         sft.add_argument("--action-format", choices=["tag", "regex", "choice", "raw"], help="the LAP's action format"),
         lambda: _config_default("lap.action_format.kind"),
@@ -101,11 +95,16 @@ def add_sft_command(commands: Any) -> None:
     sft.set_defaults(handler=cmd_sft)
 
 
-def _config_default(path: str) -> object:
+def _sft_config() -> type:
     from training.sft import SFTConfig
+
+    return SFTConfig
+
+
+def _config_default(path: str) -> object:
     from tsmg.apps.cli_parser import config_default
 
-    return config_default(SFTConfig, path)
+    return config_default(_sft_config(), path)
 
 
 def sft_config_from_args(args: argparse.Namespace) -> Any:
@@ -114,44 +113,17 @@ def sft_config_from_args(args: argparse.Namespace) -> Any:
     Raises:
         ValueError: A bad flag value or an invalid configuration.
     """
-    from pydantic import ValidationError
 
-    from training.sft import SFTConfig
-    from tsmg.assignments import assign_config_field, validation_problems
-    from tsmg.run_folder import CONFIG_FILE
+    def own_flags(data: dict[str, Any]) -> None:
+        if args.episodes:
+            data.setdefault("data", {})["episodes"] = [str(path) for path in args.episodes]
+        if args.action_format is not None:
+            data.setdefault("lap", {})["action_format"] = {"kind": args.action_format}
 
-    data: dict[str, Any] = {}
-    source = args.config
-    if source is None and args.resume and args.out is not None and (args.out / CONFIG_FILE).is_file():
-        source = args.out / CONFIG_FILE
-    if source is not None:
-        loaded = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{source}: an SFT config is a YAML mapping of sections")
-        data = loaded
-    for flag, section, name, _, _ in _FIELD_FLAGS:
-        value = getattr(args, flag.lstrip("-").replace("-", "_"))
-        if value is not None:
-            data.setdefault(section, {})[name] = value
-    if args.episodes:
-        data.setdefault("data", {})["episodes"] = [str(path) for path in args.episodes]
-    if args.action_format is not None:
-        data.setdefault("lap", {})["action_format"] = {"kind": args.action_format}
-    if args.out is not None:
-        data.setdefault("run", {})["out_dir"] = str(args.out)
-    for assignment in args.set:
-        try:
-            assign_config_field(data, assignment)
-        except yaml.YAMLError as error:
-            raise ValueError(
-                f"--set {assignment!r}: the value is not YAML ({error.__class__.__name__}); quote it"
-            ) from None
+    data = layered_data(args, _FIELD_FLAGS, "an SFT config", own_flags)
     if "data" not in data or "model" not in data:
         raise ValueError("name the transcripts and the model (--episodes FILE --model M) or give --config FILE.yaml")
-    try:
-        return SFTConfig.model_validate(data)
-    except ValidationError as error:
-        raise ValueError(f"invalid SFT configuration: {validation_problems(error)}") from None
+    return validated(_sft_config(), data, "SFT configuration")
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
