@@ -130,6 +130,12 @@ def _refusal(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"detail": reason}, status_code=status)
 
 
+def _http_refusal(error: StarletteHTTPException) -> JSONResponse:
+    """Starlette's own refusal (an unknown path, a wrong method) as ours: its status and headers, a sentence."""
+    detail = error.detail if isinstance(error.detail, str) else "the request was refused"
+    return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
+
+
 async def _json_object(request: Request, *, empty_ok: bool) -> dict[str, Any]:
     """The request body as a JSON object, or a 400 that says what is wrong with it (:mod:`tsmg.apps.serve.wire`)."""
     raw = await request.body()
@@ -278,8 +284,7 @@ def _add_error_handlers(app: FastAPI) -> None:
             return _refusal(
                 404, f"{request.url.path[:80]} is not offered: a tsmg game has no task list (play it: /reset, /ws)"
             )
-        detail = error.detail if isinstance(error.detail, str) else "the request was refused"
-        return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
+        return _http_refusal(error)
 
 
 def game_info(game_id: str, options: Mapping[str, Any], settings: ServeSettings) -> GameInfo:
@@ -391,8 +396,7 @@ def build_app(
     async def not_served(request: Request, error: StarletteHTTPException) -> JSONResponse:
         if error.status_code == 404:
             return _refusal(404, f"no game is served at {request.url.path[:80]}; this server serves {served}")
-        detail = error.detail if isinstance(error.detail, str) else "the request was refused"
-        return JSONResponse({"detail": detail}, status_code=error.status_code, headers=error.headers)
+        return _http_refusal(error)
 
     for game_id, game in games.items():
         app.mount(f"/{game_id}", game)
