@@ -388,6 +388,27 @@ class _Tally:
     forfeited: tuple[AgentID, ...] = ()
 
 
+class _GameCode:
+    """A block of the referee's calls into a game's own hooks (``with _GameCode(game, "_read") as call:``).
+
+    An exception the game's code raises leaves the block as a :class:`GameCodeError` naming the hook in
+    progress, ``call.hook``, which a block calling several hooks sets before each; a GameCodeError
+    already raised (a nested game's) passes as it is. The one home of that rule for every referee call.
+    """
+
+    __slots__ = ("game", "hook")
+
+    def __init__(self, game: RefereedGame[Any], hook: str) -> None:
+        self.game, self.hook = game, hook
+
+    def __enter__(self) -> _GameCode:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: Any) -> None:
+        if isinstance(error, Exception) and not isinstance(error, GameCodeError):
+            raise self.game._game_failure(self.hook, error) from error
+
+
 class RefereedGame(Game, Generic[MoveT]):
     """A :class:`Game` whose answers go through the shared referee.
 
@@ -507,10 +528,8 @@ class RefereedGame(Game, Generic[MoveT]):
         tally = self._require_tally()
         if tally.over:
             return ()
-        try:
+        with _GameCode(self, "_to_move"):
             return self._to_move()
-        except Exception as error:
-            raise self._game_failure("_to_move", error) from error
 
     @property
     def rounds(self) -> int:
@@ -591,15 +610,14 @@ class RefereedGame(Game, Generic[MoveT]):
         infos: dict[AgentID, dict[str, Any]] = {agent: {} for agent in agents}
         moves: dict[AgentID, MoveT] = {}
         forfeits: list[AgentID] = []
-        call = "_read"  # the hook in progress, named by a GameCodeError if the game's code raises
-        try:
+        with _GameCode(self, "_read") as call:  # call.hook: the hook in progress
             for agent in active:
                 answer = actions[agent]
                 move = answer if isinstance(answer, Invalid) else self.parse(agent, answer)
                 if not isinstance(move, Invalid):
                     tally.invalid_streak[agent] = 0
                     moves[agent] = move
-                    call = "_move_text"
+                    call.hook = "_move_text"
                     infos[agent] = {"valid": True, "reason": None, "action": self._move_text(agent, move)}
                     continue
                 tally.invalid_streak[agent] += 1
@@ -610,25 +628,21 @@ class RefereedGame(Game, Generic[MoveT]):
                     forfeits.append(agent)
                     infos[agent]["forfeit"] = True
                 elif config.on_invalid == "default_action":
-                    call = "_fallback_move"
+                    call.hook = "_fallback_move"
                     moves[agent] = self._fallback_move(agent)
-                    call = "_move_text"
+                    call.hook = "_move_text"
                     infos[agent]["action"] = self._move_text(agent, moves[agent])
             if forfeits:
-                call = "_forfeit_rewards"
+                call.hook = "_forfeit_rewards"
                 tally.forfeited = tuple(forfeits)
                 for agent in forfeits:
                     for other, reward in self._forfeit_rewards(agent).items():
                         rewards[other] += float(reward)
             else:
-                call = "_advance"
+                call.hook = "_advance"
                 for agent, reward in self._advance(moves, infos).items():
                     if agent in rewards:
                         rewards[agent] += float(reward)
-        except GameCodeError:
-            raise
-        except Exception as error:
-            raise self._game_failure(call, error) from error
         tally.rounds += 1
         for agent, reward in rewards.items():
             tally.returns[agent] += reward
@@ -645,26 +659,17 @@ class RefereedGame(Game, Generic[MoveT]):
             return Invalid(f"unknown agent {agent!r}; agents are {list(self.agents)}")
         if not isinstance(text, str):
             return Invalid(f"expected text, got {type(text).__name__}")
-        try:
+        with _GameCode(self, "_read"):  # a parser that raises is a bug of the game, never the answer's fault
             return self._read(agent, text)
-        except GameCodeError:
-            raise
-        except Exception as error:  # a parser that raises is a bug of the game, never the answer's fault
-            raise self._game_failure("_read", error) from error
 
     def legal_actions(self, agent: AgentID) -> list[str] | None:
         """Canonical texts of ``agent``'s legal moves now (empty when it is not its turn)."""
         if agent not in self.active_agents:
             return []
-        call = "_legal_moves"
-        try:
+        with _GameCode(self, "_legal_moves") as call:
             moves = self._legal_moves(agent)
-            call = "_move_text"
+            call.hook = "_move_text"
             return None if moves is None else [self._move_text(agent, move) for move in moves]
-        except GameCodeError:
-            raise
-        except Exception as error:
-            raise self._game_failure(call, error) from error
 
     def is_success(self, agent: AgentID) -> bool | None:
         """The world's verdict; False for an agent that forfeited."""
@@ -672,26 +677,17 @@ class RefereedGame(Game, Generic[MoveT]):
             return None
         if agent in self._tally.forfeited:
             return False
-        try:
+        with _GameCode(self, "_success"):
             return self._success(agent)
-        except GameCodeError:
-            raise
-        except Exception as error:
-            raise self._game_failure("_success", error) from error
 
     def oracle_action(self, agent: AgentID) -> str | None:
         """The oracle's move text for ``agent`` now (None when it is not its turn, or without oracle)."""
         if agent not in self.active_agents:
             return None
-        call = "_oracle_move"
-        try:
+        with _GameCode(self, "_oracle_move") as call:
             move = self._oracle_move(agent)
-            call = "_move_text"
+            call.hook = "_move_text"
             return None if move is None else self._move_text(agent, move)
-        except GameCodeError:
-            raise
-        except Exception as error:
-            raise self._game_failure(call, error) from error
 
     def __repr__(self) -> str:
         """Show the id and the options that differ from the defaults."""
@@ -728,17 +724,12 @@ class RefereedGame(Game, Generic[MoveT]):
         Raises:
             GameCodeError: One of those calls into game code raised (named as the author wrote it).
         """
-        call = "_world_endings"
-        try:
+        with _GameCode(self, "_world_endings") as call:
             self._judge_endings(tally)
-            call = "_refresh"
+            call.hook = "_refresh"
             self._refresh()
-            call = "observe"
+            call.hook = "observe"
             return {agent: self.observe(agent) for agent in self.agents}
-        except GameCodeError:
-            raise
-        except Exception as error:
-            raise self._game_failure(call, error) from error
 
     def _forked_tally(self) -> _Tally:
         """A copy of the episode's tally that a fork can change without touching this game's.
