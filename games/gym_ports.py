@@ -22,7 +22,6 @@ from pydantic import Field
 
 from games import tictactoe_rules as ttt
 from games.tictactoe import read_cell
-from tsmg.adapters.common import build_config
 from tsmg.adapters.gymnasium import GymnasiumGame
 from tsmg.adapters.pettingzoo import PettingZooGame
 from tsmg.core import AgentID, GameConfig, Invalid
@@ -272,7 +271,7 @@ class Blackjack(GymnasiumGame):
 
     def __init__(self, config: BlackjackConfig | None = None, **options: Any) -> None:
         """Build the env with the ``natural`` and ``sab`` rules of the config."""
-        checked = build_config(BlackjackConfig, config, options)
+        checked = BlackjackConfig.from_options(config, options)
         env = BlackjackEnv(natural=checked.natural, sab=checked.sab)
         super().__init__(
             env,

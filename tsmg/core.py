@@ -40,6 +40,7 @@ AgentID = str
 StateT = TypeVar("StateT")
 ActionT = TypeVar("ActionT")
 MoveT = TypeVar("MoveT")
+ConfigT = TypeVar("ConfigT", bound="GameConfig")
 
 InvalidMode = Literal["default_action", "penalize", "terminate"]
 #: How :meth:`Game.fork` copies an episode in progress (see :attr:`Game.fork_mode`).
@@ -167,6 +168,30 @@ class GameConfig(BaseModel):
             "(terminated) and the seat scores the game's forfeit reward and no success. None: never."
         ),
     )
+
+    @classmethod
+    def from_options(cls: type[ConfigT], config: GameConfig | None, options: Mapping[str, Any]) -> ConfigT:
+        """The configuration a game is built with: ``config`` (or the defaults) with ``options`` laid over it.
+
+        The one option-merging rule of every game, own and adapted: the whole is validated again, so an
+        unknown name or a bad value fails as it would in ``cls(**options)``.
+
+        Raises:
+            pydantic.ValidationError: An option is unknown or has a bad value (the registry turns it into a
+                :class:`~tsmg.registry.GameOptionsError` that names the valid options).
+            TypeError: ``config`` is not a ``cls``.
+
+        Example:
+            >>> GameConfig.from_options(GameConfig(max_steps=5), {"on_invalid": "terminate"}).max_steps
+            5
+        """
+        if config is None:
+            return cls(**options)
+        if options:
+            config = cls.model_validate({**config.model_dump(), **options})
+        if not isinstance(config, cls):
+            raise TypeError(f"expected a {cls.__name__}, got {type(config).__name__}")
+        return config
 
 
 def check_answers(active: Sequence[AgentID], actions: Mapping[AgentID, object]) -> None:
@@ -790,14 +815,7 @@ class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
 
     def __init__(self, config: GameConfig | None = None, **options: Any) -> None:
         """Build the game from a config object or from keyword options (validated)."""
-        if config is None:
-            config = self.Config(**options)
-        elif options:
-            config = config.model_copy(update=options)
-            config = self.Config.model_validate(config.model_dump())
-        if not isinstance(config, self.Config):
-            raise TypeError(f"{type(self).__name__} expects a {self.Config.__name__}, got {type(config).__name__}")
-        self.config = config
+        self.config = self.Config.from_options(config, options)
         self._rng: np.random.Generator | None = None
         self._seed: int | None = None
         self._state: StateT | None = None

@@ -17,13 +17,13 @@ import string
 import sys
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from tsmg.answers import MoveNames, quote
-from tsmg.core import AgentID, Game, GameConfig, Invalid
+from tsmg.core import AgentID, Game, Invalid
 from tsmg.registry import make
 
 #: Characters of the exported Text spaces: printable ASCII (with newline and tab, which every
@@ -40,7 +40,6 @@ ACTION_MAX_LENGTH = 256
 #: read thousands of numbers (PettingZoo's chess observation has 7,104), so they ask for ``render=``.
 MAX_DESCRIBED_ENTRIES = 256
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-ConfigT = TypeVar("ConfigT", bound=GameConfig)
 
 
 # ------------------------------------------------------------------------------ text spaces
@@ -121,24 +120,6 @@ def check_render_mode(render_mode: str | None) -> None:
     """Refuse a render mode other than None and ``"ansi"`` (all that text envs offer)."""
     if render_mode not in (None, "ansi"):
         raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-
-
-# ------------------------------------------------------------------------------ options
-def build_config(config_cls: type[ConfigT], config: GameConfig | None, options: Mapping[str, Any]) -> ConfigT:
-    """Validate game options the way :class:`~tsmg.core.RulesGame` does (unknown names rejected).
-
-    Raises:
-        pydantic.ValidationError: An option is unknown or has a bad value (the registry turns
-            it into a :class:`~tsmg.registry.GameOptionsError` that names the valid options).
-        TypeError: ``config`` is not a ``config_cls``.
-    """
-    if config is None:
-        return config_cls(**options)
-    if options:
-        config = config_cls.model_validate({**config.model_dump(), **options})
-    if not isinstance(config, config_cls):
-        raise TypeError(f"expected a {config_cls.__name__}, got {type(config).__name__}")
-    return config
 
 
 # ------------------------------------------------------------------------------ observations as text

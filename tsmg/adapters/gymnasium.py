@@ -123,7 +123,7 @@ class GymnasiumGame(RefereedGame[Any]):
         **options: Any,
     ) -> None:
         """Wrap the env; see the class docstring for the arguments."""
-        self.config = common.build_config(self.Config, config, options)
+        self.config = self.Config.from_options(config, options)
         if isinstance(env_or_id, str):
             env = gymnasium.make(env_or_id, **dict(make_kwargs or {}))
         elif isinstance(env_or_id, gymnasium.Env):

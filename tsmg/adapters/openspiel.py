@@ -294,9 +294,7 @@ class OpenSpielGame(RefereedGame[int]):
 
     def __init__(self, config: OpenSpielConfig | None = None, **options: Any) -> None:
         """Load the OpenSpiel game; see the class docstring."""
-        from tsmg.adapters import common
-
-        self.config = common.build_config(OpenSpielConfig, config, options)
+        self.config = OpenSpielConfig.from_options(config, options)
         self.pyspiel_game: Any = load(self.config.game)
         game_type = self.pyspiel_game.get_type()
         self.game_type: Any = game_type

@@ -380,10 +380,9 @@ class OpenSpielVsBot(RefereedGame[int]):
 
     def __init__(self, config: OpenSpielConfig | None = None, **options: Any) -> None:
         """Build the two-seat game and the bot; see the class docstring."""
-        from tsmg.adapters import common
         from tsmg.registry import GameOptionsError
 
-        self.config = common.build_config(OpenSpielConfig, config, options)
+        self.config = OpenSpielConfig.from_options(config, options)
         # The two-seat game the learner and the bot play: no step limit of its own (the learner's
         # moves are counted here) and every answer it receives is already a legal move.
         self.inner = OpenSpielGame(self.config.model_copy(update={"vs": None, "max_steps": None}))

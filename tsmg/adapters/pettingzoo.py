@@ -138,7 +138,7 @@ class PettingZooGame(RefereedGame[Any]):
         **options: Any,
     ) -> None:
         """Wrap the env; see the class docstring for the arguments."""
-        self.config = common.build_config(self.Config, config, options)
+        self.config = self.Config.from_options(config, options)
         env: Any = env_or_factory() if callable(env_or_factory) and not _is_env(env_or_factory) else env_or_factory
         if not _is_env(env):
             raise TypeError(f"expected a PettingZoo AECEnv or ParallelEnv (or a factory), got {type(env).__name__}")

@@ -305,9 +305,7 @@ class TextArenaGame(RefereedGame[str]):
 
     def __init__(self, config: TextArenaConfig | None = None, **options: Any) -> None:
         """Check that the environment starts; see the class docstring."""
-        from tsmg.adapters import common
-
-        self.config = common.build_config(TextArenaConfig, config, options)
+        self.config = TextArenaConfig.from_options(config, options)
         self._entry, self._kwargs = _env_factory(self.config.env)
         self.open_text = self.config.env.removesuffix("-train").removesuffix("-raw") not in LISTED_MOVES
         self._agents = tuple(f"player_{index}" for index in range(self.config.num_players))
