@@ -27,19 +27,23 @@ Over the seeds, each arm against MS-GRPO: the per-seed difference in held-out po
 exact McNemar test on the test seeds, and the paired t test over the training seeds with its 95 %
 interval (:mod:`seed_stats`; test seeds are never pooled over training seeds).
 
-GiGPO differs from MS-GRPO only where a state recurs within a group: on the service games the
-8 episodes of a group share their opening (one anchor group at step 0, whose advantage is the
-episode's own) and rarely meet again, so its figures sit at or next to MS-GRPO's.
+GiGPO differs from MS-GRPO only where a state recurs within a group. The service games are
+deterministic once seeded and a state's key is its observation, so the 8 episodes of a group meet
+again exactly where they opened with the same calls in the same order (asking for the email and
+then the address is another state than the other order): on ServiceAddress-v0 its credit differs
+from MS-GRPO's on every seed.
 
 Runs are appended to ``OUT/runs.jsonl`` as they finish (a record names its updates, groups and
 test episodes: a run of another budget is run again), and each run checkpoints every update: a
 killed bench started again with the same ``--out`` skips finished runs and resumes the others.
 One process, runs one after another (the machine is shared). Ends with one line holding a JSON object.
 
-The table of docs/tool-games.md (records in bench/results/iapo/)::
+The table of docs/tool-games.md: its records are in bench/results/iapo/runs.jsonl, so the command
+below with ``--out bench/results/iapo`` prints it from them in seconds; with a fresh ``--out`` it
+runs all 15 (66 min here)::
 
-    nice -n 10 python bench/iapo_comparison.py --seeds 5 --updates 30 --groups 2 --test-episodes 64 \
-        --arms ms-grpo gigpo iapo-exact --out runs/iapo
+    nice -n 10 python bench/iapo_comparison.py --games ServiceAddress-v0 --seeds 5 --updates 30 --groups 2 \
+        --test-episodes 64 --arms ms-grpo gigpo iapo-exact --out runs/iapo
 """
 
 from __future__ import annotations
@@ -277,7 +281,7 @@ def start_outcomes(out: Path, game: str, seed: int, model: str, episodes: int) -
 def main(argv: list[str] | None = None) -> int:
     """Run the missing (game, arm, seed) runs into ``--out``, then print the table and one JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--games", nargs="+", default=["ServiceRefund-Easy-v0"])
+    parser.add_argument("--games", nargs="+", default=["ServiceAddress-v0"])
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--updates", type=int, default=6)
@@ -359,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             share, flat = row["lookup_share"], row["lookup_share_ms_grpo"]
             print(
                 f"  {arm:11s} {start['mean']:.3f} -> {test['mean']:.3f} ({test['sd']:.3f})  "
-                f"{row['rollout_success']['mean']:.3f}  {share['mean']}  ({flat['mean']})"
+                f"{row['rollout_success']['mean']:.3f}  {share['mean']:.3f}  ({flat['mean']:.3f})"
             )
             if "against_ms_grpo" in row:
                 print(f"    against ms-grpo: {describe(row['against_ms_grpo'])}")
