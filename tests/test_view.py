@@ -263,10 +263,10 @@ def test_serve_hands_out_the_report_on_loopback(bad_report):
 
 def _compact_run(tmp_path):
     """An episodes-only run whose model saw only the grid lines (the demo's compact view, for real)."""
-    from training.engines import CompactView
     from tsmg.episode import write_episodes
     from tsmg.lap import LAP
     from tsmg.lm import Completion
+    from tsmg.policies import CompactView
     from tsmg.rollout import rollout
 
     class Right:
@@ -284,7 +284,7 @@ def _compact_run(tmp_path):
 
 def test_a_compact_view_shows_what_the_model_saw_first_and_the_full_state_second(tmp_path):
     """The issue's case: the observation block showed the whole text the model's prompt never held."""
-    from training.engines import compact_observation
+    from tsmg.policies import compact_observation
 
     run, [episode] = _compact_run(tmp_path)
     build_report([run], tmp_path / "view", plots=False)

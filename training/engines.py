@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import copy
 import logging
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,7 +36,10 @@ from training.vllm_sync import (
 from tsmg.episode import Episode, StepRecord
 from tsmg.lap import LAP
 from tsmg.model_spec import parse_model_spec
-from tsmg.policies import Decision, DecisionRequest, Policy
+
+# CompactView and compact_observation live in tsmg.policies (evaluation uses them without torch);
+# older code imports them from here.
+from tsmg.policies import CompactView, Decision, DecisionRequest, Policy, compact_observation  # noqa: F401
 from tsmg.rollout import Brancher, EpisodePlan, plan_episodes, rollout
 
 if TYPE_CHECKING:
@@ -124,47 +126,6 @@ class RolloutEngine(Protocol):
     def sync(self) -> None:
         """Make the engine sample from the trainer's current weights."""
         ...
-
-
-def compact_observation(text: str, pattern: str | None) -> str:
-    r"""The lines of ``text`` that fully match ``pattern`` (all of ``text`` when None or none match).
-
-    Example:
-        >>> compact_observation("Board:\nP_\n_G\nGo.", "[_OPG]+")
-        'P_\n_G'
-    """
-    if pattern is None:
-        return text
-    regex = re.compile(pattern)
-    kept = [line for line in text.splitlines() if regex.fullmatch(line)]
-    return "\n".join(kept) if kept else text
-
-
-class CompactView:
-    """A policy that shows another one only the observation lines matching a pattern (``rollout.observation_lines``).
-
-    Args:
-        policy: The policy that decides (the model's LAP).
-        pattern: The lines kept (None: the whole observation).
-    """
-
-    def __init__(self, policy: Policy, pattern: str | None) -> None:
-        self.policy = policy
-        self.pattern = pattern
-        self.name = policy.name
-
-    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
-        """The wrapped policy's decisions on the compact observations."""
-        if self.pattern is None:
-            return self.policy.act(requests)
-        return self.policy.act([self.shown(request) for request in requests])
-
-    def shown(self, request: DecisionRequest) -> DecisionRequest:
-        """``request`` as the wrapped policy sees it: the compact observation, of its history turns too."""
-        history = [
-            replace(turn, observation=compact_observation(turn.observation, self.pattern)) for turn in request.history
-        ]
-        return replace(request, observation=compact_observation(request.observation, self.pattern), history=history)
 
 
 class _LAPRolloutEngine:

@@ -31,9 +31,9 @@ from backends.base import TrainableModel
 from training.checkpoint import checkpoint_weights, run_checkpoints, weights_saver
 from training.config import TrainConfig
 from training.distributed import World
-from training.engines import CompactView, RolloutBatch, RolloutEngine
+from training.engines import RolloutBatch, RolloutEngine
 from tsmg.episode import Episode
-from tsmg.policies import Policy
+from tsmg.policies import CompactView, Policy
 from tsmg.rollout import Brancher, EpisodePlan
 from tsmg.seeding import derive_seed, seed_generator
 from tsmg.summary import EpisodeSummary, summarize, summarize_seats

@@ -249,7 +249,7 @@ def chat_samples(
     Raises:
         SFTDatasetError: A transcript that cannot be a sample, with where and why.
     """
-    from training.engines import compact_observation
+    from tsmg.policies import compact_observation
     from tsmg.registry import make
 
     layout = answer_template(lap_config.action_format, template)

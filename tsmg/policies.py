@@ -9,8 +9,10 @@ choices do not depend on how episodes happen to be batched, and a group's episod
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tsmg import loading
@@ -230,3 +232,44 @@ def policy_from_spec(
     load_model = _factory(parsed.kind, registration)  # heavy: imported only when a model plays
     model = load_model(spec, **dict(model_options or {}))
     return LAP(model, lap or LAPConfig(), name=spec)
+
+
+def compact_observation(text: str, pattern: str | None) -> str:
+    r"""The lines of ``text`` that fully match ``pattern`` (all of ``text`` when None or none match).
+
+    Example:
+        >>> compact_observation("Board:\nP_\n_G\nGo.", "[_OPG]+")
+        'P_\n_G'
+    """
+    if pattern is None:
+        return text
+    regex = re.compile(pattern)
+    kept = [line for line in text.splitlines() if regex.fullmatch(line)]
+    return "\n".join(kept) if kept else text
+
+
+class CompactView:
+    """A policy that shows another one only the observation lines matching a pattern (``rollout.observation_lines``).
+
+    Args:
+        policy: The policy that decides (the model's LAP).
+        pattern: The lines kept (None: the whole observation).
+    """
+
+    def __init__(self, policy: Policy, pattern: str | None) -> None:
+        self.policy = policy
+        self.pattern = pattern
+        self.name = policy.name
+
+    def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
+        """The wrapped policy's decisions on the compact observations."""
+        if self.pattern is None:
+            return self.policy.act(requests)
+        return self.policy.act([self.shown(request) for request in requests])
+
+    def shown(self, request: DecisionRequest) -> DecisionRequest:
+        """``request`` as the wrapped policy sees it: the compact observation, of its history turns too."""
+        history = [
+            replace(turn, observation=compact_observation(turn.observation, self.pattern)) for turn in request.history
+        ]
+        return replace(request, observation=compact_observation(request.observation, self.pattern), history=history)

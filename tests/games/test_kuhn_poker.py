@@ -170,7 +170,7 @@ def test_the_compact_view_shows_the_seat_the_card_and_the_betting():
 
 @pytest.mark.parametrize("cards", DEALS)
 def test_the_compact_view_is_the_observation_lines_the_bench_kept_at_every_decision(cards):
-    from training.engines import compact_observation
+    from tsmg.policies import compact_observation
 
     for history in rules.DECISION_HISTORIES:
         full, compact = tsmg.make("KuhnPoker-v0"), tsmg.make("KuhnPoker-v0", view="compact")

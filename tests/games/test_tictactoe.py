@@ -167,7 +167,7 @@ def test_the_compact_view_shows_the_board_and_whose_turn_it_is():
 
 
 def test_the_compact_view_is_the_observation_lines_the_bench_kept_at_every_decision():
-    from training.engines import compact_observation
+    from tsmg.policies import compact_observation
 
     rng = np.random.default_rng(0)
     for episode in range(20):

@@ -93,7 +93,7 @@ def trained_policy(
     lap = lap if trained is None else trained.lap(lap)
     policy = policy_from_spec(spec, seed=seed, lap=lap, model_options=model_options)
     if trained is not None and trained.observation_lines is not None:
-        from training.engines import CompactView  # the trainer's own view of observations
+        from tsmg.policies import CompactView  # the trainer's own view of observations
 
         return CompactView(policy, trained.observation_lines)
     return policy
