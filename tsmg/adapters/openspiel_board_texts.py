@@ -301,10 +301,6 @@ def hex_texts(state: pyspiel.State, player: int) -> dict[str, str]:
     for r in range(rows):
         row = " ".join(cells[r * cols : (r + 1) * cols])
         board.append(f"{r + 1:>2} {' ' * r} {row}")
-    moves = [
-        f"{index}. {'Black' if actor == 0 else 'White'} {before.action_to_string(actor, action)}"
-        for index, (before, actor, action) in enumerate(replay(state), 1)
-    ]
     lines = [
         "Board (x = Black, o = White, . = empty; each row is shifted half a cell right of the one above):",
         "\n".join(board),
@@ -314,7 +310,7 @@ def hex_texts(state: pyspiel.State, player: int) -> dict[str, str]:
         "role": f"You play {colour}: {goal}. Black moves first.",
         "rules": rules,
         "state": "\n".join(lines),
-        "history": "Moves so far: " + " ".join(moves) if moves else "No moves yet.",
+        "history": _black_white_history(state),
     }
 
 
@@ -358,16 +354,21 @@ def othello_texts(state: pyspiel.State, player: int) -> dict[str, str]:
         f"Discs: Black {black}, White {white}.",
         _to_move(state, player, {0: "Black", 1: "White"}),
     ]
-    moves = [
-        f"{index}. {'Black' if actor == 0 else 'White'} {before.action_to_string(actor, action)}"
-        for index, (before, actor, action) in enumerate(replay(state), 1)
-    ]
     return {
         "role": f"You play {colour}. Black moves first.",
         "rules": rules,
         "state": "\n".join(lines),
-        "history": "Moves so far: " + " ".join(moves) if moves else "No moves yet.",
+        "history": _black_white_history(state),
     }
+
+
+def _black_white_history(state: pyspiel.State) -> str:
+    """The moves so far, numbered, each after its colour (player 0 Black, player 1 White): ``1. Black c3``."""
+    moves = [
+        f"{index}. {'Black' if actor == 0 else 'White'} {before.action_to_string(actor, action)}"
+        for index, (before, actor, action) in enumerate(replay(state), 1)
+    ]
+    return "Moves so far: " + " ".join(moves) if moves else "No moves yet."
 
 
 # --------------------------------------------------------------------------------- breakthrough
@@ -402,15 +403,11 @@ def breakthrough_texts(state: pyspiel.State, player: int) -> dict[str, str]:
         f"Pieces: Black {pieces.count(' b')}, White {pieces.count(' w')}.",
         _to_move(state, player, {0: "Black", 1: "White"}),
     ]
-    moves = [
-        f"{index}. {'Black' if actor == 0 else 'White'} {before.action_to_string(actor, action)}"
-        for index, (before, actor, action) in enumerate(replay(state), 1)
-    ]
     return {
         "role": f"You play {colour}. Black moves first.",
         "rules": rules,
         "state": "\n".join(lines),
-        "history": "Moves so far: " + " ".join(moves) if moves else "No moves yet.",
+        "history": _black_white_history(state),
     }
 
 
