@@ -30,13 +30,14 @@ OpenSpiel gives them the same information state (:mod:`.openspiel_infostates` ch
 
 from __future__ import annotations
 
-import importlib
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import pyspiel
 
+from tsmg import loading
 from tsmg.lap import MAX_LISTED_ACTIONS
 
 __all__ = ["MAX_LISTED_MOVES", "PARTS", "PART_KEYS", "TextView", "generic_parts", "parts_function", "render"]
@@ -46,6 +47,8 @@ __all__ = ["MAX_LISTED_MOVES", "PARTS", "PART_KEYS", "TextView", "generic_parts"
 TextView = Literal["full", "compact", "raw"]
 #: Decisions with more legal moves than this give their number and an example instead of the list.
 MAX_LISTED_MOVES = MAX_LISTED_ACTIONS
+#: The module of the board games' hand-written texts (chess, go, ...): ``BOARD_TEXTS``, a dict like :data:`PARTS`.
+BOARD_TEXTS_MODULE = "tsmg.adapters.openspiel_board_texts"
 #: The parts of a view, in the order the prompt shows them.
 PART_KEYS = ("role", "rules", "private", "state", "history")
 #: Perfect-information histories longer than this show their last moves only (the state shows the rest).
@@ -59,18 +62,36 @@ def _ordinal(player: int) -> str:
     return ("first", "second", "third", "fourth", "fifth", "sixth")[player] if player < 6 else f"{player + 1}th"
 
 
+class _Replay:
+    """One game's replayed history, extended move by move while the next state continues it."""
+
+    def __init__(self) -> None:
+        self.twin: Any = None
+        self.played: list[tuple[int, int, str]] = []
+
+
+_REPLAYS = threading.local()  # per thread: game string -> _Replay (a game is stepped by one thread at a time)
+
+
 def replay(state: Any) -> list[tuple[int, int, str]]:
     """The history of a sequential ``state`` as ``(player, action, name)``, the name as OpenSpiel wrote it then.
 
     The player of a chance outcome is ``-1``. Names are taken on a replay, before each action is
-    applied (chess's SAN and others depend on the position the move is played in).
+    applied (chess's SAN and others depend on the position the move is played in); the replay is
+    kept per thread and game and extended while the next state continues its history, so a prompt
+    costs the moves since the last one, not the whole game again.
     """
-    twin = state.get_game().new_initial_state()
-    played = []
-    for player, action in ((item.player, item.action) for item in state.full_history()):
-        played.append((player, action, " ".join(str(twin.action_to_string(player, action)).split())))
-        twin.apply_action(action)
-    return played
+    game = state.get_game()
+    cache: dict[str, _Replay] = getattr(_REPLAYS, "by_game", None) or {}
+    _REPLAYS.by_game = cache
+    kept = cache.setdefault(str(game), _Replay())
+    history = [(item.player, item.action) for item in state.full_history()]
+    if kept.twin is None or [(who, action) for who, action, _ in kept.played] != history[: len(kept.played)]:
+        kept.twin, kept.played = game.new_initial_state(), []
+    for player, action in history[len(kept.played) :]:
+        kept.played.append((player, action, " ".join(str(kept.twin.action_to_string(player, action)).split())))
+        kept.twin.apply_action(action)
+    return list(kept.played)
 
 
 def _seat(player: int, me: int) -> str:
@@ -375,10 +396,9 @@ def parts_function(short_name: str) -> PartsFunction | None:
     """The hand-written view of the game ``short_name``: this module's, then ``openspiel_board_texts``'s, or None."""
     if short_name in PARTS:
         return PARTS[short_name]
-    try:
-        board_texts = importlib.import_module("tsmg.adapters.openspiel_board_texts")
-    except ImportError:
+    if loading.find_spec(BOARD_TEXTS_MODULE) is None:  # the board games' texts are another module's, when present
         return None
+    board_texts = loading.import_module(BOARD_TEXTS_MODULE)
     texts: Mapping[str, PartsFunction] = getattr(board_texts, "BOARD_TEXTS", {})
     return texts.get(short_name)
 
