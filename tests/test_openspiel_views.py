@@ -150,7 +150,10 @@ def test_board_texts_plug_in_when_their_module_exists(monkeypatch):
     import sys
     import types
 
+    import importlib.machinery
+
     module = types.ModuleType("tsmg.adapters.openspiel_board_texts")
+    module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
     module.BOARD_TEXTS = {"breakthrough": lambda state, player: {"role": f"You are seat {player} of breakthrough."}}  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "tsmg.adapters.openspiel_board_texts", module)
     game = tsmg.make("openspiel:breakthrough(rows=6,columns=6)")
