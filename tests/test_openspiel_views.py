@@ -147,10 +147,9 @@ def test_the_information_state_is_public():
 
 
 def test_board_texts_plug_in_when_their_module_exists(monkeypatch):
+    import importlib.machinery
     import sys
     import types
-
-    import importlib.machinery
 
     module = types.ModuleType("tsmg.adapters.openspiel_board_texts")
     module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)

@@ -554,9 +554,9 @@ class OpenSpielGame(RefereedGame[int]):
             if self.config.view == "raw":
                 self._texts[agent] = self._render(agent, player, active)
             else:
-                moves = self._moves[agent].canonical if agent in active else None
+                listed = self._moves[agent].canonical if agent in active else None
                 self._texts[agent] = openspiel_views.render(
-                    state, player, self.config.view, moves, self._ending(agent, active)
+                    state, player, self.config.view, listed, self._ending(agent, active)
                 )
 
     # ------------------------------------------------------------------ text
