@@ -107,13 +107,18 @@ EXPECTED_OUTPUT = {
         out == "openspiel-mcts (simulations=100) 10 30 random\n0.0 0.933\n0.536\n"
     ),
     "openspiel:goofspiel(num_cards=4": lambda out: (
-        "You are player_0 (2 players).\nCurrent point card: 4" in out
-        and "Your legal moves: [P0]Bid: 1, [P0]Bid: 2, [P0]Bid: 3, [P0]Bid: 4." in out
+        "You are player_0 (P0 in the state below)" in out
+        and "Current point card: 4" in out
+        and "\n[P0]Bid: 1\n[P0]Bid: 2\n[P0]Bid: 3\n[P0]Bid: 4\n" in out  # the moves once, one per line
         and "expected one of [P1]Bid: 1, [P1]Bid: 2, [P1]Bid: 3, [P1]Bid: 4; got 'bid 4'" in out
         and "OpenSpiel's leduc_poker [card, 2 players]." in out
         and "[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]\n" in out  # MCTS never loses to random play
         and "player_0 | player_1 is played by OpenSpiel's MCTS bot (50 simulations per move)." in out
         and re.search(r"random play against the best response: -0\.(3[6-9]|4\d|5[0-6]) a hand\n$", out) is not None
+    ),
+    'for view in ("raw", "full")': lambda out: (
+        [line for line in out.splitlines() if line.strip()]
+        == _quoted_output(ROOT / "docs" / "openspiel.md", "--- OpenSpiel/kuhn_poker-v0, view=raw")
     ),
     "check_vllm_settings(": lambda out: (
         out.splitlines()[0] == "colocate awake -> ok"

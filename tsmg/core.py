@@ -300,6 +300,16 @@ class Game(ABC):
         """Canonical texts of the actions ``agent`` may play now, or None if not enumerable."""
         return None
 
+    @property
+    def observation_lists_moves(self) -> bool:
+        """Whether the observation lists the legal moves itself, so the LAP's format line does not list them again.
+
+        One place owns the list a model reads: a game whose text lists its moves unambiguously (one
+        per line, say) sets this, and the LAP's format instructions then only say how to answer.
+        The default is False: the format line lists them.
+        """
+        return False
+
     def answer_aliases(self, agent: AgentID) -> Mapping[str, str]:
         """Other names for moves that the game announces in ``agent``'s prompt: alias → canonical text.
 

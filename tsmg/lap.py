@@ -403,7 +403,8 @@ class LAP:
             messages.append({"role": "assistant", "content": self._earlier_answer(turn, tools)})
             if not turn.valid and turn.reason:
                 messages.append({"role": "user", "content": f"That answer was invalid: {turn.reason}."})
-        messages.append({"role": "user", "content": self._user_text(request.observation, request.legal_actions, tools)})
+        last = self._user_text(request.observation, request.legal_actions, tools, _lists_moves(request))
+        messages.append({"role": "user", "content": last})
         return messages
 
     def _game_tools(self, request: DecisionRequest) -> Sequence[ToolSpec] | None:
@@ -452,13 +453,18 @@ class LAP:
         return self._messages(request, history[len(history) - low :]), len(history) - low
 
     def _user_text(
-        self, observation: str, legal_actions: Sequence[str] | None, tools: Sequence[ToolSpec] | None = None
+        self,
+        observation: str,
+        legal_actions: Sequence[str] | None,
+        tools: Sequence[ToolSpec] | None = None,
+        lists_moves: bool = False,
     ) -> str:
+        """The user turn; ``lists_moves``: the observation lists the moves, so the format line does not repeat them."""
         fmt = self.config.action_format
         return self.config.template.user_layout().format(
             observation=observation,
             legal_actions=", ".join(legal_actions or ()),
-            format_instructions=fmt.instructions_for(legal_actions, tools),
+            format_instructions=fmt.instructions_for(None if lists_moves else legal_actions, tools),
         )
 
     def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
@@ -495,7 +501,10 @@ class LAP:
                         {
                             "role": "user",
                             "content": f"That answer was invalid: {action.reason}. "
-                            + fmt.instructions_for(requests[i].legal_actions, self._game_tools(requests[i])),
+                            + fmt.instructions_for(
+                                None if _lists_moves(requests[i]) else requests[i].legal_actions,
+                                self._game_tools(requests[i]),
+                            ),
                         },
                     ]
                     retry.append(i)
@@ -624,6 +633,11 @@ class LAP:
             decision.completion_tokens = (previous.completion_tokens or 0) + completion.completion_tokens
             decision.latency_s += previous.latency_s
         return decision
+
+
+def _lists_moves(request: DecisionRequest) -> bool:
+    """Whether the request's game lists the legal moves in its observation (the format line then does not)."""
+    return bool(getattr(request.game, "observation_lists_moves", False))
 
 
 def _answer_text(completion: Completion) -> str:

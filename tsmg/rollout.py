@@ -757,7 +757,7 @@ def _start_episode(
     record = Episode(
         episode_id=plan.episode_id,
         game_id=game.game_id,
-        game_options=dict(options),
+        game_options=_recorded_options(game, options),
         seed=plan.seed,
         group_id=plan.group_id,
         agents=list(game.agents),
@@ -765,6 +765,19 @@ def _start_episode(
         returns=dict.fromkeys(game.agents, 0.0),
     )
     return _LiveEpisode(index=index, plan=plan, game=game, record=record, started=started, observations=observations)
+
+
+def _recorded_options(game: Game, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options an episode record keeps: those given, and the text ``view`` the game was played with.
+
+    The view is recorded even at its default: a default can change (adapted OpenSpiel games showed
+    their raw text before ``view`` existed), and a report must not pool episodes of two texts.
+    """
+    recorded = dict(options)
+    view = getattr(getattr(game, "config", None), "view", None)
+    if isinstance(view, str):
+        recorded.setdefault("view", view)
+    return recorded
 
 
 def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionRequest, Decision]]) -> None:

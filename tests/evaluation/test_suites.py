@@ -18,7 +18,7 @@ from tsmg.registry import make
 SUITE = get_suite("openspiel-small-v1")
 
 #: Each shipped suite's fingerprint. A suite is never changed in place: a change is a new version.
-PINNED = {"openspiel-small-v1": "16504471e0579588"}
+PINNED = {"openspiel-small-v1": "16504471e0579588", "openspiel-small-v2": "cb6cdffe0cacf094"}
 
 
 def test_a_suite_is_never_changed_in_place():
@@ -28,6 +28,16 @@ def test_a_suite_is_never_changed_in_place():
         "measure its references with python bench/suite_reference.py --suite NAME-v(N+1) --write)"
     )
     assert all(name.rpartition("-v")[2].isdigit() for name in SUITES)
+
+
+def test_v1_stays_on_the_raw_text_and_v2_reads_the_readable_one():
+    """A field added at its default is left out of the fingerprint: v1's fingerprint and references stay."""
+    v1, v2 = get_suite("openspiel-small-v1"), get_suite("openspiel-small-v2")
+    assert v1.view == "raw" and v2.view == "full" and v1.games == v2.games
+    assert dataclasses.replace(v1, view="full").fingerprint() not in (v1.fingerprint(), PINNED["openspiel-small-v1"])
+    assert suites.reference_config(v1).game_options == {game: {"view": "raw"} for game in v1.games}
+    first, _ = make(v1.games[0], **v1.game_options()[v1.games[0]]).reset(seed=0)
+    assert first["player_0"].startswith("OpenSpiel game tic_tac_toe. You are player_0")
 
 
 def test_the_ten_games_span_families_and_mcts_beats_random_on_each():
@@ -156,7 +166,7 @@ def test_a_run_of_no_suite_keeps_its_table_and_config(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--suite", "openspiel-small-v2"], "no suite 'openspiel-small-v2'. Did you mean openspiel-small-v1?"),
+        (["--suite", "openspiel-small-v9"], "Did you mean openspiel-small-v2 or openspiel-small-v1?"),
         (["--suite", "openspiel-small-v1", "--episodes", "5"], "drop --episodes (a changed suite is a new suite"),
         (["--suite", "openspiel-small-v1", "--seed", "0", "--game", "TicTacToe-v0"], "drop --game, --seed"),
         ([], "tsmg eval needs --game ID (repeatable) or --suite NAME"),

@@ -67,6 +67,7 @@ import pyspiel
 from pydantic import Field
 
 from tsmg import loading
+from tsmg.adapters import openspiel_views
 from tsmg.adapters.openspiel_answers import notation_for
 from tsmg.answers import MoveNames
 from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
@@ -267,6 +268,13 @@ class OpenSpielConfig(GameConfig):
     against: str = Field(
         default="random", description="With vs=br: the scripted policy the bot best-responds to (random or fixed:TEXT)."
     )
+    view: openspiel_views.TextView = Field(
+        default="full",
+        description=(
+            "'full': role, rules card, private information and history in words, the moves one per line; "
+            "'compact': the same without the rules card; 'raw': OpenSpiel's observation string (the first text)."
+        ),
+    )
 
 
 class OpenSpielGame(RefereedGame[int]):
@@ -377,9 +385,26 @@ class OpenSpielGame(RefereedGame[int]):
         return list(self._moves[agent].canonical)
 
     def state_key(self, agent: AgentID) -> Hashable:
-        """What ``agent`` observes now: its seat and OpenSpiel's observation (or information-state) string."""
+        """What ``agent`` observes now: its seat and OpenSpiel's observation string (``raw``) or its prompt."""
         self._require_tally()
-        return (self.player(agent), self._seen[agent])
+        return (self.player(agent), self._seen[agent] if self.config.view == "raw" else self._texts[agent])
+
+    @property
+    def observation_lists_moves(self) -> bool:
+        """The readable views list the legal moves themselves (one per line); the raw text leaves it to the LAP too."""
+        return self.config.view != "raw"
+
+    def information_state(self, agent: AgentID) -> str:
+        """OpenSpiel's information-state string of ``agent`` now (its observation string where the game has none).
+
+        Two decisions of a seat share a prompt exactly when they share this string
+        (:mod:`tsmg.adapters.openspiel_infostates` checks it).
+        """
+        self._require_tally()
+        player = self.player(agent)
+        if self.game_type.provides_information_state_string:
+            return str(self.state.information_state_string(player))
+        return str(self.state.observation_string(player))
 
     @cached_property
     def has_random_start(self) -> bool:
@@ -524,7 +549,13 @@ class OpenSpielGame(RefereedGame[int]):
             if agent in active:
                 self._moves[agent] = moves = _move_names(state, player)
                 self._names[agent] = {action: text for text, action in moves.items()}
-            self._texts[agent] = self._render(agent, player, active)
+            if self.config.view == "raw":
+                self._texts[agent] = self._render(agent, player, active)
+            else:
+                listed = self._moves[agent].canonical if agent in active else None
+                self._texts[agent] = openspiel_views.render(
+                    state, player, self.config.view, listed, self._ending(agent, active)
+                )
 
     # ------------------------------------------------------------------ text
     def _raw_observation(self, state: Any, player: int) -> str:
@@ -532,7 +563,15 @@ class OpenSpielGame(RefereedGame[int]):
             return str(state.observation_string(player))
         return str(state.information_state_string(player))
 
+    def _ending(self, agent: AgentID, active: set[AgentID]) -> str:
+        """The closing line of a seat that does not act now: its return at the end, or whom it waits for."""
+        if self.done:
+            return f"The game is over. Your return: {self._require_tally().returns[agent]:+g}."
+        waiting = [other for other in self._agents if other in active]
+        return f"Waiting for {', '.join(waiting)}." if waiting else "Waiting."
+
     def _render(self, agent: AgentID, player: int, active: set[AgentID]) -> str:
+        """The ``raw`` view: the adapter's first text, byte for byte (openspiel-small-v1 is played with it)."""
         name = self.config.game
         lines = [f"OpenSpiel game {name}. You are {agent} ({len(self._agents)} players).", self._seen[agent].rstrip()]
         if self.done:

@@ -236,7 +236,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         models=models,
         episodes=suite.episodes if suite is not None else (100 if args.episodes is None else args.episodes),
         seed=seed,
-        game_options=_game_options(models, games, game_options),
+        game_options=_game_options(models, games, game_options, suite),
         lap=lap,
         model_options=model_options,
         prices=prices,
@@ -262,11 +262,18 @@ def _suite_of(args: argparse.Namespace) -> Suite | None:
     return suite
 
 
-def _game_options(models: list[str], game_ids: list[str], given: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per game, the options it had when the trained models among ``models`` learned it, then ``--option``'s."""
+def _game_options(
+    models: list[str], game_ids: list[str], given: dict[str, Any], suite: Suite | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per game, the options it had when the trained models among ``models`` learned it, then ``--option``'s.
+
+    A suite fixes its games' options (their ``view``) over both.
+    """
     from tsmg.apps.evaluation.runner import trained_game_options
 
     options = {game: trained_game_options(models, game, given) for game in game_ids}
+    if suite is not None:
+        options = {game: {**values, **suite.game_options().get(game, {})} for game, values in options.items()}
     return {game: values for game, values in options.items() if values}
 
 
@@ -405,8 +412,16 @@ def _price(value: str) -> tuple[float, float]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Merge several run folders into one comparison table (and plots with --out)."""
-    from tsmg.apps.evaluation.report import comparison_rows, current_summary, markdown_table, plot_rows, suite_rows
+    from tsmg.apps.evaluation.report import (
+        check_one_view_per_game,
+        comparison_rows,
+        current_summary,
+        markdown_table,
+        plot_rows,
+        suite_rows,
+    )
 
+    check_one_view_per_game(args.runs)
     summaries = []
     for folder in args.runs:
         path = folder / SUMMARY_FILE

@@ -48,8 +48,13 @@ class PlannedEpisode:
 
 
 def episode_seeds(game_id: str, options: Mapping[str, Any], seed: int, count: int) -> list[int]:
-    """The fixed seed list of a game variant: the same for every model and every rerun."""
-    variant = zlib.crc32(f"{game_id}|{json.dumps(dict(options), sort_keys=True, default=str)}".encode())
+    """The fixed seed list of a game variant: the same for every model and every rerun.
+
+    ``view: raw`` is left out of the variant: it is the text adapted OpenSpiel games showed before
+    the option existed, so runs that pin it (``openspiel-small-v1``) keep their seeds.
+    """
+    kept = {key: value for key, value in options.items() if (key, value) != ("view", "raw")}
+    variant = zlib.crc32(f"{game_id}|{json.dumps(kept, sort_keys=True, default=str)}".encode())
     return [int(s) for s in np.random.SeedSequence([seed, variant]).generate_state(count) % (2**31 - 1)]
 
 

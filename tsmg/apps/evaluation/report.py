@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -45,6 +46,48 @@ def current_summary(summary: dict[str, Any], folder: Path) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError):  # an unreadable config or episode: keep what the run wrote
         return summary
     return {**summary, "games": summarize_eval(config, by_game)["games"]}
+
+
+def played_views(folder: Path) -> dict[str, str]:
+    """The text ``view`` each game of the run in ``folder`` was played with, read from its episodes.
+
+    An episode recorded before views were recorded read ``raw`` in an adapted OpenSpiel game (its
+    text then) and ``full`` in any other (a game's own default).
+    """
+    path = folder / EPISODES_FILE
+    views: dict[str, str] = {}
+    if not path.is_file():
+        return views
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+                game, options = record["game_id"], record.get("game_options") or {}
+            except (ValueError, KeyError, TypeError):
+                continue
+            if game not in views:
+                adapted = game.startswith(("OpenSpiel/", "openspiel:"))
+                views[game] = str(options.get("view", "raw" if adapted else "full"))
+    return views
+
+
+def check_one_view_per_game(folders: Sequence[Path]) -> None:
+    """Refuse to put runs side by side that played one game under different text views.
+
+    Raises:
+        ValueError: Naming the game, the views and the runs (the message says what to do).
+    """
+    seen: dict[str, dict[str, str]] = defaultdict(dict)
+    for folder in folders:
+        for game, view in played_views(folder).items():
+            seen[game].setdefault(view, folder.name)
+    for game, views in seen.items():
+        if len(views) > 1:
+            listed = ", ".join(f"{view} in {run}" for view, run in sorted(views.items()))
+            raise ValueError(
+                f"the runs played {game} under different text views ({listed}): their rows measure different "
+                "prompts and are not pooled; report the runs of each view separately"
+            )
 
 
 def comparison_rows(summaries: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:

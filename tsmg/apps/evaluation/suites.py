@@ -44,6 +44,8 @@ class Suite:
         opponent: The model spec playing every seat the evaluated model does not hold.
         reference: The model spec that defines a game score of 1.
         reference_options: The reference's model options (``simulations`` of MCTS).
+        view: The text the adapted games show (their ``view`` option): ``raw``, OpenSpiel's
+            observation string, for ``openspiel-small-v1``; ``full``, the readable text, from v2 on.
     """
 
     name: str
@@ -54,13 +56,25 @@ class Suite:
     opponent: str = "random"
     reference: str = "openspiel-mcts"
     reference_options: Mapping[str, Any] = field(default_factory=dict)
+    view: str = "raw"
 
     def fingerprint(self) -> str:
-        """SHA-256 of the definition (what the plan and the references depend on), first 16 hex digits."""
+        """SHA-256 of the definition (what the plan and the references depend on), first 16 hex digits.
+
+        A field added after a suite was published is left out while at its default, so the
+        published suites keep their fingerprints (and their stored references).
+        """
         data = asdict(self)
         data["reference_options"] = dict(self.reference_options)
         data.pop("description")  # wording does not change the plan
+        for name, default in _ADDED_FIELDS.items():
+            if data[name] == default:
+                data.pop(name)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def game_options(self) -> dict[str, dict[str, Any]]:
+        """The options every game of the suite is made with: its ``view``."""
+        return {game: {"view": self.view} for game in self.games}
 
     @property
     def reference_label(self) -> str:
@@ -68,6 +82,22 @@ class Suite:
         options = ", ".join(f"{key}={value}" for key, value in sorted(self.reference_options.items()))
         return f"{self.reference} ({options})" if options else self.reference
 
+
+#: Fields added after the first suite was published, with the default that leaves them out of a fingerprint.
+_ADDED_FIELDS: dict[str, Any] = {"view": "raw"}
+
+_SMALL_GAMES = (
+    "OpenSpiel/tic_tac_toe-v0",
+    "OpenSpiel/connect_four-v0",
+    "OpenSpiel/nim-v0",
+    "OpenSpiel/dots_and_boxes-v0",
+    "OpenSpiel/einstein_wurfelt_nicht-v0",
+    "openspiel:pig(winscore=20)",
+    "OpenSpiel/bargaining-v0",
+    "OpenSpiel/oh_hell-v0",
+    "OpenSpiel/clobber-v0",
+    "OpenSpiel/catch-v0",
+)
 
 #: The shipped suites, by name. Never change one: add ``NAME-v(N+1)``.
 SUITES: dict[str, Suite] = {
@@ -79,23 +109,27 @@ SUITES: dict[str, Suite] = {
                 "Ten small OpenSpiel games of four families (board, dice, card, single-player; one to three seats) "
                 "where OpenSpiel's MCTS bot at 100 simulations clearly beats random play and an episode is cheap."
             ),
-            games=(
-                "OpenSpiel/tic_tac_toe-v0",
-                "OpenSpiel/connect_four-v0",
-                "OpenSpiel/nim-v0",
-                "OpenSpiel/dots_and_boxes-v0",
-                "OpenSpiel/einstein_wurfelt_nicht-v0",
-                "openspiel:pig(winscore=20)",
-                "OpenSpiel/bargaining-v0",
-                "OpenSpiel/oh_hell-v0",
-                "OpenSpiel/clobber-v0",
-                "OpenSpiel/catch-v0",
-            ),
+            games=_SMALL_GAMES,
             episodes=30,
             seed=0,
             opponent="random",
             reference="openspiel-mcts",
             reference_options={"simulations": 100},
+            view="raw",
+        ),
+        Suite(
+            name="openspiel-small-v2",
+            description=(
+                "openspiel-small-v1's ten games, plan and reference, shown in the readable text (view 'full': role, "
+                "rules card, history, moves one per line) instead of OpenSpiel's observation strings."
+            ),
+            games=_SMALL_GAMES,
+            episodes=30,
+            seed=0,
+            opponent="random",
+            reference="openspiel-mcts",
+            reference_options={"simulations": 100},
+            view="full",
         ),
     )
 }
@@ -225,6 +259,7 @@ def reference_config(suite: Suite) -> Any:
         episodes=suite.episodes,
         seed=suite.seed,
         lap=LAPConfig(seed=suite.seed),
+        game_options=suite.game_options(),
         model_options={suite.reference: dict(suite.reference_options)} if suite.reference_options else {},
         opponent=suite.opponent,
         suite=suite.name,
