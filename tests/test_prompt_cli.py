@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -192,3 +195,17 @@ def test_eval_records_the_prompt_tsmg_prompt_shows(tmp_path, capsys):
             recorded = [message.model_dump() for message in first.prompt]
             assert json.loads(shown)["messages"] == recorded
             assert recorded[0]["content"] == "Play well." and first.observation in recorded[-1]["content"]
+
+
+EVALUATE = Path(__file__).resolve().parent.parent / "docs" / "evaluate.md"
+
+
+def test_the_docs_quote_what_tsmg_prompt_prints(capsys):
+    """Each ``tsmg prompt`` block of docs/evaluate.md's "See the prompt" is followed by its output, as printed."""
+    section = EVALUATE.read_text().split("## See the prompt", 1)[1].split("\n## ", 1)[0]
+    pairs = re.findall(r"```bash\n\.venv/bin/tsmg (prompt [^\n]*)\n```\n\n```\n(.*?)\n```", section, re.DOTALL)
+    assert len(pairs) == 3 and len({shlex.split(command)[2] for command, _ in pairs}) == 3  # three games
+    for command, quoted in pairs:
+        code, out, err = run(capsys, *shlex.split(command))
+        assert code == 0, err
+        assert out.rstrip("\n") == quoted, f"docs/evaluate.md quotes another output of `tsmg {command}`"
