@@ -187,14 +187,40 @@ def test_eval_records_the_prompt_tsmg_prompt_shows(tmp_path, capsys):
         assert len(episodes) >= 2
         for episode in episodes:
             first = episode.steps[0]
-            assert first.round == 0 and first.prompt is not None
-            code, shown, err = run(
+            assert first.round == 0 and first.prompt is not None and first.tools is None
+            code, printed, err = run(
                 capsys, "prompt", "--game", game, "--seed", str(episode.seed), "--agent", first.agent, "--json", *flags
             )
             assert code == 0, err
+            shown = json.loads(printed)
             recorded = [message.model_dump() for message in first.prompt]
-            assert json.loads(shown)["messages"] == recorded
+            assert (shown["messages"], shown["tools"]) == (recorded, None)
             assert recorded[0]["content"] == "Play well." and first.observation in recorded[-1]["content"]
+
+
+def test_the_record_keeps_the_tools_tsmg_prompt_shows():
+    """Under the tool action format the record (schema 6) keeps the function schemas sent with the messages.
+
+    The tiny model's chat template renders no tools, so a stand-in model that calls ``make_move`` plays here,
+    through the same rollout engine and LAP as ``tsmg eval``.
+    """
+    from tsmg.lap import LAP
+    from tsmg.lm import Completion, ToolCall
+    from tsmg.rollout import rollout
+
+    class Caller:
+        name = "caller"
+
+        def generate(self, requests, sampling):
+            return [Completion(text="", tool_calls=[ToolCall("make_move", '{"move": "1"}')]) for _ in requests]
+
+    lap = LAPConfig(action_format=ActionFormat(kind="tool"))
+    for game in ("TicTacToe-v0", "FrozenLake-v0"):
+        [episode] = rollout(game, LAP(Caller(), lap), seeds=[4])
+        first = episode.steps[0]  # later decisions follow the stand-in's moves, not random ones
+        shown = prompt_at(game, seed=4, agent=first.agent, step=0, lap=lap)
+        assert shown.messages == [message.model_dump() for message in first.prompt or []]
+        assert shown.tools == first.tools and first.tools is not None
 
 
 EVALUATE = Path(__file__).resolve().parent.parent / "docs" / "evaluate.md"
