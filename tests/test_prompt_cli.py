@@ -169,12 +169,18 @@ def test_openspiel_and_textarena_ids(game, agent, step):
     assert "<action>" in shown.messages[-1]["content"]
 
 
-def test_eval_records_the_prompt_tsmg_prompt_shows(tmp_path, capsys):
-    """A tiny local model evaluated with LAP flags: each episode's first recorded prompt is `tsmg prompt`'s."""
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A tiny Llama-shape chat model saved on the spot (a real local model: transformers reads it)."""
     pytest.importorskip("torch")
     from backends.tiny import build_tiny_model
 
-    model = build_tiny_model(tmp_path / "tiny", seed=0)
+    return build_tiny_model(tmp_path_factory.mktemp("tiny"), seed=0)
+
+
+def test_eval_records_the_prompt_tsmg_prompt_shows(tmp_path, capsys, tiny_model):
+    """A tiny local model evaluated with LAP flags: each episode's first recorded prompt is `tsmg prompt`'s."""
+    model = tiny_model
     flags = ["--system", "Play well.", "--observation-last", "--max-tokens", "4", "--temperature", "0"]
     for game in ("TicTacToe-v0", "FrozenLake-v0"):
         out = tmp_path / game
@@ -196,6 +202,25 @@ def test_eval_records_the_prompt_tsmg_prompt_shows(tmp_path, capsys):
             recorded = [message.model_dump() for message in first.prompt]
             assert (shown["messages"], shown["tools"]) == (recorded, None)
             assert recorded[0]["content"] == "Play well." and first.observation in recorded[-1]["content"]
+
+
+def test_training_rollouts_record_the_prompt_tsmg_prompt_shows(tiny_model, monkeypatch):
+    """`tsmg train`'s rollout engine records the LAP's prompt of each model step: at round 0, `tsmg prompt`'s."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    from backends.hf import HFBackend
+    from training.config import RolloutConfig
+    from training.engines import HFRolloutEngine
+    from tsmg.rollout import plan_episodes
+
+    lap = LAPConfig(template=PromptTemplate(system="Play well.", history="full"), max_tokens=4)
+    config = RolloutConfig(game_id="TicTacToe-v0", lap=lap, group_size=2, groups_per_update=1)
+    engine = HFRolloutEngine(HFBackend(tiny_model, threads=1), config, ["player_0", "player_1"])
+    batch = engine.play(plan_episodes("TicTacToe-v0", [11], group_size=2), seed=3)
+    for episode in batch.episodes:
+        first = episode.steps[0]
+        shown = prompt_at("TicTacToe-v0", seed=11, agent=first.agent, step=0, lap=lap)
+        assert shown.messages == [message.model_dump() for message in first.prompt or []]
+        assert shown.messages[0]["content"] == "Play well."
 
 
 def test_the_record_keeps_the_tools_tsmg_prompt_shows():
