@@ -57,7 +57,9 @@ def test_text_output_names_the_decision_and_each_role(capsys):
     assert lines[2] == "=== system ===" and lines[5] == "=== user ==="
 
 
-@pytest.mark.parametrize(("game", "seed"), [("TicTacToe-v0", 5), ("FrozenLake-v0", 3), ("KuhnPoker-v0", 1)])
+@pytest.mark.parametrize(
+    ("game", "seed"), [("TicTacToe-v0", 5), ("FrozenLake-v0", 3), ("KuhnPoker-v0", 1), ("RockPaperScissors-v0", 2)]
+)
 def test_step_k_is_reached_by_the_moves_tsmg_rollout_random_plays(tmp_path, capsys, game, seed):
     code, _, err = run(
         capsys, "rollout", "--game", game, "--seed", str(seed), "--episodes", "1", "--out", str(tmp_path)
@@ -135,7 +137,7 @@ def test_lap_flags_change_the_prompt_as_they_change_evals():
         (["--game", "TicTacToe-v0", "--step", "40"], "step 40 is past the end of the episode: TicTacToe-v0 with seed"),
         (["--game", "TicTacToe-v0", "--step", "1", "--agent", "player_0"], "player_0 does not act at step 1"),
         (["--game", "TicTacToe-v0", "--agent", "player_1", "-o", "max_steps=1"], "player_1 never acts in"),
-        (["--game", "TicTacToe-v0", "--step", "-1"], "--step must be 0 or more"),
+        (["--game", "TicTacToe-v0", "--step", "-1"], "the step must be 0 or more"),
         (["--game", "TicTacToe-v0", "--action-format", "regex", "--action-regex", "("], "does not compile"),
         (["--seed", "1"], "required: --game"),
     ],

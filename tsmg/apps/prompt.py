@@ -112,11 +112,15 @@ def prompt_at(
         ('player_0', ['system', 'user'])
     """
     options = dict(options or {})
-    seats = list(make(game_id, **options).agents)  # an unknown id or a bad option fails here, in one sentence
+    probe = make(game_id, **options)  # an unknown id or a bad option fails here, in one sentence
+    try:
+        seats = list(probe.agents)
+    finally:
+        probe.close()
     if agent is not None and agent not in seats:
         raise PromptError(f"{game_id} has no seat {agent!r}; its seats are {', '.join(seats)}")
     if step is not None and step < 0:
-        raise PromptError(f"--step must be 0 or more (the number of game steps before the decision), got {step}")
+        raise PromptError(f"the step must be 0 or more (the number of game steps before the decision), got {step}")
     seeker = _Seeker(agent, step, RandomPolicy(seed=seed), LAP(_Recorder(), lap or LAPConfig()))
     [episode] = rollout(
         game_id, seeker, plans=[EpisodePlan(seed=seed, episode_id=f"{game_id}/prompt")], game_options=options
