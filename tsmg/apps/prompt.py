@@ -212,12 +212,10 @@ class _Seeker:
 
     def _is_target(self, request: DecisionRequest) -> bool:
         """Whether ``request`` is the decision asked for (see :func:`prompt_at`'s defaults)."""
-        first_to_act = request.agent == request.game.active_agents[0]
-        if self.step is None:
-            return request.agent == self.agent if self.agent is not None else first_to_act
-        if request.round != self.step:
+        if self.step is not None and request.round != self.step:
             return False
-        return request.agent == self.agent if self.agent is not None else first_to_act
+        # Without --step the first decision that matches: the seat's first, or step 0's first seat to act.
+        return request.agent == (self.agent if self.agent is not None else request.game.active_agents[0])
 
 
 def add_command(commands: Any) -> None:
