@@ -228,7 +228,8 @@ def add_command(commands: Any) -> None:
             "format) a language model is sent at one decision, laid out by the same LAP flags as tsmg eval. The game "
             "is reset with --seed; the decisions before the one shown are random legal moves drawn from a generator "
             "seeded by --seed (as tsmg rollout --model random plays them). Without --step: --agent's first decision "
-            "(or step 0); without --agent: the first seat to act."
+            "(or step 0); without --agent: the first seat to act. The sampling flags (--temperature, --top-p, "
+            "--max-tokens, --reprompt) change nothing shown: they are taken so that eval's LAP flags work as written."
         ),
         epilog=examples(
             "tsmg prompt --game TicTacToe-v0",
@@ -254,7 +255,9 @@ def add_command(commands: Any) -> None:
         metavar="KEY=VALUE",
         help="game option, e.g. -o view=compact (repeatable)",
     )
-    command.add_argument("--json", action="store_true", help="print a JSON object: game, seed, agent, step, messages")
+    command.add_argument(
+        "--json", action="store_true", help="print a JSON object: game, seed, agent, step, messages, tools, choices"
+    )
     add_lap_arguments(command)
     command.set_defaults(handler=cmd_prompt)
 
