@@ -32,6 +32,7 @@ def parse(line: str) -> argparse.Namespace:
 
 def test_every_registered_command_is_walked():
     expected = {"games", "check", "play", "rollout", "eval", "exploitability", "report", "serve", "view"}
+    expected |= {"prompt"}
     expected |= {"train", "algos", "sft", "demo", "export"}
     assert set(COMMANDS) == expected
 

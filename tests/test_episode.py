@@ -35,7 +35,7 @@ def test_corrupt_line_in_the_middle_is_an_error(tmp_path):
 
 def test_records_written_before_schema_versions_are_read_as_version_1(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
-    assert episode.schema_version == SCHEMA_VERSION == 5
+    assert episode.schema_version == SCHEMA_VERSION == 6
     # A line as written before this change: no schema_version, no choices or prompt ids in its steps.
     old = episode.model_dump(
         mode="json", exclude={"schema_version": True, "steps": {"__all__": {"choices", "prompt_token_ids"}}}
@@ -79,12 +79,35 @@ def test_version_4_records_read_with_no_influence_graph(tmp_path):
     assert loaded.model_dump(exclude={"schema_version"}) == episode.model_dump(exclude={"schema_version"})
 
 
+def test_version_5_records_read_with_no_tools_and_version_6_keeps_them(tmp_path):
+    from tsmg.lap import LAP, ActionFormat, LAPConfig
+    from tsmg.lm import Completion, ToolCall
+
+    class Caller:  # a stand-in model that always calls make_move with "right"
+        name = "caller"
+
+        def generate(self, requests, sampling):
+            return [Completion(text="", tool_calls=[ToolCall("make_move", '{"move": "right"}')]) for _ in requests]
+
+    lap = LAP(Caller(), LAPConfig(action_format=ActionFormat(kind="tool")))
+    [episode] = rollout("FrozenLake-v0", lap, seeds=[0])
+    [schema] = episode.steps[0].tools or []
+    assert schema["function"]["parameters"]["properties"]["move"]["enum"] == ["left", "down", "right", "up"]
+    assert Episode.from_json(episode.to_json()) == episode
+    old = episode.model_dump(mode="json", exclude={"steps": {"__all__": {"tools"}}})
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps({**old, "schema_version": 5}) + "\n")
+    [loaded] = read_episodes(path)
+    assert loaded.schema_version == 5 and all(step.tools is None for step in loaded.steps)
+    assert loaded.steps[0].prompt == episode.steps[0].prompt
+
+
 def test_a_newer_schema_version_is_refused_naming_the_versions_read(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
-    newer = {**episode.model_dump(mode="json"), "schema_version": 6, "a_field_from_the_future": 1}
+    newer = {**episode.model_dump(mode="json"), "schema_version": 7, "a_field_from_the_future": 1}
     path = tmp_path / "episodes.jsonl"
     path.write_text(json.dumps(newer) + "\n")
-    with pytest.raises(EpisodeSchemaError, match=r"episodes.jsonl:1: .*schema version 6.*reads versions 1 to 5"):
+    with pytest.raises(EpisodeSchemaError, match=r"episodes.jsonl:1: .*schema version 7.*reads versions 1 to 6"):
         list(read_episodes(path))
 
 

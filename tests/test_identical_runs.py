@@ -57,6 +57,8 @@ def test_demo_training_and_eval_write_the_records_of_the_reference(tmp_path, mon
     assert shares and all(0.0 <= share < 0.5 for share in shares)  # logged by updates that stepped the optimizer
     evaluated = [step for episode in read_episodes(runs["eval"] / "episodes.jsonl") for step in episode.steps]
     assert {(step.temperature, step.exact_logprobs, step.trains) for step in evaluated} == {(None, None, None)}
+    # What schema 6 added: the function schemas sent with a prompt, none under constrained choice.
+    assert all(step.tools is None for step in steps + evaluated)
 
 
 def test_normalise_keeps_everything_but_wall_times_paths_and_the_version(tmp_path):
@@ -65,10 +67,19 @@ def test_normalise_keeps_everything_but_wall_times_paths_and_the_version(tmp_pat
     episode = {
         "episode_id": f"x|hf:{tmp_path}/m|0",
         "latency_s": 1.5,
-        "schema_version": 5,
+        "schema_version": 6,
         "model_seats": ["player"],
         "influence": {"exact": {"nodes": [], "edges": []}},
-        "steps": [{"latency_s": 0.1, "logprobs": [-0.5], "temperature": 1.0, "exact_logprobs": True, "trains": True}],
+        "steps": [
+            {
+                "latency_s": 0.1,
+                "logprobs": [-0.5],
+                "temperature": 1.0,
+                "exact_logprobs": True,
+                "trains": True,
+                "tools": None,
+            },
+        ],  # fmt: skip
     }
     text = script.normalise("episodes.jsonl", json.dumps(episode) + "\n", tmp_path)
     assert json.loads(text) == {"episode_id": "x|hf:$RUNS/m|0", "steps": [{"logprobs": [-0.5]}]}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -90,6 +90,8 @@ class Decision:
             fails with this message instead of playing ``action``.
         prompt_token_ids: The prompt's token ids as the model read them (local backends).
         choices: The answers a constrained decision allowed (None: free text).
+        tools: The function schemas the model was offered with the prompt (the ``tool`` action
+            format; None: none).
     """
 
     action: str | Invalid
@@ -109,6 +111,7 @@ class Decision:
     error: str | None = None
     prompt_token_ids: list[int] | None = None
     choices: list[str] | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 @runtime_checkable

@@ -20,7 +20,9 @@ the update trains on it (``trains``), and the episode the seats the trained mode
 (``model_seats``); before, these travelled beside the episodes. Older records read with these
 fields None. Version 5 added the typed influence graphs of the episode (``influence``, keyed by who
 made them: ``"exact"`` from the game's own record, an annotator's name for its graph; see
-:mod:`tsmg.influence`); older records read with it empty.
+:mod:`tsmg.influence`); older records read with it empty. Version 6 completed each model step's
+prompt with the function schemas offered beside its messages (``tools``, under the ``tool`` action
+format; ``tsmg prompt`` shows the same); older records read with it None.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class StepRecord(BaseModel):
         agent: Who decided.
         observation: The observation text the agent was given.
         prompt: Chat messages sent to the model (None for scripted policies).
+        tools: The function schemas sent with ``prompt`` (the ``tool`` action format; None: none,
+            and in records older than version 6).
         completion: Raw text the policy wrote (the action text for scripted policies).
         action: Text submitted to the game (after the LAP's action extraction).
         parsed_action: Canonical text of the action the game played (None if none was played).
@@ -95,6 +99,7 @@ class StepRecord(BaseModel):
     agent: str
     observation: str
     prompt: list[Message] | None = None
+    tools: list[dict[str, Any]] | None = None
     completion: str | None = None
     action: str | None = None
     parsed_action: str | None = None
@@ -121,7 +126,7 @@ class StepRecord(BaseModel):
 
 
 #: The version of the episode record this code writes; :func:`read_episodes` reads 1 to this.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class EpisodeSchemaError(ValueError):

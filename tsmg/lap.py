@@ -611,7 +611,7 @@ class LAP:
     ) -> Decision:
         """The decision after this attempt; token counts and latency add up over attempts.
 
-        The prompt, its token ids, the offered choices, the tokens written and their
+        The prompt, its token ids, the offered choices and tools, the tokens written and their
         log-probabilities are the last attempt's: the one whose answer the game received.
         """
         decision = Decision(
@@ -625,6 +625,7 @@ class LAP:
             latency_s=completion.latency_s or latency,
             prompt_token_ids=completion.prompt_token_ids,
             choices=request.choices,
+            tools=request.tools,
         )
         if previous is not None:
             decision.reasoning_tokens = previous.reasoning_tokens  # this attempt's are added on top

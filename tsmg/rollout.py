@@ -357,6 +357,7 @@ def _recorded_decision(step: StepRecord) -> Decision:
         history_trimmed=step.history_trimmed,
         prompt_token_ids=step.prompt_token_ids,
         choices=step.choices,
+        tools=step.tools,
     )
 
 
@@ -821,6 +822,7 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
             history_trimmed=decision.history_trimmed,
             choices=decision.choices,
             prompt_token_ids=decision.prompt_token_ids,
+            tools=decision.tools,
         )
         record.steps.append(step)
         episode.last_step[agent] = step

@@ -269,9 +269,11 @@ def _build_parser() -> argparse.ArgumentParser:
     roll.set_defaults(handler=_cmd_rollout)
 
     from tsmg.apps.evaluation.cli import add_commands
+    from tsmg.apps.prompt import add_command as add_prompt_command
     from tsmg.apps.serve.cli import add_command as add_serve_command
 
     add_commands(commands)
+    add_prompt_command(commands)
     add_serve_command(commands)
     from tsmg.apps.view.cli import add_commands as add_view_commands
 

@@ -13,8 +13,9 @@ from tsmg.apps.cli_parser import UsageError, examples
 from tsmg.apps.evaluation.config import EvalConfig
 from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
 from tsmg.apps.evaluation.suites import SUITES, Suite, get_suite
+from tsmg.apps.lap_options import add_lap_arguments, lap_config_from_args
 from tsmg.assignments import parse_assignments, parse_model_option
-from tsmg.lap import ActionFormat, LAPConfig, PromptTemplate
+from tsmg.lap import ActionFormat, LAPConfig
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 from tsmg.registry import is_openspiel
 from tsmg.run_folder import REPORT_FILE, SUMMARY_FILE
@@ -105,32 +106,7 @@ def add_commands(commands: Any) -> None:
         action="store_true",
         help="leave token ids and logprobs out of episodes.jsonl (smaller; not usable for training)",
     )
-    lap = run.add_argument_group("language-agent policy")
-    lap.add_argument("--system", help="system prompt text (default: the LAP's own system prompt)")
-    lap.add_argument(
-        "--history", choices=["none", "last_k", "full"], default="none", help="earlier turns shown in the prompt"
-    )
-    lap.add_argument("--history-k", type=int, default=2, help="turns shown with --history last_k")
-    lap.add_argument(
-        "--observation-last",
-        action="store_true",
-        help="the observation at the end of the user turn, the format instructions before it (as trained with it)",
-    )
-    lap.add_argument(
-        "--action-format",
-        choices=["tag", "regex", "choice", "raw", "tool"],
-        default="tag",
-        help="how the answer names its action",
-    )
-    lap.add_argument("--tool-choice", choices=["auto", "required"], default="auto", help="with --action-format tool")
-    lap.add_argument("--action-tag", default="action", help="the tag of --action-format tag (<action>…</action>)")
-    lap.add_argument(
-        "--action-regex", metavar="PATTERN", help="with --action-format regex: the action's pattern (default: none)"
-    )
-    lap.add_argument("--reprompt", type=int, default=0, help="retries for an invalid answer")
-    lap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
-    lap.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
-    lap.add_argument("--max-tokens", type=int, default=64, help="most tokens per answer")
+    add_lap_arguments(run)
     run.set_defaults(handler=cmd_eval)
 
     exploit = commands.add_parser(
@@ -217,20 +193,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         model, key, option = parse_model_option(value)
         model_options.setdefault(model, {})[key] = option
     prices = {value.rpartition("=")[0]: _price(value) for value in args.price}
-    template = PromptTemplate(history=args.history, history_k=args.history_k, observation_last=args.observation_last)
-    if args.system is not None:
-        template = template.model_copy(update={"system": args.system})
-    lap = LAPConfig(
-        template=template,
-        action_format=ActionFormat(
-            kind=args.action_format, tag=args.action_tag, pattern=args.action_regex, tool_choice=args.tool_choice
-        ),
-        reprompt=args.reprompt,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_tokens=args.max_tokens,
-        seed=seed,
-    )
+    lap = lap_config_from_args(args, seed)
     return EvalConfig(
         games=games,
         models=models,

@@ -442,11 +442,11 @@ def _prompt_messages(value: Any, fields: _Fields) -> list[list[str]] | None:
 def lenient_episode(raw: dict[str, Any]) -> Episode | None:
     """An :class:`Episode` for the statistics, from the fields this version knows; None if it cannot be.
 
-    Text the statistics never read (observations, prompts, answers, token arrays) is dropped,
-    so recomputing a summary over a large run keeps memory small.
+    Text the statistics never read (observations, prompts and their tools, answers, token arrays)
+    is dropped, so recomputing a summary over a large run keeps memory small.
     """
     data = {key: value for key, value in raw.items() if key in Episode.model_fields and key != "steps"}
-    dropped = {"observation", "prompt", "completion", *TOKEN_ARRAYS}
+    dropped = {"observation", "prompt", "tools", "completion", *TOKEN_ARRAYS}
     raw_steps = raw.get("steps")
     data["steps"] = [
         {"observation": "", **{key: value for key, value in step.items() if key in _STEP_KEPT and key not in dropped}}
