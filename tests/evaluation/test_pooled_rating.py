@@ -266,3 +266,9 @@ def test_end_to_end_from_eval_run_folders(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "## One rating across games" in printed
     assert f"| oracle | {rated['oracle']['rating']:.0f} | " in printed and "Elo-like scale" in printed
+
+    # tsmg view's summary shows the same table below its model × game table
+    assert main(["view", *map(str, folders), "--out", str(tmp_path / "view"), "--no-plots"]) == 0
+    html = (tmp_path / "view" / "index.html").read_text()
+    low, high = rated["oracle"]["ci95"]
+    assert f"<tr><td>oracle</td><td>{rated['oracle']['rating']:.0f}</td><td>{low:.0f}–{high:.0f}</td>" in html

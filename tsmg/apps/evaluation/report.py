@@ -227,22 +227,29 @@ def pooled_rating_of_folders(
     """The pooled Bradley-Terry rating of ``(run name, summary, folder)`` runs, or no rows and why not.
 
     Returns the rows of :func:`tsmg.apps.evaluation.pooled_rating.pooled_rating` (empty when no
-    game has two players) and None, or no rows and the one sentence that refuses pooling.
+    game has two players) and None, or no rows and the one sentence that says why there are none:
+    pooling refused, a run's episodes missing or unreadable, or SciPy (the ``eval`` extra) absent.
     """
     from tsmg.apps.evaluation.pooled_rating import PoolingRefused, pooled_rating_of_runs
 
     loaded = []
     for name, summary, folder in runs:
         path = folder / EPISODES_FILE
+        if not any("head_to_head" in game for game in summary.get("games", [])):
+            continue  # single-seat games only: no pairwise result to read
         if not path.is_file():
-            if any("head_to_head" in game for game in summary.get("games", [])):
-                return [], f"run {name} has no {EPISODES_FILE}, which the pooled rating reads: copy the whole folder."
-            continue
-        loaded.append((name, summary, list(read_episodes(path))))
+            return [], f"run {name} has no {EPISODES_FILE}, which the pooled rating reads: copy the whole folder."
+        try:
+            episodes = list(read_episodes(path))
+        except (OSError, ValueError) as error:  # a damaged record: the table above still stands
+            return [], f"run {name}'s {EPISODES_FILE} cannot be read ({error}), so nothing is pooled."
+        loaded.append((name, summary, episodes))
     try:
         return pooled_rating_of_runs(loaded), None
     except PoolingRefused as refusal:
         return [], str(refusal)
+    except ImportError:
+        return [], "SciPy is not installed, which the pooled rating's fit needs: pip install 'tsmg[eval]'."
 
 
 def pooled_rating_table(rows: Sequence[dict[str, Any]], refusal: str | None = None) -> str:
