@@ -212,6 +212,10 @@ def test_refusal_reaches_the_pooled_rating_of_runs(tmp_path):
     with pytest.raises(PoolingRefused, match="different LAP settings"):
         pooled_rating_of_runs([("a", one, episodes), ("b", other, episodes)], resamples=0)
     assert pooled_rating_of_runs([("a", run.summary, episodes)], resamples=0)
+    # a run of single-seat games gives no pairwise result, so its LAP does not matter
+    alone = run_eval(EvalConfig(games=["FrozenLake-v0"], models=["random"], episodes=2), tmp_path / "s")
+    single = list(read_episodes(tmp_path / "s" / "episodes.jsonl"))
+    assert alone.ok and pooled_rating_of_runs([("a", one, episodes), ("s", other, single)], resamples=0)
 
 
 def test_player_names_keep_a_bots_options():

@@ -86,6 +86,7 @@ class PairwiseResults:
         game: The game of each result.
         episode: The episode each result came from (an index over all episodes of all runs).
         stratum: Per episode, its run and game (an index): the bootstrap resamples within them.
+        runs: The runs that gave a result (their indices in the list of runs).
     """
 
     players: tuple[str, ...]
@@ -96,6 +97,7 @@ class PairwiseResults:
     game: np.ndarray
     episode: np.ndarray
     stratum: np.ndarray
+    runs: tuple[int, ...] = ()
 
 
 def player_name(label: str, config: Mapping[str, Any]) -> str:
@@ -180,6 +182,7 @@ def pairwise_results(runs: Sequence[tuple[Mapping[str, Any], Sequence[Episode]]]
         game=np.asarray(columns[3], dtype=np.int64),
         episode=np.asarray(columns[4], dtype=np.int64),
         stratum=np.asarray(episode_strata, dtype=np.int64),
+        runs=tuple(sorted({run for run, _ in strata})),
     )
 
 
@@ -345,10 +348,7 @@ def pooled_rating_of_runs(
     if not results.players:
         return []
     # Only runs with a pairwise result take part; a single-seat run's LAP does not matter here.
-    contributing = [
-        (name, summary) for name, summary, episodes in runs if pairwise_results([(summary, episodes)]).players
-    ]
-    refusal = lap_refusal(contributing)
+    refusal = lap_refusal([(runs[run][0], runs[run][1]) for run in results.runs])
     if refusal is not None:
         raise PoolingRefused(refusal)
     return pooled_rating(results, resamples=resamples, seed=seed)
