@@ -382,6 +382,24 @@ def test_the_cheap_commands_run_and_print_what_the_readme_quotes(tmp_path):
     assert "estimated tokens at most" in outputs[EXECUTED[4]]
 
 
+POOLED = [
+    "eval --game TicTacToe-v0 --model random --model oracle --model fixed:5 --episodes 20 --out runs/pool-ttt",
+    "eval --game KuhnPoker-v0 --model random --model oracle --episodes 20 --out runs/pool-kuhn",
+    "report runs/pool-ttt runs/pool-kuhn",
+]
+
+
+def test_the_pooled_rating_example_is_what_a_fresh_run_prints(tmp_path):
+    """docs/evaluate.md's pooled rating table: seeded episodes and a seeded bootstrap print it again exactly."""
+    written = [shlex.join(arguments) for _, arguments in TSMG_COMMANDS]
+    for command in POOLED:
+        assert command in written, f"`tsmg {command}` is no longer in docs/evaluate.md: update POOLED"
+        printed = _tsmg(command + (" --no-progress" if command.startswith("eval") else ""), tmp_path)
+    quoted = _quoted_output(ROOT / "docs" / "evaluate.md", "| model | rating | 95% CI |")
+    for line in quoted:
+        assert line in printed.splitlines(), f"docs/evaluate.md quotes `{line}`; a fresh run prints:\n{printed}"
+
+
 def test_the_demo_baselines_block_is_what_a_fresh_run_prints(tmp_path):
     printed = [line for line in _tsmg("demo --no-train", tmp_path).splitlines() if line.strip()]
     quoted = _quoted_output(README, "FrozenLake-NoSlip-v0     random   episodes   500")

@@ -58,5 +58,7 @@ def test_export_reads_an_old_training_folder(tmp_path, capsys):
 
 def test_report_reads_an_old_eval_folder(capsys):
     assert main(["report", str(OLD / "eval"), "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)
+    merged = json.loads(capsys.readouterr().out)
+    (row,) = merged["rows"]
+    assert merged["pooled_rating"] == []  # one single-seat game: no pairwise result to rate
     assert (row["game"], row["model"], row["episodes"], row["success_rate"]) == ("FrozenLake-v0", "random", 3, 0.0)

@@ -144,7 +144,10 @@ def test_the_suite_on_the_command_line_random_scores_zero_in_every_table(tmp_pat
     assert main(["report", str(out)]) == 0
     assert f"| suite | **{SUITE.name}** (all games) | random |" in capsys.readouterr().out
     assert main(["report", str(out), "--json"]) == 0
-    [total_row] = [row for row in json.loads(capsys.readouterr().out) if row.get("suite")]
+    merged = json.loads(capsys.readouterr().out)
+    [total_row] = [row for row in merged["rows"] if row.get("suite")]
+    # random against random (the opponent) is self-play: no pairwise result, nothing pooled
+    assert merged["pooled_rating"] == []
     assert total_row["suite_score"] == 0.0 and total_row["outcomes"] == wdl
 
     assert main(["view", str(out)]) == 0

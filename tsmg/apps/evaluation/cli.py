@@ -167,7 +167,10 @@ def add_commands(commands: Any) -> None:
     report = commands.add_parser(
         "report",
         help="merge run folders into one comparison table and plot",
-        description="Merge the summaries of eval run folders into one comparison table (and plots with --out).",
+        description=(
+            "Merge the summaries of eval run folders into one comparison table (and plots with --out), and rate "
+            "every player of the several-seat games on one Bradley-Terry scale pooled across games."
+        ),
         epilog=examples(
             "tsmg report runs/eval-fl runs/eval-kuhn",
             "tsmg report runs/eval-* --out runs/comparison --json",
@@ -175,7 +178,11 @@ def add_commands(commands: Any) -> None:
     )
     report.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="eval run folders")
     report.add_argument("--out", type=Path, help="folder for comparison.md and plots (default: print the table only)")
-    report.add_argument("--json", action="store_true", help="print the merged rows as JSON")
+    report.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"rows": [...], "pooled_rating": [...]} as JSON (the merged rows and the pooled rating)',
+    )
     report.set_defaults(handler=cmd_report)
 
 
@@ -381,6 +388,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         current_summary,
         markdown_table,
         plot_rows,
+        pooled_rating_of_folders,
+        pooled_rating_table,
         suite_rows,
     )
 
@@ -393,10 +402,22 @@ def cmd_report(args: argparse.Namespace) -> int:
         summaries.append((folder.name, current_summary(json.loads(path.read_text()), folder)))
     rows = comparison_rows(summaries)
     totals = suite_rows(summaries)
+    pooled, refusal = pooled_rating_of_folders(
+        [(name, summary, folder) for (name, summary), folder in zip(summaries, args.runs, strict=True)]
+    )
     if args.json:
-        print(json.dumps([{k: v for k, v in row.items() if k != "returns"} for row in totals + rows], indent=2))
+        merged: dict[str, Any] = {
+            "rows": [{k: v for k, v in row.items() if k != "returns"} for row in totals + rows],
+            "pooled_rating": pooled,
+        }
+        if refusal is not None:
+            merged["pooled_rating_refused"] = refusal
+        print(json.dumps(merged, indent=2))
         return 0
     table = markdown_table(rows, with_run=True, totals=totals)
+    pooled_text = pooled_rating_table(pooled, refusal)
+    if pooled_text:
+        table += "\n\n## One rating across games\n\n" + pooled_text
     print(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any
 
@@ -115,22 +115,36 @@ def head_to_head(episodes: Sequence[Episode]) -> dict[str, dict[str, dict[str, i
     """Win/draw/loss of each model (row) against each other model (column), seat by seat.
 
     Within an episode every pair of seats held by different models is compared by the game's
-    outcome rule (:func:`tsmg.summary.standings`: return, or success; a forfeit loses): higher
-    wins, equal draws.
+    outcome rule (:func:`seat_pairs`): higher wins, equal draws.
     """
     table: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: {"W": 0, "D": 0, "L": 0}))
     for episode in episodes:
-        seats = list(episode.policies.items())
-        scores = standings(episode)
-        for (agent_a, model_a), (agent_b, model_b) in _pairs(seats):
-            if model_a == model_b:
-                continue
-            ra, rb = scores[agent_a], scores[agent_b]
-            outcome_a = "W" if ra > rb else "L" if ra < rb else "D"
+        for model_a, model_b, score in seat_pairs(episode):
+            outcome_a = "W" if score == 1.0 else "L" if score == 0.0 else "D"
             outcome_b = {"W": "L", "L": "W", "D": "D"}[outcome_a]
             table[model_a][model_b][outcome_a] += 1
             table[model_b][model_a][outcome_b] += 1
     return {row: dict(columns) for row, columns in table.items()}
+
+
+def seat_pairs(episode: Episode, player: Callable[[str], str] = str) -> list[tuple[str, str, float]]:
+    """Every pair of seats of ``episode`` held by different players: ``(a, b, a's score)``, 1 win, ½ draw, 0 loss.
+
+    The one place a pairwise result is read from an episode (the head-to-head table and the pooled
+    Bradley-Terry rating both use it). Seats compare by the game's outcome rule
+    (:func:`tsmg.summary.standings`: return, or success; a forfeit loses). ``player`` names the
+    player behind a seat's policy label (default: the label itself); pairs of seats whose players
+    have the same name (self-play) are left out: they say nothing about relative strength.
+    """
+    seats = [(agent, player(label)) for agent, label in episode.policies.items()]
+    scores = standings(episode)
+    pairs = []
+    for (agent_a, model_a), (agent_b, model_b) in _pairs(seats):
+        if model_a == model_b:
+            continue
+        ra, rb = scores[agent_a], scores[agent_b]
+        pairs.append((model_a, model_b, 1.0 if ra > rb else 0.0 if ra < rb else 0.5))
+    return pairs
 
 
 def _pairs(seats: Sequence[tuple[str, str]]) -> list[tuple[tuple[str, str], tuple[str, str]]]:

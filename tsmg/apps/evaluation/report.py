@@ -264,6 +264,70 @@ def head_to_head_table(game: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def pooled_rating_of_folders(
+    runs: Sequence[tuple[str, dict[str, Any], Path]],
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The pooled Bradley-Terry rating of ``(run name, summary, folder)`` runs, or no rows and why not.
+
+    Returns the rows of :func:`tsmg.apps.evaluation.pooled_rating.pooled_rating` (empty when no
+    game has two players) and None, or no rows and the one sentence that says why there are none:
+    pooling refused, a run's episodes missing or unreadable, or SciPy (the ``eval`` extra) absent.
+    """
+    from tsmg.apps.evaluation.pooled_rating import PoolingRefused, pooled_rating_of_runs
+
+    loaded = []
+    for name, summary, folder in runs:
+        path = folder / EPISODES_FILE
+        if not any("head_to_head" in game for game in summary.get("games", [])):
+            continue  # single-seat games only: no pairwise result to read
+        if not path.is_file():
+            return [], f"run {name} has no {EPISODES_FILE}, which the pooled rating reads: copy the whole folder."
+        try:
+            episodes = list(read_episodes(path))
+        except (OSError, ValueError) as error:  # a damaged record: the table above still stands
+            return [], f"run {name}'s {EPISODES_FILE} cannot be read ({error}), so nothing is pooled."
+        loaded.append((name, summary, episodes))
+    try:
+        return pooled_rating_of_runs(loaded), None
+    except PoolingRefused as refusal:
+        return [], str(refusal)
+    except ImportError:
+        return [], "SciPy is not installed, which the pooled rating's fit needs: pip install 'tsmg[eval]'."
+
+
+def pooled_rating_table(rows: Sequence[dict[str, Any]], refusal: str | None = None) -> str:
+    """The pooled rating as Markdown: a table with the scale stated, the refusal, or "" when no game has two players.
+
+    Example:
+        >>> print(pooled_rating_table([{"model": "oracle", "rating": 1100.4, "ci95": [1050.0, 1160.2],
+        ...                             "games": 2, "missing_games": []}]))
+        | model | rating | 95% CI | games | missing games |
+        |---|---|---|---|---|
+        | oracle | 1100 | 1050–1160 | 2 | — |
+        <BLANKLINE>
+        Bradley-Terry over every pairwise result of every game, each game weighing the same, a draw half a \
+win; Elo-like scale 1000 + 400/ln 10 · θ (mean 1000), prior θ ~ N(0, 2²); 95% CI from 1,000 bootstrap \
+resamples of the episodes within each run and game.
+    """
+    if refusal is not None:
+        return f"Not pooled: {refusal}"
+    if not rows:
+        return ""
+    lines = ["| model | rating | 95% CI | games | missing games |", "|---|---|---|---|---|"]
+    for row in rows:
+        ci = row.get("ci95")
+        interval = "—" if not ci else f"{ci[0]:.0f}–{ci[1]:.0f}"
+        missing = ", ".join(row["missing_games"]) or "—"
+        lines.append(f"| {row['model']} | {row['rating']:.0f} | {interval} | {row['games']} | {missing} |")
+    lines += [
+        "",
+        "Bradley-Terry over every pairwise result of every game, each game weighing the same, a draw half a win; "
+        "Elo-like scale 1000 + 400/ln 10 · θ (mean 1000), prior θ ~ N(0, 2²); 95% CI from 1,000 bootstrap "
+        "resamples of the episodes within each run and game.",
+    ]
+    return "\n".join(lines)
+
+
 def write_report(summary: dict[str, Any], folder: Path) -> None:
     """Write ``report.md`` and the plots of one run into ``folder``."""
     rows = comparison_rows([(folder.name, summary)])

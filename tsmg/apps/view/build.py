@@ -16,7 +16,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tsmg.apps.evaluation.report import comparison_rows, current_summary, predates_outcomes, suite_rows
+from tsmg.apps.evaluation.report import (
+    comparison_rows,
+    current_summary,
+    pooled_rating_of_folders,
+    predates_outcomes,
+    suite_rows,
+)
 from tsmg.apps.view import page
 from tsmg.apps.view.curves import write_curves
 from tsmg.apps.view.data import ChunkWriter, EpisodeIndex, write_script
@@ -199,6 +205,9 @@ def _summary_section(evaluated: Sequence[tuple[int, RunFolder]], out: Path, plot
     numbers = {run.name: number for number, run in evaluated if run.name in tabulated}
     title = "Model × game" + (f" across {len(summaries)} runs" if len(summaries) > 1 else "")
     table = [f"<h3>{page.escape(title)}</h3>", page.summary_table(rows, numbers, suite_rows(summaries))] if rows else []
+    folders = {run.name: run.path for _, run in evaluated}
+    pooled = pooled_rating_of_folders([(name, summary, folders[name]) for name, summary in summaries])
+    table.append(page.pooled_rating_table(*pooled))
     return '<section id="summary"><h2>Summary</h2>' + "\n".join([*table, *details]) + "</section>"
 
 

@@ -171,6 +171,36 @@ def head_to_head_table(game: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def pooled_rating_table(rows: Sequence[dict[str, Any]], refusal: str | None) -> str:
+    """``tsmg report``'s pooled Bradley-Terry rating (:mod:`tsmg.apps.evaluation.pooled_rating`), or why there is none.
+
+    Empty when no game of the runs has two players.
+    """
+    if refusal is not None:
+        return f'<h3>One rating across games</h3><p class="source">Not pooled: {escape(refusal)}</p>'
+    if not rows:
+        return ""
+    parts = ['<h3>One rating across games</h3><table class="pooled"><thead><tr><th>model</th><th>rating</th>']
+    parts.append("<th>95% CI</th><th>games</th><th>missing games</th></tr></thead><tbody>")
+    for row in rows:
+        ci = row.get("ci95")
+        cells = [
+            str(row.get("model")),
+            number(row.get("rating"), ".0f"),
+            "—" if not ci else f"{number(ci[0], '.0f')}–{number(ci[1], '.0f')}",
+            str(row.get("games")),
+            ", ".join(row.get("missing_games") or []) or "—",
+        ]
+        parts.append("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>")
+    parts.append("</tbody></table>")
+    parts.append(
+        '<p class="source">Bradley-Terry over every pairwise result of every game, each game weighing the same, a '
+        "draw half a win; Elo-like scale 1000 + 400/ln 10 · θ (mean 1000), prior θ ~ N(0, 2²); 95% CI from 1,000 "
+        "bootstrap resamples of the episodes within each run and game.</p>"
+    )
+    return "\n".join(parts)
+
+
 def update_table(run_number: int, rows: Sequence[dict[str, Any]]) -> str:
     """Per stored update: the sampled training episodes' figures, each with a link to them."""
     lines = ['<table class="updates"><thead><tr>']
