@@ -14,6 +14,9 @@ answers with legal moves that its steps accept, terminated/truncated sanity (a
 finished episode refuses ``step``; answers out of turn are refused), that an episode whose every answer is
 invalid ends, and that a policy answering nothing but nonsense scores no better than the random
 policy on success, return and head-to-head results, seat by seat, over enough seeds to tell.
+
+(Past 600 lines: one check per paragraph above, each short, in the order they run; the hostile-answer
+corpus and the statistics they share are the rest.)
 """
 
 from __future__ import annotations

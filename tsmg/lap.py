@@ -13,6 +13,9 @@ the ``tool`` action format the move is a function call whose schema lists the le
 model call that fails (the server refused the request, or never answered) fails the episode
 instead of passing for an invalid answer. When the backend states a context window, history
 that would overflow it is trimmed by the template's rule and the step records it.
+
+(Past 600 lines: the configuration, the action formats' reading and the batched decide loop with its
+re-prompts, reasoning and trimming share one decision's state; split, each would pass it around.)
 """
 
 from __future__ import annotations
