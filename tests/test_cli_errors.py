@@ -24,6 +24,10 @@ CASES = [
     ("rollout FrozenLake-v0 --policy gpt5", "bad model spec"),
     ("rollout FrozenLake-v0 --episodes many", "bad option"),
     ("rollout FrozenLake-v0 -o max_steps", "bad option"),
+    ("rollout --game FrozenLake-v0 --model random --episodes -3", "no episodes"),
+    ("rollout --game FrozenLake-v0 --model random --episodes 2 --out {tmp}/a-file/run", "--out under a file"),
+    ("eval --game FrozenLake-v0 --model random --episodes 0", "no episodes"),
+    ("eval --game FrozenLake-v0 --model random --episodes 2 --out {tmp}/a-file/run", "--out under a file"),
     # the same with --game ID and --model SPEC (above: the deprecated positional game and --policy)
     ("check --game Nope-v0", "unknown game"),
     ("play --game Nope-v0", "unknown game"),
@@ -64,6 +68,7 @@ def test_bad_input_is_one_clean_line(command, problem, tmp_path, monkeypatch, ca
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.chdir(tmp_path)  # run folders, if any were made, land here
+    (tmp_path / "a-file").write_text("")
     code = main(command.format(tmp=tmp_path).split())
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
@@ -83,6 +88,11 @@ def test_messages_say_what_to_do(capsys, monkeypatch):
         "eval --game my/Nim-v0": "--import MODULE",
         "check FrozenLak-v0": "Did you mean: FrozenLake-v0?",
         "rollout FrozenLake-v0 --bogus": "unrecognized arguments: --bogus (see: tsmg rollout --help)",
+        "rollout --game FrozenLake-v0 --model random --episodes -3": "argument --episodes: must be at least 1, got -3",
+        "eval --game FrozenLake-v0 --model randon": "(did you mean random?)",
+        "rollout --game FrozenLake-v0 --model random --out /dev/null/run": (
+            "cannot make the folder /dev/null/run: a file stands on its path; choose another --out"
+        ),
         # a configuration's problems as "field: problem", without pydantic's own framing
         "train --game FrozenLake-v0 --model tiny --set rollout.group_size=1": (
             "error: invalid training configuration: credit assigner 'ms-grpo' compares the episodes of a group"

@@ -70,6 +70,16 @@ class ModelSpec:
         return f"{self.kind}:{self.target}" if self.kind in _TARGETED else self.kind
 
 
+def _did_you_mean(kind: str, colon: str) -> str:
+    """A typo of a kind (``randon``) suggests the kind; any other bare name, a hosted model of that name."""
+    import difflib
+
+    close = difflib.get_close_matches(kind, get_args(SpecKind), n=1, cutoff=0.75)
+    if close:
+        return f" (did you mean {close[0]}{colon}?)"
+    return f" (did you mean openai:{kind}?)" if not colon and kind else ""
+
+
 def parse_model_spec(text: str) -> ModelSpec:
     """Parse a model spec.
 
@@ -84,11 +94,15 @@ def parse_model_spec(text: str) -> ModelSpec:
         ...
         tsmg.model_spec.ModelSpecError: unknown model spec 'gpt5': use random, oracle, fixed:TEXT, openspiel-mcts, \
 openspiel-br, hf:PATH, smollm2, openai:MODEL or vllm:PATH (did you mean openai:gpt5?)
+        >>> parse_model_spec("randon")
+        Traceback (most recent call last):
+        ...
+        tsmg.model_spec.ModelSpecError: unknown model spec 'randon': use random, oracle, fixed:TEXT, openspiel-mcts, \
+openspiel-br, hf:PATH, smollm2, openai:MODEL or vllm:PATH (did you mean random?)
     """
     kind, colon, target = text.strip().partition(":")
     if kind not in get_args(SpecKind):
-        hint = f" (did you mean openai:{text.strip()}?)" if not colon and text.strip() else ""
-        raise ModelSpecError(f"unknown model spec {text!r}: {_USAGE}{hint}")
+        raise ModelSpecError(f"unknown model spec {text!r}: {_USAGE}{_did_you_mean(kind, colon)}")
     if kind in _TARGETED and not target:
         raise ModelSpecError(f"model spec {text!r} needs a target after the colon: {_USAGE}")
     if kind not in _TARGETED and colon:

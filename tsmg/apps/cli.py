@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import tsmg
-from tsmg.apps.cli_parser import Parser, UsageError, add_game_option, examples
+from tsmg.apps.cli_parser import Parser, UsageError, add_game_option, at_least_one, examples
 from tsmg.assignments import parse_assignments, validation_problems
 from tsmg.checker import GameCheckError, check_game
 from tsmg.core import Game, GameCodeError, GameError, Invalid
@@ -105,6 +105,8 @@ def one_line(error: BaseException) -> str:
     """The message of ``error`` on one line (pydantic errors as ``field: problem`` pairs)."""
     if isinstance(error, ValidationError):
         text = f"invalid {error.title}: {validation_problems(error)}"
+    elif isinstance(error, NotADirectoryError) and error.filename:
+        text = f"cannot make the folder {error.filename}: a file stands on its path; choose another --out"
     else:
         text = str(error) or type(error).__name__
     text = _PYDANTIC_NOISE.sub("", text)  # pydantic's "[type=..., input_value=...]" and its help link
@@ -118,6 +120,8 @@ def _is_user_error(error: BaseException) -> bool:
     # Errors whose message tells the user what to fix. BackendError is checked by name so that the
     # CLI never imports the backends package (its heavy libraries load only when a model is used).
     user_errors = (ValueError, UnknownGameError, GameError, ImportError, FileNotFoundError, PermissionError)
+    if isinstance(error, NotADirectoryError | FileExistsError | IsADirectoryError):  # --out where a file is
+        return True
     if isinstance(error, user_errors):
         return True
     return any(cls.__name__ == "BackendError" and cls.__module__ == "backends.base" for cls in type(error).__mro__)
@@ -257,7 +261,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     policy = roll.add_argument("--policy", metavar="SPEC", help="deprecated spelling of --model (default: none)")
     roll.add_alias(policy, model, default="random")
-    roll.add_argument("--episodes", type=int, default=100, help="episodes to play")
+    roll.add_argument("--episodes", type=at_least_one, default=100, help="episodes to play")
     roll.add_argument("--seed", type=int, default=0, help="first episode seed (seeds are consecutive)")
     roll.add_argument(
         "--out",

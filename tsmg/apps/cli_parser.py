@@ -162,6 +162,17 @@ def add_game_option(parser: Parser, *, several: bool = False, required: bool = T
     parser.add_alias(old, new, required=required, default=[] if several else None)
 
 
+def at_least_one(text: str) -> int:
+    """An argparse ``type``: a whole number of at least 1 (``--episodes 0`` or ``-3`` is refused, naming the flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def examples(*lines: str) -> str:
     """An ``epilog`` of example command lines (each a ``tsmg …`` line, or a ``#`` comment above one)."""
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tsmg.apps.cli_parser import UsageError, examples
+from tsmg.apps.cli_parser import UsageError, at_least_one, examples
 from tsmg.apps.evaluation.config import EvalConfig
 from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
 from tsmg.apps.evaluation.suites import SUITES, Suite, get_suite
@@ -53,7 +53,9 @@ def add_commands(commands: Any) -> None:
     run.add_argument(
         "--model", action="append", metavar="SPEC", help=f"model spec (repeatable; default: {DEFAULT_MODEL})"
     )
-    run.add_argument("--episodes", type=int, help="episodes per game and matchup (default: 100; a suite fixes its own)")
+    run.add_argument(
+        "--episodes", type=at_least_one, help="episodes per game and matchup (default: 100; a suite fixes its own)"
+    )
     run.add_argument("--seed", type=int, help="base seed of the episode seeds (default: 0; a suite fixes its own)")
     run.add_argument("--out", type=Path, help="run folder (default: runs/eval-SEED)")
     run.add_argument("--concurrency", type=int, default=64, help="episodes live at once")
