@@ -110,6 +110,10 @@ class PromptTemplate(BaseModel):
         return f"{rest}\n\n{{observation}}" if rest else "{observation}"
 
 
+#: The ``final`` action format's line: "Final Answer: MOVE" at a line's start (any case, markdown emphasis
+#: or a heading mark around the words allowed); the move is the rest of that line, read by the game's answer rule.
+_FINAL_ANSWER = re.compile(r"^[ \t>#*_-]*final[ \t]+answer[ \t*_]*:(?P<action>[^\n]*)$", re.IGNORECASE | re.MULTILINE)
+
 #: Decisions with more legal actions than this do not list them in the format instructions (a model
 #: cannot read hundreds of go points or Wordle's 1,571 words; the answer is read against all of them).
 MAX_LISTED_ACTIONS = 64
@@ -120,10 +124,11 @@ class ActionFormat(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["tag", "regex", "choice", "raw", "tool"] = Field(
+    kind: Literal["tag", "regex", "choice", "raw", "tool", "final"] = Field(
         default="tag",
         description=(
             "tag: text inside <tag>...</tag> (last one wins); regex: group 'action' or 1 of a pattern; "
+            "final: free reasoning, then the move on a last line 'Final Answer: MOVE' (the last such line wins); "
             "choice: constrained decoding among the legal actions; raw: the whole answer; "
             "tool: a call of a function whose 'move' argument is the move (an enum of the legal moves)."
         ),
@@ -160,6 +165,11 @@ class ActionFormat(BaseModel):
             )
         if self.kind == "choice":
             return f"Answer with your move only.{options}"
+        if self.kind == "final":
+            return (
+                "Reason step by step as long as you need, then end your answer with one line "
+                f'"Final Answer: MOVE", naming exactly one move as the game writes it.{options}'
+            )
         if self.kind == "tool" and tools:
             return f"Call one of the functions {', '.join(tool.name for tool in tools)} with its arguments.{options}"
         if self.kind == "tool":
@@ -245,6 +255,8 @@ class ActionFormat(BaseModel):
         if self.kind == "tag":
             tag = re.escape(self.tag)
             return re.compile(rf"<{tag}>(?P<action>.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
+        if self.kind == "final":
+            return _FINAL_ANSWER
         if self.kind == "regex":
             if self.pattern is None:
                 raise ValueError("ActionFormat(kind='regex') needs a pattern")
@@ -259,10 +271,14 @@ class ActionFormat(BaseModel):
         if not matches:
             if self.kind == "tag":
                 return Invalid(f"no <{self.tag}>...</{self.tag}> in the answer")
+            if self.kind == "final":
+                return Invalid('no line "Final Answer: MOVE" in the answer: end it with one')
             return Invalid(f"the answer does not match the pattern {self.pattern!r}")
         match = matches[-1]
         groups = match.groupdict()
         text = groups["action"] if "action" in groups else (match.group(1) if match.groups() else match.group(0))
+        if self.kind == "final" and not text.strip(" \t*_:`"):
+            return Invalid('the "Final Answer:" line names no move: write the move after the colon')
         return text.strip()
 
 
