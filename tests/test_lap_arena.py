@@ -80,3 +80,77 @@ def test_final_format_line_is_written_for_a_model():
     [episode] = rollout("FrozenLake-v0", LAP(model, LAPConfig(action_format=FINAL)), seeds=[0])
     text = episode.steps[0].prompt[-1].content
     assert 'end your answer with one line "Final Answer: MOVE"' in text and "Valid actions: left" in text
+
+
+class CyclingModel(ScriptedModel):
+    """Answers with ``answers[n % len(answers)]`` for the n-th request it is sent."""
+
+    def __init__(self, answers):
+        self.sent = 0
+        super().__init__(self._next)
+        self.answers = answers
+
+    def _next(self, messages, request):
+        self.sent += 1
+        return self.answers[(self.sent - 1) % len(self.answers)]
+
+
+def _voted(answers, seed=0, **settings):
+    model = CyclingModel(answers)
+    config = LAPConfig(action_format=FINAL, **settings)
+    [episode] = rollout("FrozenLake-v0", LAP(model, config), seeds=[seed], game_options={"max_steps": 1})
+    return model, episode
+
+
+def test_majority_vote_plays_the_move_most_valid_answers_name_and_records_them():
+    answers = ["Final Answer: down", "Final Answer: left", "Final Answer: DOWN.", "no move"]
+    model, episode = _voted(answers, votes=4)
+    [batch] = model.batches  # the k answers are one batched call, each with its own seed
+    assert len(batch) == 4 and len({request.seed for request in batch}) == 4
+    step = episode.steps[0]
+    assert step.valid and step.parsed_action == "down" and step.attempts == 1
+    [vote] = step.votes
+    assert vote["moves"] == ["down", "left", "down", None] and vote["tally"] == {"down": 2, "left": 1}
+    assert vote["played"] == "down" and vote["answers"] == answers and "no line" in vote["reasons"][3]
+    assert step.completion_tokens == 4 * 5 and step.prompt_tokens == 4 * 10  # accounting counts all k
+    assert episode.completion_tokens == 20
+
+
+def test_a_tie_is_broken_by_the_decisions_seeded_generator():
+    winners = {}
+    for seed in range(12):
+        _, episode = _voted(["Final Answer: left", "Final Answer: down"], seed=seed, votes=2)
+        winners[seed] = episode.steps[0].votes[0]["played"]
+        _, again = _voted(["Final Answer: left", "Final Answer: down"], seed=seed, votes=2)
+        assert again.steps[0].votes[0]["played"] == winners[seed]  # same seed, same move
+    assert set(winners.values()) == {"left", "down"}  # not always the first answer
+
+
+def test_no_valid_answer_goes_the_reprompt_way_with_the_reason():
+    answers = ["I pass.", "Final Answer: fly", "Final Answer: up", "Final Answer: up"]
+    model, episode = _voted(answers, votes=2, reprompt=1)
+    step = episode.steps[0]
+    assert [len(batch) for batch in model.batches] == [2, 2]
+    assert step.valid and step.parsed_action == "up" and step.attempts == 2
+    assert [vote["played"] for vote in step.votes] == [None, "up"]
+    assert 'That answer was invalid: no line "Final Answer: MOVE"' in step.prompt[-1].content
+    # every sample's seed differs, across attempts too
+    assert len({request.seed for batch in model.batches for request in batch}) == 4
+
+
+def test_one_vote_records_no_vote_and_keeps_the_seeds_of_a_plain_lap():
+    plain, voted = ScriptedModel(lambda m, r: "Final Answer: down"), CyclingModel(["Final Answer: down"])
+    rollout("FrozenLake-v0", LAP(plain, LAPConfig(action_format=FINAL)), seeds=[3], game_options={"max_steps": 1})
+    [episode] = rollout(
+        "FrozenLake-v0", LAP(voted, LAPConfig(action_format=FINAL, votes=1)), seeds=[3], game_options={"max_steps": 1}
+    )
+    assert episode.steps[0].votes is None
+    assert plain.batches[0][0].seed == voted.batches[0][0].seed
+
+
+def test_legal_moves_none_names_no_move_in_the_prompt():
+    model, episode = _voted(["Final Answer: down"], legal_moves="none", reprompt=1)
+    text = episode.steps[0].prompt[-1].content
+    # The format line names no move (FrozenLake's rules still name its four actions: they are the game's text)
+    assert "Final Answer: MOVE" in text and "Valid actions" not in text
+    assert "Valid actions: left, down, right, up" in _voted(["Final Answer: down"])[1].steps[0].prompt[-1].content
