@@ -154,3 +154,47 @@ def test_legal_moves_none_names_no_move_in_the_prompt():
     # The format line names no move (FrozenLake's rules still name its four actions: they are the game's text)
     assert "Final Answer: MOVE" in text and "Valid actions" not in text
     assert "Valid actions: left, down, right, up" in _voted(["Final Answer: down"])[1].steps[0].prompt[-1].content
+
+
+def test_legal_moves_none_drops_them_from_an_openspiel_view_too():
+    from tsmg.apps.cli import _build_parser
+    from tsmg.apps.evaluation.cli import config_from_args
+
+    args = [
+        "eval",
+        "--game",
+        "OpenSpiel/tic_tac_toe-v0",
+        "--model",
+        "random",
+        "--lap",
+        "arena",
+        "--legal-moves",
+        "none",
+    ]
+    config = config_from_args(_build_parser().parse_args(args))
+    assert config.lap.legal_moves == "none" and config.game_options["OpenSpiel/tic_tac_toe-v0"]["list_moves"] is False
+    model = ScriptedModel(lambda messages, r: "Final Answer: x(1,1)")
+    lap = LAP(model, config.lap)
+    [episode] = rollout("OpenSpiel/tic_tac_toe-v0", lap, seeds=[0], game_options={"list_moves": False, "max_steps": 1})
+    text = episode.steps[0].prompt[-1].content
+    assert "x(0,2)" not in text and "Your legal moves are not listed" in text and episode.steps[0].valid
+    # A view that lists the moves cannot be played under legal_moves='none': said, not silently kept.
+    [failed] = rollout("OpenSpiel/tic_tac_toe-v0", lap, seeds=[0], game_options={"max_steps": 1})
+    assert "lists the legal moves in its observation" in failed.error and "list_moves=false" in failed.error
+
+
+def test_the_arena_preset_and_flags_beside_it():
+    from tsmg.apps.cli import _build_parser
+    from tsmg.apps.lap_options import lap_config_from_args
+    from tsmg.arena import LAP_PRESETS
+
+    parse = _build_parser().parse_args
+    arena = lap_config_from_args(parse(["prompt", "--game", "FrozenLake-v0", "--lap", "arena"]))
+    settings = LAP_PRESETS["arena"]
+    assert arena.action_format.kind == "final" and arena.max_tokens == settings["max_tokens"] == 1024
+    assert (arena.reprompt, arena.votes, arena.legal_moves) == (2, 1, "list")
+    plain = lap_config_from_args(parse(["prompt", "--game", "FrozenLake-v0"]))
+    assert (plain.action_format.kind, plain.max_tokens, plain.reprompt, plain.votes) == ("tag", 64, 0, 1)
+    flags = ["--lap", "arena", "--max-tokens", "300", "--reprompt", "0", "--votes", "5", "--action-format", "tag"]
+    given = lap_config_from_args(parse(["prompt", "--game", "FrozenLake-v0", *flags]))
+    assert (given.action_format.kind, given.max_tokens, given.reprompt, given.votes) == ("tag", 300, 0, 5)
