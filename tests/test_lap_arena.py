@@ -198,3 +198,10 @@ def test_the_arena_preset_and_flags_beside_it():
     flags = ["--lap", "arena", "--max-tokens", "300", "--reprompt", "0", "--votes", "5", "--action-format", "tag"]
     given = lap_config_from_args(parse(["prompt", "--game", "FrozenLake-v0", *flags]))
     assert (given.action_format.kind, given.max_tokens, given.reprompt, given.votes) == ("tag", 300, 0, 5)
+
+
+def test_a_conversation_lap_refuses_votes():
+    from tsmg.apps.integrations.conversation import ConversationLAP
+
+    with pytest.raises(ValueError, match="votes must be 1, not 3"):
+        ConversationLAP(ScriptedModel(lambda m, r: ""), LAPConfig(votes=3))
