@@ -287,8 +287,8 @@ class OpenSpielConfig(GameConfig):
     def _moves_listed_by_raw(self) -> OpenSpielConfig:
         if not self.list_moves and self.view == "raw":
             raise ValueError(
-                "list_moves=false (--legal-moves none) needs view full or compact: the raw view is OpenSpiel's first text byte for byte, "
-                "its legal moves included"
+                "list_moves=false (--legal-moves none) needs view full or compact: the raw view is OpenSpiel's "
+                "first text byte for byte, its legal moves included"
             )
         return self
 
