@@ -35,7 +35,7 @@ def test_corrupt_line_in_the_middle_is_an_error(tmp_path):
 
 def test_records_written_before_schema_versions_are_read_as_version_1(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
-    assert episode.schema_version == SCHEMA_VERSION == 6
+    assert episode.schema_version == SCHEMA_VERSION == 7
     # A line as written before this change: no schema_version, no choices or prompt ids in its steps.
     old = episode.model_dump(
         mode="json", exclude={"schema_version": True, "steps": {"__all__": {"choices", "prompt_token_ids"}}}
@@ -104,10 +104,13 @@ def test_version_5_records_read_with_no_tools_and_version_6_keeps_them(tmp_path)
 
 def test_a_newer_schema_version_is_refused_naming_the_versions_read(tmp_path):
     [episode] = rollout("FrozenLake-v0", RandomPolicy(), seeds=[0])
-    newer = {**episode.model_dump(mode="json"), "schema_version": 7, "a_field_from_the_future": 1}
+    newer = {**episode.model_dump(mode="json"), "schema_version": SCHEMA_VERSION + 1, "a_field_from_the_future": 1}
     path = tmp_path / "episodes.jsonl"
     path.write_text(json.dumps(newer) + "\n")
-    with pytest.raises(EpisodeSchemaError, match=r"episodes.jsonl:1: .*schema version 7.*reads versions 1 to 6"):
+    with pytest.raises(
+        EpisodeSchemaError,
+        match=rf"episodes.jsonl:1: .*schema version {SCHEMA_VERSION + 1}.*reads versions 1 to {SCHEMA_VERSION}",
+    ):
         list(read_episodes(path))
 
 

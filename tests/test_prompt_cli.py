@@ -84,6 +84,7 @@ LAP_FLAGS = [
     "--system", "Be brief.", "--history", "last_k", "--history-k", "3", "--observation-last",
     "--action-format", "regex", "--action-regex", "move: (\\w+)", "--reprompt", "2", "--temperature", "0.5",
     "--top-p", "0.9", "--max-tokens", "32", "--tool-choice", "required", "--action-tag", "move",
+    "--lap", "arena", "--votes", "3", "--legal-moves", "list",
 ]  # fmt: skip
 
 
@@ -94,7 +95,7 @@ def test_eval_and_prompt_take_the_same_lap_flags_and_read_them_alike():
     assert evaluation.lap == prompt
     assert prompt.template.system == "Be brief." and prompt.action_format.pattern == "move: (\\w+)"
 
-    assert _lap_flags("eval") == _lap_flags("prompt") and len(_lap_flags("prompt")) == 12
+    assert _lap_flags("eval") == _lap_flags("prompt") and len(_lap_flags("prompt")) == 15
 
 
 def _lap_flags(command: str) -> dict[str, tuple[object, ...]]:

@@ -92,6 +92,9 @@ class Decision:
         choices: The answers a constrained decision allowed (None: free text).
         tools: The function schemas the model was offered with the prompt (the ``tool`` action
             format; None: none).
+        votes: With a majority vote (:attr:`tsmg.lap.LAPConfig.votes`), one record per attempt: the
+            answers, the move each names (None: invalid), why the invalid ones are, the tally and
+            the move played (see :attr:`tsmg.episode.StepRecord.votes`). None without a vote.
     """
 
     action: str | Invalid
@@ -112,6 +115,7 @@ class Decision:
     prompt_token_ids: list[int] | None = None
     choices: list[str] | None = None
     tools: list[dict[str, Any]] | None = None
+    votes: list[dict[str, Any]] | None = None
 
 
 @runtime_checkable

@@ -22,7 +22,9 @@ fields None. Version 5 added the typed influence graphs of the episode (``influe
 made them: ``"exact"`` from the game's own record, an annotator's name for its graph; see
 :mod:`tsmg.influence`); older records read with it empty. Version 6 completed each model step's
 prompt with the function schemas offered beside its messages (``tools``, under the ``tool`` action
-format; ``tsmg prompt`` shows the same); older records read with it None.
+format; ``tsmg prompt`` shows the same); older records read with it None. Version 7 added each step's
+majority vote (``votes``: per attempt the sampled answers, the move each names, the tally and the move
+played; :attr:`tsmg.lap.LAPConfig.votes`); older records read with it None.
 """
 
 from __future__ import annotations
@@ -90,6 +92,12 @@ class StepRecord(BaseModel):
             outside training).
         trains: Whether the training update trains on this step (None: not decided, e.g. outside
             training, or an update that did not look at it); see :func:`training.credit.mark_trained_steps`.
+        votes: With a majority vote (``votes`` > 1), one record per attempt (re-prompts add one each):
+            ``answers`` (the k answers), ``moves`` (the legal move each names, None if invalid),
+            ``reasons`` (why each invalid one is), ``tally`` (move → answers naming it) and
+            ``played`` (the move the vote chose, None when no answer was valid). ``completion``
+            holds the played answer; the token counts add up all k. None without a vote (and in
+            records older than version 7).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -123,10 +131,11 @@ class StepRecord(BaseModel):
     temperature: float | None = None
     exact_logprobs: bool | None = None
     trains: bool | None = None
+    votes: list[dict[str, Any]] | None = None
 
 
 #: The version of the episode record this code writes; :func:`read_episodes` reads 1 to this.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class EpisodeSchemaError(ValueError):

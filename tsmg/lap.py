@@ -30,6 +30,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tsmg.arena import majority
 from tsmg.core import Invalid
 from tsmg.decisions import Decision, DecisionRequest, Turn
 from tsmg.lm import Completion, GenerationRequest, LanguageModel, SamplingParams, ToolCall
@@ -110,6 +111,10 @@ class PromptTemplate(BaseModel):
         return f"{rest}\n\n{{observation}}" if rest else "{observation}"
 
 
+#: The ``final`` action format's line: "Final Answer: MOVE" at a line's start (any case, markdown emphasis
+#: or a heading mark around the words allowed); the move is the rest of that line, read by the game's answer rule.
+_FINAL_ANSWER = re.compile(r"^[ \t>#*_-]*final[ \t]+answer[ \t*_]*:(?P<action>[^\n]*)$", re.IGNORECASE | re.MULTILINE)
+
 #: Decisions with more legal actions than this do not list them in the format instructions (a model
 #: cannot read hundreds of go points or Wordle's 1,571 words; the answer is read against all of them).
 MAX_LISTED_ACTIONS = 64
@@ -120,10 +125,11 @@ class ActionFormat(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["tag", "regex", "choice", "raw", "tool"] = Field(
+    kind: Literal["tag", "regex", "choice", "raw", "tool", "final"] = Field(
         default="tag",
         description=(
             "tag: text inside <tag>...</tag> (last one wins); regex: group 'action' or 1 of a pattern; "
+            "final: free reasoning, then the move on a last line 'Final Answer: MOVE' (the last such line wins); "
             "choice: constrained decoding among the legal actions; raw: the whole answer; "
             "tool: a call of a function whose 'move' argument is the move (an enum of the legal moves)."
         ),
@@ -160,6 +166,11 @@ class ActionFormat(BaseModel):
             )
         if self.kind == "choice":
             return f"Answer with your move only.{options}"
+        if self.kind == "final":
+            return (
+                "Reason step by step as long as you need, then end your answer with one line "
+                f'"Final Answer: MOVE", naming exactly one move as the game writes it.{options}'
+            )
         if self.kind == "tool" and tools:
             return f"Call one of the functions {', '.join(tool.name for tool in tools)} with its arguments.{options}"
         if self.kind == "tool":
@@ -245,6 +256,8 @@ class ActionFormat(BaseModel):
         if self.kind == "tag":
             tag = re.escape(self.tag)
             return re.compile(rf"<{tag}>(?P<action>.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
+        if self.kind == "final":
+            return _FINAL_ANSWER
         if self.kind == "regex":
             if self.pattern is None:
                 raise ValueError("ActionFormat(kind='regex') needs a pattern")
@@ -259,10 +272,14 @@ class ActionFormat(BaseModel):
         if not matches:
             if self.kind == "tag":
                 return Invalid(f"no <{self.tag}>...</{self.tag}> in the answer")
+            if self.kind == "final":
+                return Invalid('no line "Final Answer: MOVE" in the answer: end it with one')
             return Invalid(f"the answer does not match the pattern {self.pattern!r}")
         match = matches[-1]
         groups = match.groupdict()
         text = groups["action"] if "action" in groups else (match.group(1) if match.groups() else match.group(0))
+        if self.kind == "final" and not text.strip(" \t*_:`"):
+            return Invalid('the "Final Answer:" line names no move: write the move after the colon')
         return text.strip()
 
 
@@ -352,6 +369,22 @@ class LAPConfig(BaseModel):
         default=0,
         description="The run seed: with each decision's plan position, it keys the sampling seed (tsmg.seeding).",
     )
+    legal_moves: Literal["list", "none"] = Field(
+        default="list",
+        description=(
+            "list: the format line names the legal moves (unless the game's text lists them); none: the prompt "
+            "names none, the model must know the game's notation (a game whose text lists them refuses it)."
+        ),
+    )
+    votes: int = Field(
+        default=1,
+        ge=1,
+        le=32,
+        description=(
+            "Answers sampled per decision (one batched call, each with its own seed); the move most valid answers "
+            "name is played, a tie broken by the decision's seeded generator; none valid: the re-prompt path."
+        ),
+    )
 
 
 class LAP:
@@ -406,7 +439,7 @@ class LAP:
             messages.append({"role": "assistant", "content": self._earlier_answer(turn, tools)})
             if not turn.valid and turn.reason:
                 messages.append({"role": "user", "content": f"That answer was invalid: {turn.reason}."})
-        last = self._user_text(request.observation, request.legal_actions, tools, _lists_moves(request))
+        last = self._user_text(request.observation, self._listed(request), tools)
         messages.append({"role": "user", "content": last})
         return messages
 
@@ -460,15 +493,25 @@ class LAP:
         observation: str,
         legal_actions: Sequence[str] | None,
         tools: Sequence[ToolSpec] | None = None,
-        lists_moves: bool = False,
     ) -> str:
-        """The user turn; ``lists_moves``: the observation lists the moves, so the format line does not repeat them."""
+        """The user turn; ``legal_actions``: the moves the format line names (None: none, see :meth:`_listed`)."""
         fmt = self.config.action_format
         return self.config.template.user_layout().format(
             observation=observation,
             legal_actions=", ".join(legal_actions or ()),
-            format_instructions=fmt.instructions_for(None if lists_moves else legal_actions, tools),
+            format_instructions=fmt.instructions_for(legal_actions, tools),
         )
+
+    def _listed(self, request: DecisionRequest) -> Sequence[str] | None:
+        """The legal moves the prompt names: none where the game's text lists them or ``legal_moves`` is none."""
+        if self.config.legal_moves == "none":
+            if _lists_moves(request):
+                raise ValueError(
+                    f"legal_moves='none': {request.game.game_id} lists the legal moves in its observation; "
+                    "give it the option that leaves them out (OpenSpiel games: list_moves=false) or list them"
+                )
+            return None
+        return None if _lists_moves(request) else request.legal_actions
 
     def act(self, requests: Sequence[DecisionRequest]) -> list[Decision]:
         """Decide for every request: one batched model call, then batched re-prompts.
@@ -481,21 +524,31 @@ class LAP:
         conversations = [messages for messages, _ in fitted]
         decisions: list[Decision | None] = [None] * len(requests)
         todo = list(range(len(requests)))
+        votes = self.config.votes
         for attempt in range(self.config.reprompt + 1):
+            # With votes, each decision asks for k answers in the same batch, each with its own seed.
             batch = [
-                self._tool_request(requests[i], self._generation_request(requests[i], conversations[i], attempt))
+                self._tool_request(
+                    requests[i], self._generation_request(requests[i], conversations[i], attempt * votes + vote)
+                )
                 for i in todo
+                for vote in range(votes)
             ]
             started = time.perf_counter()
-            completions = self._complete([requests[i] for i in todo], batch)
+            completions = self._complete([requests[i] for i in todo for _ in range(votes)], batch)
             share = (time.perf_counter() - started) / max(len(todo), 1)
-            if len(completions) != len(todo):
-                raise RuntimeError(f"{self.name} returned {len(completions)} completions for {len(todo)} requests")
+            if len(completions) != len(batch):
+                raise RuntimeError(f"{self.name} returned {len(completions)} completions for {len(batch)} requests")
             retry = []
-            for i, request, completion in zip(todo, batch, completions, strict=True):
-                action = self._action_of(requests[i], completion)
+            for n, i in enumerate(todo):
+                group = completions[n * votes : (n + 1) * votes]
+                actions = [self._action_of(requests[i], completion) for completion in group]
+                chosen, record = self._vote(requests[i], group, actions) if votes > 1 else (0, None)
+                completion, action, request = group[chosen], actions[chosen], batch[n * votes + chosen]
                 decision = self._merge(decisions[i], request, completion, action, share)
                 decisions[i] = self._with_reasoning(decision, completion, fitted[i][1])
+                if record is not None:
+                    _count_votes(decision, group, chosen, record)
                 if completion.finish_reason == "error":
                     continue  # a failed call is not re-prompted: the episode fails with its message
                 if isinstance(action, Invalid) and attempt < self.config.reprompt:
@@ -504,10 +557,7 @@ class LAP:
                         {
                             "role": "user",
                             "content": f"That answer was invalid: {action.reason}. "
-                            + fmt.instructions_for(
-                                None if _lists_moves(requests[i]) else requests[i].legal_actions,
-                                self._game_tools(requests[i]),
-                            ),
+                            + fmt.instructions_for(self._listed(requests[i]), self._game_tools(requests[i])),
                         },
                     ]
                     retry.append(i)
@@ -515,6 +565,37 @@ class LAP:
             if not todo:
                 break
         return [decision for decision in decisions if decision is not None]
+
+    def _vote(
+        self, request: DecisionRequest, group: Sequence[Completion], actions: Sequence[str | Invalid]
+    ) -> tuple[int, dict[str, Any]]:
+        """The answer of ``group`` the decision plays (see :func:`tsmg.arena.majority`) and the vote's record.
+
+        A failed call wins outright (the episode fails with its message); with no valid answer the
+        first answer stands, invalid, and goes the re-prompt way.
+        """
+        moves = [None if isinstance(action, Invalid) else self._move_key(request, action) for action in actions]
+        winner, tally = majority(moves, request.rng(self.config.seed))
+        failed = [n for n, completion in enumerate(group) if completion.finish_reason == "error"]
+        chosen = failed[0] if failed else (0 if winner is None else winner)
+        record = {
+            "answers": [_answer_text(completion) for completion in group],
+            "moves": moves,
+            "reasons": [action.reason if isinstance(action, Invalid) else None for action in actions],
+            "tally": tally,
+            "played": None if failed else moves[chosen],
+        }
+        return chosen, record
+
+    @staticmethod
+    def _move_key(request: DecisionRequest, action: str) -> str:
+        """The canonical text of the legal move a valid answer names (its own text where moves are not listed)."""
+        if request.legal_actions and action not in request.legal_actions:
+            parsed = request.game.parse(request.agent, action)
+            for text in request.legal_actions:
+                if request.game.parse(request.agent, text) == parsed:
+                    return text
+        return action
 
     def _complete(self, requests: Sequence[DecisionRequest], batch: list[GenerationRequest]) -> list[Completion]:
         """One model call for ``batch`` (``requests[i]`` is the decision ``batch[i]`` asks for).
@@ -632,6 +713,7 @@ class LAP:
         )
         if previous is not None:
             decision.reasoning_tokens = previous.reasoning_tokens  # this attempt's are added on top
+            decision.votes = previous.votes
             decision.attempts = previous.attempts + 1
             decision.prompt_tokens = (previous.prompt_tokens or 0) + completion.prompt_tokens
             decision.completion_tokens = (previous.completion_tokens or 0) + completion.completion_tokens
@@ -642,6 +724,18 @@ class LAP:
 def _lists_moves(request: DecisionRequest) -> bool:
     """Whether the request's game lists the legal moves in its observation (the format line then does not)."""
     return bool(getattr(request.game, "observation_lists_moves", False))
+
+
+def _count_votes(decision: Decision, group: Sequence[Completion], chosen: int, record: dict[str, Any]) -> None:
+    """Add the vote's other answers to ``decision``'s token counts and its record to ``decision.votes``."""
+    for n, completion in enumerate(group):
+        if n == chosen:
+            continue
+        decision.prompt_tokens = (decision.prompt_tokens or 0) + completion.prompt_tokens
+        decision.completion_tokens = (decision.completion_tokens or 0) + completion.completion_tokens
+        if completion.reasoning_tokens is not None:
+            decision.reasoning_tokens = (decision.reasoning_tokens or 0) + completion.reasoning_tokens
+    decision.votes = [*(decision.votes or []), record]
 
 
 def _answer_text(completion: Completion) -> str:

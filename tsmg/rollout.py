@@ -358,6 +358,7 @@ def _recorded_decision(step: StepRecord) -> Decision:
         prompt_token_ids=step.prompt_token_ids,
         choices=step.choices,
         tools=step.tools,
+        votes=step.votes,
     )
 
 
@@ -823,6 +824,7 @@ def _play_round(episode: _LiveEpisode, answers: Mapping[AgentID, tuple[DecisionR
             choices=decision.choices,
             prompt_token_ids=decision.prompt_token_ids,
             tools=decision.tools,
+            votes=decision.votes,
         )
         record.steps.append(step)
         episode.last_step[agent] = step

@@ -64,7 +64,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pyspiel
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tsmg import loading
 from tsmg.adapters import openspiel_views
@@ -275,6 +275,22 @@ class OpenSpielConfig(GameConfig):
             "'compact': the same without the rules card; 'raw': OpenSpiel's observation string (the first text)."
         ),
     )
+    list_moves: bool = Field(
+        default=True,
+        description=(
+            "Whether the full and compact views list the legal moves (false: the seat is told to name one in "
+            "OpenSpiel's notation, as `--legal-moves none` asks; the raw view always lists them)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _moves_listed_by_raw(self) -> OpenSpielConfig:
+        if not self.list_moves and self.view == "raw":
+            raise ValueError(
+                "list_moves=false (--legal-moves none) needs view full or compact: the raw view is OpenSpiel's "
+                "first text byte for byte, its legal moves included"
+            )
+        return self
 
 
 class OpenSpielGame(RefereedGame[int]):
@@ -392,7 +408,7 @@ class OpenSpielGame(RefereedGame[int]):
     @property
     def observation_lists_moves(self) -> bool:
         """The readable views list the legal moves themselves (one per line); the raw text leaves it to the LAP too."""
-        return self.config.view != "raw"
+        return self.config.view != "raw" and self.config.list_moves
 
     def information_state(self, agent: AgentID) -> str:
         """OpenSpiel's information-state string of ``agent`` now (its observation string where the game has none).
@@ -552,7 +568,7 @@ class OpenSpielGame(RefereedGame[int]):
             if self.config.view == "raw":
                 self._texts[agent] = self._render(agent, player, active)
             else:
-                listed = self._moves[agent].canonical if agent in active else None
+                listed = self._moves[agent].canonical if agent in active and self.config.list_moves else None
                 self._texts[agent] = openspiel_views.render(
                     state, player, self.config.view, listed, self._ending(agent, active)
                 )
@@ -567,6 +583,11 @@ class OpenSpielGame(RefereedGame[int]):
         """The closing line of a seat that does not act now: its return at the end, or whom it waits for."""
         if self.done:
             return f"The game is over. Your return: {self._require_tally().returns[agent]:+g}."
+        if agent in active:  # only with list_moves=false: else the view lists the moves here
+            example = _notation_example(self.state.get_game(), self.player(agent))
+            return "It is your turn. Your legal moves are not listed: name one the way OpenSpiel writes moves" + (
+                f" (at the start of a game, {example} is one)." if example else "."
+            )
         waiting = [other for other in self._agents if other in active]
         return f"Waiting for {', '.join(waiting)}." if waiting else "Waiting."
 
@@ -590,6 +611,18 @@ class OpenSpielGame(RefereedGame[int]):
             waiting = [other for other in self._agents if other in active]
             lines.append(f"Waiting for {', '.join(waiting)}." if waiting else "Waiting.")
         return "\n".join(line for line in lines if line)
+
+
+def _notation_example(game: Any, player: int) -> str | None:
+    """A move of ``player`` in the game's first decision, named as OpenSpiel writes it: the notation, not a hint.
+
+    Taken from the start of the game (the first chance outcomes), so it is the same at every decision.
+    """
+    state = game.new_initial_state()
+    while state.is_chance_node():
+        state.apply_action(state.chance_outcomes()[0][0])
+    actions = state.legal_actions(player) if not state.is_terminal() else []
+    return str(state.action_to_string(player, actions[0])) if actions else None
 
 
 def _resolve_chance(state: Any, rng: np.random.Generator) -> None:

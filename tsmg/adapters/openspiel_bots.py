@@ -313,6 +313,7 @@ class BestResponsePolicy:
         if isinstance(self.against, RandomPolicy):
             return policy_lib.TabularPolicy(game.pyspiel_game)
         from tsmg.adapters.openspiel_tabular import tabular_policy
+
         table, _ = tabular_policy(self.against, make_twin(game))
         return table
 
@@ -409,6 +410,11 @@ class OpenSpielVsBot(RefereedGame[int]):
     def agents(self) -> tuple[AgentID, ...]:
         """The learner alone: ``player``."""
         return ("player",)
+
+    @property
+    def observation_lists_moves(self) -> bool:
+        """As the game it wraps: its full and compact views list the learner's moves."""
+        return self.inner.observation_lists_moves
 
     def observe(self, agent: AgentID) -> str:
         """The learner's seat's prompt, with a line naming the bot it plays against."""

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tsmg.apps.cli_parser import examples
-from tsmg.apps.lap_options import add_lap_arguments, lap_config_from_args
+from tsmg.apps.lap_options import add_lap_arguments, lap_config_from_args, legal_moves_options
 from tsmg.assignments import parse_assignments
 from tsmg.core import AgentID
 from tsmg.decisions import Decision, DecisionRequest
@@ -266,6 +266,9 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     """Print the prompt of the decision the arguments name."""
     lap = lap_config_from_args(args)
     options = parse_assignments(args.option, "-o/--option")
+    per_game = {args.game: options}
+    legal_moves_options([args.game], lap, per_game)
+    options = per_game[args.game]
     prompt = prompt_at(args.game, seed=args.seed, agent=args.agent, step=args.step, options=options, lap=lap)
     print(json.dumps(prompt.as_dict(), indent=2) if args.json else prompt.text())
     return 0

@@ -13,7 +13,7 @@ from tsmg.apps.cli_parser import UsageError, at_least_one, examples
 from tsmg.apps.evaluation.config import EvalConfig
 from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
 from tsmg.apps.evaluation.suites import SUITES, Suite, get_suite
-from tsmg.apps.lap_options import add_lap_arguments, lap_config_from_args
+from tsmg.apps.lap_options import add_lap_arguments, lap_config_from_args, legal_moves_options
 from tsmg.assignments import parse_assignments, parse_model_option
 from tsmg.lap import ActionFormat, LAPConfig
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
@@ -203,12 +203,14 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         model_options.setdefault(model, {})[key] = option
     prices = {value.rpartition("=")[0]: _price(value) for value in args.price}
     lap = lap_config_from_args(args, seed)
+    options = _game_options(models, games, game_options, suite)
+    legal_moves_options(games, lap, options)
     return EvalConfig(
         games=games,
         models=models,
         episodes=suite.episodes if suite is not None else (100 if args.episodes is None else args.episodes),
         seed=seed,
-        game_options=_game_options(models, games, game_options, suite),
+        game_options=options,
         lap=lap,
         model_options=model_options,
         prices=prices,
@@ -292,7 +294,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def dry_run_text(config: EvalConfig) -> str:
     """The plan: games, matchups, seeds, episode count, and upper estimates of tokens and cost."""
-    from tsmg.apps.evaluation.estimate import model_turns, upper_bound_tokens
+    from tsmg.apps.evaluation.estimate import calls_per_turn, model_turns, upper_bound_tokens
 
     plan = plan_evaluation(config)
     lines = [f"{len(plan)} episodes planned (seed {config.seed}):"]
@@ -316,6 +318,11 @@ def dry_run_text(config: EvalConfig) -> str:
     else:
         lines.append(f"estimated tokens at most: {total_in:,} in, {total_out:,} out (model-played seats only)")
         lines.append(f"model turns at most: {turns:,}; --sample N measures the time a turn takes")
+    lap = config.lap
+    lines.append(
+        f"a model turn writes at most {calls_per_turn(config)} answer(s): {lap.votes} vote(s) x (1 + {lap.reprompt} "
+        f"re-prompt(s)), each of up to {lap.max_tokens:,} tokens (a model's max_completion_tokens option wins)"
+    )
     priced = [model for model in config.models if model in config.prices]
     if priced:
         cost = 0.0

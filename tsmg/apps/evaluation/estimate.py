@@ -23,7 +23,7 @@ from tsmg.episode import Episode
 from tsmg.registry import make
 from tsmg.rollout import EpisodePlan, rollout
 
-__all__ = ["SampledEstimate", "estimate_from_samples", "model_turns", "upper_bound_tokens"]
+__all__ = ["SampledEstimate", "calls_per_turn", "estimate_from_samples", "model_turns", "upper_bound_tokens"]
 
 
 def _token_budget(config: EvalConfig, model: str) -> int:
@@ -37,12 +37,33 @@ def upper_bound_tokens(config: EvalConfig) -> dict[tuple[str, str], tuple[int, i
 
     The prompt of a turn is estimated from the first observation and the system text (4
     characters a token, plus 30 for the framing); a turn writes its whole token budget. A seat
-    takes :func:`model_turns`'s turns.
+    takes :func:`model_turns`'s turns. Each turn is taken to need every re-prompt, each of its
+    attempts sampling ``votes`` answers: votes × (1 + reprompt) answers of the whole budget, the
+    prompt of re-prompt ``a`` longer by ``a`` earlier answers and their reasons (:func:`calls_per_turn`).
     """
+    lap = config.lap
     bounds: dict[tuple[str, str], tuple[int, int]] = {}
     for (game_id, model), (turns, prompt_tokens) in _seat_turns(config).items():
-        bounds[(game_id, model)] = (turns * prompt_tokens, turns * _token_budget(config, seat_spec(model)))
+        budget = _token_budget(config, seat_spec(model))
+        grown = (budget + _REASON_TOKENS) * lap.reprompt * (lap.reprompt + 1) // 2  # the earlier answers, re-sent
+        tokens_in = lap.votes * ((lap.reprompt + 1) * prompt_tokens + grown)
+        bounds[(game_id, model)] = (turns * tokens_in, turns * calls_per_turn(config) * budget)
     return bounds
+
+
+#: Tokens of a re-prompt's reason and format line, beside the earlier answer it re-sends.
+_REASON_TOKENS = 60
+
+
+def calls_per_turn(config: EvalConfig) -> int:
+    """Answers a model turn writes at most: ``votes`` per attempt, 1 + ``reprompt`` attempts.
+
+    Example:
+        >>> from tsmg.lap import LAPConfig
+        >>> calls_per_turn(EvalConfig(games=["FrozenLake-v0"], lap=LAPConfig(votes=3, reprompt=2)))
+        9
+    """
+    return config.lap.votes * (1 + config.lap.reprompt)
 
 
 def model_turns(config: EvalConfig) -> dict[tuple[str, str], int]:

@@ -59,6 +59,8 @@ class ConversationLAP(LAP):
     def __init__(self, model: Any, config: LAPConfig | None = None, name: str | None = None) -> None:
         """Wrap ``model`` (which must take token-id prompts); ``config``'s history settings are replaced."""
         config = config or LAPConfig()
+        if config.votes > 1:  # the conversation continues one answer per seat: k sampled answers have no one thread
+            raise ValueError(f"ConversationLAP continues one answer per seat: votes must be 1, not {config.votes}")
         template = config.template.model_copy(update={"history": "full", "trim": "none"})
         super().__init__(model, config.model_copy(update={"template": template}), name)
         self.model: Any = model  # an HFBackend-like model: encode_prompts, tokenizer, chat, eos_ids
