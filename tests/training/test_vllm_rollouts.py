@@ -46,7 +46,6 @@ UPDATES = int(sys.argv[3])
 
 
 def main():
-    import training.trainer as trainer_module
     from backends.base import GenerationRequest, SamplingParams
     from backends.hf import HFBackend
     from training.config import TrainConfig
@@ -122,7 +121,6 @@ def main():
                     engine.trained = trained
                 record["syncs_after_failure"] = engine.syncs
 
-        trainer_module.build_engine = build_and_keep
         config = TrainConfig.model_validate(
             {
                 "rollout": {
@@ -142,7 +140,7 @@ def main():
             }
         )
         began = time.perf_counter()
-        result = train(config, hooks=TrainHooks(on_update=on_update))
+        result = train(config, hooks=TrainHooks(on_update=on_update, build_engine=build_and_keep))
         record["train_s"] = time.perf_counter() - began
         engines[0].close()
         record["steps"] = result.steps
