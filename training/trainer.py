@@ -224,7 +224,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             record_game_error(run.out_dir, error)
         raise
     check_teacher(config)  # a distillation teacher must share the student's tokenizer
-    check_opponents(config)  # who plays the seats the model does not (training/selfplay.py)
+    check_opponents(config.rollout)  # who plays the seats the model does not (training/selfplay.py)
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
     world = current_world(config.distributed.timeout_s, group_of_one=config.distributed.strategy == "fsdp")
@@ -239,7 +239,14 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     elapsed_before, cpu_before, start_step = state.elapsed_s, state.cpu_s, checkpoint.step if checkpoint else 0
     opponent = policy_from_spec(rollout_config.opponent, seed=run.seed) if rollout_config.opponent else None
     opponents = Opponents(
-        config, agents, folder.path, world, fixed=opponent, resume_step=checkpoint.step if checkpoint else None
+        config.rollout,
+        config.model,
+        run,
+        agents,
+        folder.path,
+        world,
+        fixed=opponent,
+        resume_step=checkpoint.step if checkpoint else None,
     )
     train_seats = list(opponents.train_seats)
     # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
@@ -249,11 +256,14 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         config,
         world,
         lambda backend, **options: make_engine(
-            config,
             backend,
             folder.path,
             opponents.model_seats,
             opponents.base_opponent,
+            rollout=config.rollout,
+            model=config.model,
+            seed=run.seed,
+            vllm_engine=config.distributed.vllm_engine,
             world=world,
             parallel=setup.parallel,
             **options,
