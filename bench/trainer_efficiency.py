@@ -165,7 +165,9 @@ class Update:
 
     def __init__(self, config: TrainConfig, setup: Any, folder: Path) -> None:
         self.config, self.setup = config, setup
-        self.engine = build_engine(config, setup.backend, folder, ["player"], None)
+        self.engine = build_engine(
+            setup.backend, folder, ["player"], None, rollout=config.rollout, model=config.model, seed=config.run.seed
+        )
         self.unmerged = HFRolloutEngine(setup.backend, config.rollout, ["player"], None)
         self.update = PolicyUpdate.from_config(setup, config, World())
         self.rng = np.random.default_rng(config.run.seed)

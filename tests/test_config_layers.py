@@ -60,3 +60,31 @@ def test_bad_input_is_one_sentence_on_both_commands(command, files, capsys):
     listed.write_text("- a\n- b\n")
     assert cli_main([command, "--config", str(listed)]) == 2
     assert "is a YAML mapping of sections" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "sft"])
+def test_a_mistyped_key_gets_the_key_it_was_probably_meant_to_be(command, files, capsys):
+    what = "training configuration" if command == "train" else "SFT configuration"
+    stop = "--print-config" if command == "train" else "--dry-run"  # neither loads a model
+    assert cli_main([command, "--config", str(files[command]), "--set", "optim.lrr=0.1", stop]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: invalid {what}: unknown key 'lrr' in section optim; did you mean 'lr'?\n"
+
+
+def test_a_mistyped_key_in_the_file_or_a_set_is_named_with_its_section(files, capsys):
+    typo = files["tmp"] / "typo.yaml"
+    typo.write_text(
+        yaml.safe_dump({"rollout": {"game_id": "FrozenLake-v0", "group_sise": 4}, "model": {"spec": "tiny"}})
+    )
+    assert cli_main(["train", "--config", str(typo), "--print-config"]) == 2
+    assert capsys.readouterr().err == (
+        "error: invalid training configuration: unknown key 'group_sise' in section rollout; "
+        "did you mean 'group_size'?\n"
+    )
+    base = ["train", "--config", str(files["train"]), "--print-config"]
+    assert cli_main([*base, "--set", "rolout.group_size=4"]) == 2
+    assert "unknown section 'rolout'; did you mean 'rollout'?" in capsys.readouterr().err
+    assert cli_main([*base, "--set", "rollout.tree.root=3"]) == 2  # a section within a section
+    assert "unknown key 'root' in section rollout.tree; did you mean 'roots'?" in capsys.readouterr().err
+    assert cli_main([*base, "--set", "optim.zzz=3"]) == 2  # nothing close: the section's keys
+    assert "unknown key 'zzz' in section optim; its keys are: lr, weight_decay," in capsys.readouterr().err

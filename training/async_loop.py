@@ -133,7 +133,9 @@ def worker_main(
         own_storage(backend.model)  # as the trainer's model: the same numerics
         rollout = config.rollout
         opponent = policy_from_spec(rollout.opponent, seed=config.run.seed) if rollout.opponent else None
-        engine = build_engine(config, backend, Path(run_dir), model_seats, opponent)
+        engine = build_engine(
+            backend, Path(run_dir), model_seats, opponent, rollout=rollout, model=config.model, seed=config.run.seed
+        )
         source = GroupRollouts(config.rollout, config.run, engine, World())
         parent = multiprocessing.parent_process()
         while True:

@@ -10,7 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
-from training.config import TrainConfig
+from training.config import TinyModelOptions, TrainConfig
 from tsmg.model_spec import parse_model_spec
 from tsmg.run_folder import BASE_MODEL_DIR
 
@@ -25,7 +25,7 @@ def base_model_source(config: TrainConfig, run_dir: Path) -> str:
     if kind == "tiny":
         folder = run_dir / BASE_MODEL_DIR
         if not (folder / "config.json").is_file():
-            _build_tiny(config, folder)
+            _build_tiny(config.model.tiny, folder, seed=config.run.seed)
         return str(folder)
     if kind == "smollm2":
         from backends.embedded import embedded_model_dir
@@ -38,21 +38,20 @@ def base_model_source(config: TrainConfig, run_dir: Path) -> str:
     raise ValueError(f"cannot train model spec {spec!r}: use 'tiny', 'smollm2' or 'hf:PATH_OR_ID'")
 
 
-def tiny_corpus(config: TrainConfig) -> list[str] | None:
-    """The texts the tokenizer of ``model.spec: tiny`` is trained on (None: the default game corpus)."""
+def tiny_corpus(tiny: TinyModelOptions) -> list[str] | None:
+    """The texts the tokenizer of ``model.spec: tiny`` is trained on (None: the game corpus)."""
     from backends.tiny import game_corpus
 
-    if config.model.tiny.tokenizer_corpus != "prose":
+    if tiny.tokenizer_corpus != "prose":
         return None
     board_line = re.compile(r"[_A-Z]+")  # board rows: runs of capital letters and underscores
     return ["\n".join(line for line in text.splitlines() if not board_line.fullmatch(line)) for text in game_corpus()]
 
 
-def _build_tiny(config: TrainConfig, folder: Path) -> None:
+def _build_tiny(tiny: TinyModelOptions, folder: Path, *, seed: int) -> None:
     from backends.tiny import build_tiny_model
 
-    tiny = config.model.tiny
-    corpus = tiny_corpus(config)
+    corpus = tiny_corpus(tiny)
     temporary = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(temporary, ignore_errors=True)
     build_tiny_model(
@@ -64,6 +63,6 @@ def _build_tiny(config: TrainConfig, folder: Path) -> None:
         layers=tiny.layers,
         heads=tiny.heads,
         intermediate_size=tiny.intermediate_size,
-        seed=config.run.seed,
+        seed=seed,
     )
     temporary.replace(folder)

@@ -130,7 +130,7 @@ def student_tokenizer(config: TrainConfig) -> Any:
         from training.base_model import tiny_corpus
 
         tiny = config.model.tiny
-        corpus = tiny_corpus(config)
+        corpus = tiny_corpus(tiny)
         return train_tokenizer(corpus or list(game_corpus()), tiny.vocab_size or PRESETS[tiny.preset].vocab_size)
     from training.base_model import base_model_source
 

@@ -17,12 +17,12 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import torch
 
-from training.config import RolloutConfig, TrainConfig
+from training.config import ModelConfig, RolloutConfig
 from training.distributed import ParallelModel, World
 from training.update import TrainingOOMError
 from training.vllm_sync import (
@@ -324,13 +324,13 @@ class HFRolloutEngine(_LAPRolloutEngine):
             self.merged.refresh()
 
 
-def merges_adapter(config: TrainConfig, backend: Any, parallel: ParallelModel | None) -> bool:
+def merges_adapter(rollout: RolloutConfig, backend: Any, parallel: ParallelModel | None) -> bool:
     """Whether the HF rollout engine samples from a merged copy of the LoRA model (``rollout.merged_adapter``).
 
     Raises:
         ValueError: ``on`` where the weights are sharded (FSDP) or the model carries no adapter.
     """
-    choice = config.rollout.merged_adapter
+    choice = rollout.merged_adapter
     possible = getattr(backend, "has_adapter", False) and not (parallel is not None and parallel.sharded)
     if choice == "on" and not possible:
         raise ValueError("rollout.merged_adapter 'on' needs a LoRA model with whole weights in this process")
@@ -432,25 +432,31 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
 
 
 def build_engine(
-    config: TrainConfig,
     backend: TrainableModel,
     run_dir: Path,
     model_seats: Sequence[str],
     opponent: Policy | None,
     *,
+    rollout: RolloutConfig,
+    model: ModelConfig,
+    seed: int,
+    vllm_engine: Literal["per-process", "shared"] = "per-process",
     vllm_options: Mapping[str, Any] | None = None,
     on_vllm: bool = True,
     world: World | None = None,
     parallel: ParallelModel | None = None,
 ) -> RolloutEngine:
-    """The rollout engine ``config.model.spec`` asks for: ``vllm:PATH`` plays on a vLLM engine, the rest on ``backend``.
+    """The rollout engine ``model.spec`` asks for: ``vllm:PATH`` plays on a vLLM engine, the rest on ``backend``.
 
     Args:
-        config: The run's configuration.
         backend: The HF backend being trained.
         run_dir: The run folder (a LoRA run's vLLM engine keeps its adapters in ``vllm_adapter/``).
         model_seats: The seats the model plays.
         opponent: The policy of the other seats (None: self-play).
+        rollout: How episodes are played (the run's ``rollout`` section).
+        model: The model trained (the run's ``model`` section: its spec, fine-tuning and vLLM options).
+        seed: The run's seed (``run.seed``), which seeds a vLLM engine.
+        vllm_engine: ``distributed.vllm_engine``: one engine per process, or one shared by them all.
         vllm_options: Options of :class:`backends.vllm_engine.VLLMBackend` over the defaults of
             :func:`training.vllm_sync.engine_options` (e.g. ``gpu_memory_utilization``,
             ``max_model_len``, ``enforce_eager``), over the config's ``model.vllm_options``.
@@ -461,27 +467,27 @@ def build_engine(
     Raises:
         ImportError: ``vllm:PATH`` where vLLM is not installed (the message says how to get it).
     """
-    spec = parse_model_spec(config.model.spec)
+    spec = parse_model_spec(model.spec)
     path = spec.target
     if spec.kind != "vllm" or not on_vllm:
         # An engine built with on_vllm=False plays evaluations on the trainer's current weights without
         # syncs (asynchronous training), so only the rollout engine proper samples from a merged copy.
-        merged = on_vllm and merges_adapter(config, backend, parallel)
-        return HFRolloutEngine(backend, config.rollout, model_seats, opponent, merged=merged)
+        merged = on_vllm and merges_adapter(rollout, backend, parallel)
+        return HFRolloutEngine(backend, rollout, model_seats, opponent, merged=merged)
     require_vllm()
     from backends.vllm_engine import VLLMBackend
 
     world = world or World()
-    shared = world.size > 1 and config.distributed.vllm_engine == "shared"
-    overrides = {**config.model.vllm_options, **(vllm_options or {})}
-    options = engine_options(config, backend, overrides, processes=1 if shared else world.size)
-    lora = config.model.finetune == "lora"
+    shared = world.size > 1 and vllm_engine == "shared"
+    overrides = {**model.vllm_options, **(vllm_options or {})}
+    options = engine_options(model, backend, overrides, seed=seed, processes=1 if shared else world.size)
+    lora = model.finetune == "lora"
     engine = VLLMBackend(path, **options) if world.is_main or not shared else None
     try:
         return VLLMRolloutEngine(
             backend,
             engine,
-            config.rollout,
+            rollout,
             model_seats,
             opponent,
             lora=lora,

@@ -29,7 +29,7 @@ from typing import Any
 
 from backends.base import TrainableModel
 from training.checkpoint import checkpoint_weights, run_checkpoints, weights_saver
-from training.config import TrainConfig
+from training.config import ModelConfig, RolloutConfig, RunConfig
 from training.distributed import World
 from training.engines import RolloutBatch, RolloutEngine
 from tsmg.episode import Episode
@@ -101,13 +101,13 @@ def pool_sources(paths: Sequence[str]) -> list[PoolEntry]:
     return entries
 
 
-def check_opponents(config: TrainConfig) -> None:
-    """Refuse an opponent set-up that cannot start, before any model loads (the game's part is in ``config``).
+def check_opponents(rollout: RolloutConfig) -> None:
+    """Refuse an opponent set-up that cannot start, before any model loads (the game's part: ``validate_against_game``).
 
     Raises:
         OpponentPoolError: A listed pool folder that holds no checkpoint yet.
     """
-    pool = config.rollout.opponent_pool
+    pool = rollout.opponent_pool
     if pool is not None:
         pool_sources(pool.checkpoints)
 
@@ -116,7 +116,9 @@ class OpponentPool:
     """The pool's entries, the policies that play them, and the run's own snapshots.
 
     Args:
-        config: The run's configuration (``rollout.opponent_pool`` set).
+        rollout: The run's ``rollout`` section (``opponent_pool`` set; the LAP and view the entries play with).
+        model: The run's ``model`` section (how snapshots are saved and entries loaded).
+        run: The run's ``run`` section (the torch threads of a loaded entry).
         run_dir: The run folder (snapshots go to ``RUN/opponent_pool``).
         world: This process's place among the training processes (rank 0 writes snapshots).
         resume_step: The checkpoint a resumed run starts from (snapshots after it are dropped);
@@ -126,10 +128,18 @@ class OpponentPool:
     #: Opponents kept loaded at once (a draw of an unloaded one loads it again).
     LOADED = 8
 
-    def __init__(self, config: TrainConfig, run_dir: Path, world: World, resume_step: int | None) -> None:
-        pool = config.rollout.opponent_pool
+    def __init__(
+        self,
+        rollout: RolloutConfig,
+        model: ModelConfig,
+        run: RunConfig,
+        run_dir: Path,
+        world: World,
+        resume_step: int | None,
+    ) -> None:
+        pool = rollout.opponent_pool
         assert pool is not None
-        self.config = config
+        self.rollout, self.model, self.run = rollout, model, run
         self.pool = pool
         self.world = world
         self.folder = run_dir / POOL_DIR
@@ -172,7 +182,7 @@ class OpponentPool:
             temporary = self.folder / f".tmp-step-{step}"
             shutil.rmtree(temporary, ignore_errors=True)
             temporary.mkdir()
-            weights_saver(backend, self.config.model.finetune)(temporary)
+            weights_saver(backend, self.model.finetune)(temporary)
             temporary.replace(self.folder / f"step-{step}")
         self.world.barrier()
 
@@ -186,13 +196,13 @@ class OpponentPool:
             weights = checkpoint_weights(entry.path)
             model, adapter = (str(entry.path), None) if weights is None else (weights.model, weights.adapter)
             backend = HFBackend(
-                model, adapter=adapter, name=entry.label, dtype=self.config.model.dtype, threads=self.config.run.threads
+                model, adapter=adapter, name=entry.label, dtype=self.model.dtype, threads=self.run.threads
             )
             if len(self._backends) >= self.LOADED:  # the oldest loaded opponent makes room
                 self._backends.pop(next(iter(self._backends)))
             self._backends[entry.path] = backend
-        lap = LAP(backend, self.config.rollout.lap.model_copy(update={"seed": seed}), name=entry.label)
-        return CompactView(lap, self.config.rollout.observation_lines)
+        lap = LAP(backend, self.rollout.lap.model_copy(update={"seed": seed}), name=entry.label)
+        return CompactView(lap, self.rollout.observation_lines)
 
 
 class SeatedEngine:
@@ -248,7 +258,9 @@ class Opponents:
     """The seats of every update: what the trainer asks about opponents (see the module docstring).
 
     Args:
-        config: The run's configuration.
+        rollout: The run's ``rollout`` section (who plays the other seats, and how seats are chosen).
+        model: The run's ``model`` section (an opponent pool saves and loads its entries so).
+        run: The run's ``run`` section (its seed draws the pool's entries).
         agents: The game's seats.
         run_dir: The run folder.
         world: This process's place among the training processes.
@@ -258,7 +270,9 @@ class Opponents:
 
     def __init__(
         self,
-        config: TrainConfig,
+        rollout: RolloutConfig,
+        model: ModelConfig,
+        run: RunConfig,
         agents: Sequence[str],
         run_dir: Path,
         world: World,
@@ -266,11 +280,10 @@ class Opponents:
         fixed: Policy | None,
         resume_step: int | None,
     ) -> None:
-        rollout = config.rollout
-        self.config = config
+        self.seed = run.seed
         self.agents = tuple(agents)
         self.fixed = fixed
-        self.pool = OpponentPool(config, run_dir, world, resume_step) if rollout.opponent_pool else None
+        self.pool = OpponentPool(rollout, model, run, run_dir, world, resume_step) if rollout.opponent_pool else None
         #: Whether groups differ in who plays where (a rotating seat, or a pool draw per group).
         self.seated = rollout.seats_each_group
         if fixed is None and self.pool is None:  # self-play: the model plays every seat, trains train_agents (all)
@@ -304,8 +317,8 @@ class Opponents:
         opponents: list[Policy | None] = [self.fixed] * len(keys)
         if self.pool is not None:
             entries = self.pool.entries()
-            draws = seed_generator(self.config.run.seed, update, POOL_DRAWS).integers(len(entries), size=len(keys))
-            seed = derive_seed(self.config.run.seed, update, POOL_SAMPLING)
+            draws = seed_generator(self.seed, update, POOL_DRAWS).integers(len(entries), size=len(keys))
+            seed = derive_seed(self.seed, update, POOL_SAMPLING)
             policies = {index: self.pool.policy(entries[index], seed) for index in sorted(set(draws.tolist()))}
             opponents = [policies[int(draw)] for draw in draws]
         return {

@@ -55,7 +55,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
@@ -70,7 +70,7 @@ from training.credit import CreditAssignment, assign_credit, credit_state_metric
 from training.distill import check_teacher
 from training.distributed import check_world_divides_groups, current_world
 from training.dynamic_sampling import refill_zero_signal
-from training.engines import build_engine, check_rollout, play_sharded
+from training.engines import RolloutEngine, build_engine, check_rollout, play_sharded
 from training.rollout_sources import build_rollouts
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
@@ -84,7 +84,7 @@ from tsmg.policies import policy_from_spec
 from tsmg.rollout import plan_episodes, record_game_error
 from tsmg.seeding import seed_generator
 
-__all__ = ["TrainHooks", "TrainResult", "TrainingOOMError", "base_model_source", "train"]
+__all__ = ["RunState", "TrainHooks", "TrainResult", "TrainingOOMError", "base_model_source", "train"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,11 +99,61 @@ class TrainHooks:
             after that update (with a final evaluation when evaluations are on).
         transform_loss: Called with (step, loss) on every micro-batch loss before backward
             (tests use it to inject a NaN).
+        build_engine: Builds the rollout engines in place of :func:`training.engines.build_engine`,
+            called with the same arguments (tests wrap it to keep the engine and to pass
+            test-sized vLLM options). An asynchronous run's worker process builds its own engine
+            with :func:`~training.engines.build_engine`; this one then builds the evaluations' engine.
     """
 
     on_update: Callable[[int, dict[str, float]], None] | None = None
     should_stop: Callable[[int, dict[str, float]], bool] | None = None
     transform_loss: Callable[[int, torch.Tensor], torch.Tensor] | None = None
+    build_engine: Callable[..., RolloutEngine] | None = None
+
+
+@dataclass
+class RunState:
+    """The trainer's counters, saved with every checkpoint (the ``state`` of its ``state.json``).
+
+    Attributes:
+        skipped_updates: Updates skipped for a non-finite loss or gradient.
+        episodes_total: Training episodes played (refills included), what ``run.episodes`` bounds.
+        elapsed_s: Wall seconds of the run, resumes included (up to the last checkpoint).
+        cpu_s: CPU seconds of the run, resumes included (up to the last checkpoint).
+        credit_state: A stateful credit assigner's state (``rae``'s baselines), updated in place.
+    """
+
+    skipped_updates: int = 0
+    episodes_total: int = 0
+    elapsed_s: float = 0.0
+    cpu_s: float = 0.0
+    credit_state: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_checkpoint(cls, state: Mapping[str, Any]) -> RunState:
+        """The counters a checkpoint stored; one written before a counter existed lacks it and gets its zero.
+
+        Example:
+            >>> RunState.from_checkpoint({"skipped_updates": 1, "episodes_total": 64, "elapsed_s": 9.5})
+            RunState(skipped_updates=1, episodes_total=64, elapsed_s=9.5, cpu_s=0.0, credit_state={})
+        """
+        return cls(
+            skipped_updates=int(state.get("skipped_updates", 0)),
+            episodes_total=int(state.get("episodes_total", 0)),
+            elapsed_s=float(state.get("elapsed_s", 0.0)),
+            cpu_s=float(state.get("cpu_s", 0.0)),  # none before the CPU budget existed
+            credit_state=dict(state.get("credit_state") or {}),
+        )
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        """The counters as the JSON-ready mapping a checkpoint stores (the keys the trainer always wrote)."""
+        return {
+            "skipped_updates": self.skipped_updates,
+            "episodes_total": self.episodes_total,
+            "elapsed_s": self.elapsed_s,
+            "cpu_s": self.cpu_s,
+            "credit_state": self.credit_state,
+        }
 
 
 @dataclass
@@ -174,38 +224,46 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             record_game_error(run.out_dir, error)
         raise
     check_teacher(config)  # a distillation teacher must share the student's tokenizer
-    check_opponents(config)  # who plays the seats the model does not (training/selfplay.py)
+    check_opponents(config.rollout)  # who plays the seats the model does not (training/selfplay.py)
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
     world = current_world(config.distributed.timeout_s, group_of_one=config.distributed.strategy == "fsdp")
     check_world_divides_groups(world, rollout_config.groups_per_update)
     folder = RunFolder(Path(run.out_dir), world, run.keep_last)
     checkpoint = folder.open(config, resume, prepare=lambda: base_model_source(config, folder.path))
-    state: dict[str, Any] = {"skipped_updates": 0, "episodes_total": 0, "elapsed_s": 0.0, "cpu_s": 0.0}
-    if checkpoint is not None:
-        state.update(checkpoint.state)
-    setup = set_up(config, folder.path, checkpoint, world, episodes_played=lambda: int(state["episodes_total"]))
+    state = RunState.from_checkpoint(checkpoint.state) if checkpoint is not None else RunState()
+    setup = set_up(config, folder.path, checkpoint, world, episodes_played=lambda: state.episodes_total)
     update = PolicyUpdate.from_config(setup, config, world, transform_loss=hooks.transform_loss)
     if checkpoint is not None:
         restore_rng_state(checkpoint.rng)
-    elapsed_before, start_step = float(state["elapsed_s"]), checkpoint.step if checkpoint else 0
-    cpu_before = float(state.get("cpu_s", 0.0))  # a checkpoint written before the CPU budget existed has none
+    elapsed_before, cpu_before, start_step = state.elapsed_s, state.cpu_s, checkpoint.step if checkpoint else 0
     opponent = policy_from_spec(rollout_config.opponent, seed=run.seed) if rollout_config.opponent else None
     opponents = Opponents(
-        config, agents, folder.path, world, fixed=opponent, resume_step=checkpoint.step if checkpoint else None
+        config.rollout,
+        config.model,
+        run,
+        agents,
+        folder.path,
+        world,
+        fixed=opponent,
+        resume_step=checkpoint.step if checkpoint else None,
     )
     train_seats = list(opponents.train_seats)
     # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
     # asynchronous) and the engine evaluations play on (training/rollout_sources.py).
+    make_engine = hooks.build_engine or build_engine
     rollouts = build_rollouts(
         config,
         world,
-        lambda backend, **options: build_engine(
-            config,
+        lambda backend, **options: make_engine(
             backend,
             folder.path,
             opponents.model_seats,
             opponents.base_opponent,
+            rollout=config.rollout,
+            model=config.model,
+            seed=run.seed,
+            vllm_engine=config.distributed.vllm_engine,
             world=world,
             parallel=setup.parallel,
             **options,
@@ -221,7 +279,6 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         engine.sync()  # an engine with its own copy of the weights starts from the base ones
         rollouts.load(checkpoint.path)
     opponents.start(start_step, setup.backend)
-    credit_state: dict[str, Any] = state.setdefault("credit_state", {})  # saved with every checkpoint
     eval_plans = plan_episodes(rollout_config.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
     save_weights = weights_saver(setup.backend, config.model.finetune)
     log = folder.metrics_log(resume, checkpoint, run.tensorboard)
@@ -255,18 +312,18 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             agent=train_seats,
             params=config.credit.params,
             credit_if=opponents.credit_if(),
-            state=credit_state,
+            state=state.credit_state,  # saved with every checkpoint
         )
 
     def save_checkpoint(step: int) -> Path:
-        state["elapsed_s"], state["cpu_s"] = elapsed(), cpu_used()
+        state.elapsed_s, state.cpu_s = elapsed(), cpu_used()
         return folder.save_checkpoint(
             step,
             save_weights=save_weights,
             save_extra=rollouts.save,  # what a resumed run's rollouts need (RTPO's cycle, async rollouts played ahead)
             optimizer=setup.optimizer,
             scheduler=setup.scheduler,
-            state=state,
+            state=state.to_checkpoint(),
             parallel=setup.parallel,
         )
 
@@ -288,9 +345,9 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                 batch = rollouts.play(step)
             check_rollout(batch, config.rollout)
             episodes = [episode for episode in batch.episodes if episode.error is None]
-            state["episodes_total"] = int(state["episodes_total"]) + len(batch.episodes)
+            state.episodes_total += len(batch.episodes)
             metrics.update(opponents.summary(batch.episodes).as_metrics("rollout/"))
-            metrics["rollout/episodes_total"] = float(state["episodes_total"])
+            metrics["rollout/episodes_total"] = float(state.episodes_total)
             metrics["time/rollout_s"] = time.perf_counter() - began
             played = list(batch.episodes)
 
@@ -306,16 +363,16 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                     credit_of=credit_of,
                 )
                 episodes, credit = refilled.episodes, refilled.credit
-                state["episodes_total"] = int(state["episodes_total"]) + len(refilled.played)
+                state.episodes_total += len(refilled.played)
                 metrics.update(refilled.metrics)
-                metrics["rollout/episodes_total"] = float(state["episodes_total"])
+                metrics["rollout/episodes_total"] = float(state.episodes_total)
                 played += refilled.played
             credit = rollouts.trained_credit(credit, episodes)  # a tree's shared steps once; RTPO's turn
             mark_trained_steps(played, credit)  # the one place that says which steps train
             if run.episodes_every and step % run.episodes_every == 0:
                 folder.write_episodes(played)
             metrics.update(credit.stats.as_metrics())
-            metrics.update(credit_state_metrics(credit_state))
+            metrics.update(credit_state_metrics(state.credit_state))
 
             # Sampling: trajectories (all their steps) or single steps, by |A| or uniformly.
             rng = seed_generator(run.seed, step, SAMPLER)
@@ -349,13 +406,13 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             trained = step
             rollouts.publish(step)
             opponents.after_update(step, setup.backend)
-            state["skipped_updates"] = int(state["skipped_updates"]) + int(metrics["loss/skipped"])
-            metrics["loss/skipped_updates"] = float(state["skipped_updates"])
+            state.skipped_updates += int(metrics["loss/skipped"])
+            metrics["loss/skipped_updates"] = float(state.skipped_updates)
             metrics["optim/lr"] = float(setup.optimizer.param_groups[0]["lr"])
             metrics["time/update_s"] = time.perf_counter() - began
 
             # Evaluation on held-out seeds: every eval_every updates, and after the last one.
-            if run.episodes is not None and state["episodes_total"] >= run.episodes:  # the same on every rank
+            if run.episodes is not None and state.episodes_total >= run.episodes:  # the same on every rank
                 stop_reason = "episodes"
             elif world.broadcast(run.max_seconds is not None and elapsed() >= run.max_seconds):  # rank 0's clock
                 stop_reason = "max_seconds"
@@ -408,7 +465,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         final_model=final_model,
         adapter=adapter,
         checkpoint=last_checkpoint,
-        skipped_updates=int(state["skipped_updates"]),
+        skipped_updates=state.skipped_updates,
         learning_curve=curve,
         resumed_from=checkpoint.step if checkpoint is not None else None,
         metrics=rows,

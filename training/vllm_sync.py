@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from training.config import TrainConfig
+from training.config import ModelConfig
 
 #: Where LoRA adapters for the engine are written, under the run folder.
 ADAPTER_ROOT = "vllm_adapter"
@@ -70,9 +70,9 @@ def lora_rank_slot(rank: int) -> int:
 
 
 def engine_options(
-    config: TrainConfig, trained: Any, overrides: Mapping[str, Any] | None = None, *, processes: int = 1
+    model: ModelConfig, trained: Any, overrides: Mapping[str, Any] | None = None, *, seed: int, processes: int = 1
 ) -> dict[str, Any]:
-    """Keyword arguments of :class:`~backends.vllm_engine.VLLMBackend` for the rollout engine of ``config``.
+    """Keyword arguments of :class:`~backends.vllm_engine.VLLMBackend` for the rollout engine of the ``model`` section.
 
     The engine computes in the trained model's dtype (the trainer recomputes pi_old under its own
     weights, but the closer the two policies the fewer clipped ratios), reports the
@@ -86,22 +86,23 @@ def engine_options(
     engine argument such as ``enforce_eager``) win.
 
     Args:
-        config: The run's configuration.
+        model: The run's ``model`` section (whether it trains a LoRA adapter, of which rank).
         trained: The HF backend being trained (its ``dtype``).
         overrides: Options to set or replace.
+        seed: The run's seed (``run.seed``).
         processes: Training processes with an engine each.
     """
     options: dict[str, Any] = {
         "dtype": str(trained.dtype).removeprefix("torch."),
         "gpu_memory_utilization": DEFAULT_GPU_MEMORY_UTILIZATION,
-        "seed": config.run.seed,
+        "seed": seed,
         # The log-probabilities of the distribution actually sampled (after temperature and the
         # constrained answer's allowed tokens): truncated importance sampling divides by them.
         "logprobs_mode": "processed_logprobs",
     }
-    if config.model.finetune == "lora":
+    if model.finetune == "lora":
         options["enable_lora"] = True
-        options["max_lora_rank"] = lora_rank_slot(config.model.lora_r)
+        options["max_lora_rank"] = lora_rank_slot(model.lora_r)
     if processes > 1 and _on_gpus():  # each engine in its own launcher process, on that process's GPU
         options["distributed_executor_backend"] = "external_launcher"
     options.update(overrides or {})

@@ -8,7 +8,7 @@ same terms, what is wrong with the settings a config was built from.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import yaml
 
@@ -83,11 +83,66 @@ def assign_config_field(data: dict[str, Any], assignment: str) -> None:
     node[keys[-1]] = value
 
 
-def validation_problems(error: ValidationError) -> str:
-    """A pydantic error's problems as ``field: problem`` pairs (no field for a whole-model check), joined by ``;``."""
+def validation_problems(error: ValidationError, schema: type | None = None) -> str:
+    """A pydantic error's problems as ``field: problem`` pairs (no field for a whole-model check), joined by ``;``.
+
+    With the ``schema`` (the pydantic model the input was validated against), an unknown key is said
+    in words, with the nearest valid key when one is close: ``unknown key 'group_sise' in section
+    rollout; did you mean 'group_size'?``.
+    """
     problems = []
     for item in error.errors():
+        if item["type"] == "extra_forbidden" and schema is not None:
+            problems.append(unknown_key(schema, [str(part) for part in item["loc"]]))
+            continue
         field = ".".join(str(part) for part in item["loc"])
         message = str(item["msg"]).removeprefix("Value error, ")
         problems.append(f"{field}: {message}" if field else message)
     return "; ".join(problems)
+
+
+def unknown_key(schema: type, path: list[str]) -> str:
+    """Say that the last key of ``path`` is none of its section's keys, naming the nearest one when one is close.
+
+    ``schema`` is the pydantic model at the top; the keys before the last lead through its
+    sub-models (``["rollout", "tree", "root"]``: the key ``root`` in section ``rollout.tree``).
+
+    Example:
+        >>> from pydantic import create_model
+        >>> Rollout = create_model("Rollout", group_size=(int, 8), groups_per_update=(int, 8))
+        >>> Config = create_model("Config", rollout=(Rollout, ...))
+        >>> unknown_key(Config, ["rollout", "group_sise"])
+        "unknown key 'group_sise' in section rollout; did you mean 'group_size'?"
+        >>> unknown_key(Config, ["rolout"])
+        "unknown section 'rolout'; did you mean 'rollout'?"
+        >>> unknown_key(Config, ["rollout", "seed"])
+        "unknown key 'seed' in section rollout; its keys are: group_size, groups_per_update"
+    """
+    import difflib
+
+    *sections, key = path
+    model: type | None = schema
+    for name in sections:
+        model = _sub_model(model, name)
+    what = f"key {key!r} in section {'.'.join(sections)}" if sections else f"section {key!r}"
+    if model is None:
+        return f"unknown {what}"
+    keys = list(getattr(model, "model_fields", {}))
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    if close:
+        return f"unknown {what}; did you mean {close[0]!r}?"
+    return f"unknown {what}; its keys are: {', '.join(keys)}"
+
+
+def _sub_model(model: type | None, name: str) -> type | None:
+    """The pydantic model the field ``name`` of ``model`` holds (through ``X | None``), or None."""
+    field = getattr(model, "model_fields", {}).get(name)
+    if field is None:
+        return None
+    candidates = [field.annotation]
+    while candidates:
+        annotation = candidates.pop()
+        if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+            return annotation
+        candidates.extend(get_args(annotation))
+    return None

@@ -582,16 +582,31 @@ class RefereedGame(Game, Generic[MoveT]):
 
     @property
     def fork_mode(self) -> ForkMode:
-        """``replay`` when the game knows how to build a fresh copy of itself (:attr:`factory`), else ``none``."""
+        """``replay`` when the game knows how to build a fresh copy of itself (:attr:`factory`), else ``none``.
+
+        A game whose state can be copied says ``snapshot`` and copies its own parts in :meth:`_fork_parts`.
+        """
         return "replay" if self.factory is not None else "none"
 
     def fork(self) -> Game:
-        """A fresh game from :attr:`factory`, reset with this episode's seed, replaying every round's answers.
+        """An independent copy of the episode in progress, as :attr:`fork_mode` says.
+
+        ``snapshot``: a shallow copy of this game with its own tally and replay log, to which
+        :meth:`_fork_parts` (the game's hook) gives its own copy of whatever a step changes in place.
+        ``replay``: a fresh game from :attr:`factory`, reset with this episode's seed, replaying
+        every round's answers.
 
         Raises:
             GameError: No factory, an episode reset without a seed (its chance cannot be replayed),
                 or no episode in progress.
         """
+        if self.fork_mode == "snapshot":
+            forked_tally = self._forked_tally()
+            snapshot = copy.copy(self)
+            snapshot._tally = forked_tally
+            snapshot._replay_log = list(self._replay_log)
+            self._fork_parts(snapshot)
+            return snapshot
         self._require_tally()
         seed, options = self._replay_start
         if self.factory is None:
@@ -765,6 +780,14 @@ class RefereedGame(Game, Generic[MoveT]):
             self._refresh()
             call.hook = "observe"
             return {agent: self.observe(agent) for agent in self.agents}
+
+    def _fork_parts(self, twin: Any) -> None:  # noqa: B027 - optional hook, deliberately empty
+        """Hook of a ``snapshot`` fork: give ``twin`` its own copy of each part of the game a step changes.
+
+        ``twin`` is a shallow copy of this game that already has its own tally and replay log; what
+        it still shares with this game is what the hook must copy (a random generator, a mutable
+        state, caches keyed on it). Immutable parts (a rules game's state) stay shared.
+        """
 
     def _forked_tally(self) -> _Tally:
         """A copy of the episode's tally that a fork can change without touching this game's.
@@ -950,22 +973,14 @@ class RulesGame(RefereedGame[ActionT], Generic[StateT, ActionT]):
         """``snapshot``: rules return new states, so a fork shares the state and copies the rest."""
         return "snapshot"
 
-    def fork(self) -> RulesGame[StateT, ActionT]:
-        """A snapshot of the episode in progress: the same (immutable) state, a copy of the tally and the generator.
+    def _fork_parts(self, twin: RulesGame[StateT, ActionT]) -> None:
+        """A snapshot shares the (immutable) state and copies the random generator.
 
         Rules never mutate a state (they return new ones), so sharing it is safe; the random
         generator is copied with its state, so both games draw the same chance from here on,
         each on its own.
-
-        Raises:
-            GameError: No episode in progress.
         """
-        forked_tally = self._forked_tally()
-        twin = copy.copy(self)
-        twin._tally = forked_tally
         twin._rng = copy.deepcopy(self._rng)
-        twin._replay_log = list(self._replay_log)
-        return twin
 
     # ------------------------------------------------------------------ referee hooks
     def _start(self, seed: int | None, options: Mapping[str, Any]) -> dict[AgentID, dict[str, Any]]:

@@ -22,6 +22,11 @@ def lora_setup(tmp_path, model_dir, merged="on", dtype="float32"):
     return config, setup
 
 
+def sections(config):
+    """The sections build_engine takes, from the run's configuration."""
+    return {"rollout": config.rollout, "model": config.model, "seed": config.run.seed}
+
+
 def move_adapter(setup, seed):
     """An optimizer step's worth of change: every LoRA weight moved (B starts at 0, so the adapter then matters)."""
     generator = torch.Generator().manual_seed(seed)
@@ -70,7 +75,7 @@ def test_float32_rollouts_from_the_merged_copy_give_ratio_one_at_the_first_micro
     config, setup = lora_setup(tmp_path, tiny_model)
     move_adapter(setup, 1)
     before = base_weights(setup)
-    engine = build_engine(config, setup.backend, tmp_path / "run", ["player"], None)
+    engine = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config))
     assert isinstance(engine, HFRolloutEngine) and engine.merged is not None
     assert engine.backend.model is not setup.backend.model and engine.exact_logprobs
     update = PolicyUpdate.from_config(setup, config, World())
@@ -97,7 +102,7 @@ def test_a_merged_copy_not_refreshed_would_sample_stale_weights(tiny_model, tmp_
     # What sync() is for: without it the recorded log-probabilities are no longer the trainer's.
     config, setup = lora_setup(tmp_path, tiny_model)
     move_adapter(setup, 1)
-    engine = build_engine(config, setup.backend, tmp_path / "run", ["player"], None)
+    engine = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config))
     update = PolicyUpdate.from_config(setup, config, World())
     move_adapter(setup, 2)
     batch, samples = played_samples(engine, config, 30)
@@ -110,7 +115,7 @@ def test_a_merged_copy_not_refreshed_would_sample_stale_weights(tiny_model, tmp_
 
 def test_outside_float32_the_merged_copy_leaves_pi_old_to_be_recomputed(tiny_model, tmp_path):  # noqa: F811
     config, setup = lora_setup(tmp_path, tiny_model, dtype="bfloat16")
-    engine = build_engine(config, setup.backend, tmp_path / "run", ["player"], None)
+    engine = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config))
     assert engine.merged is not None and not engine.exact_logprobs
     batch, samples = played_samples(engine, config, 40)
     assert not batch.exact_logprobs and samples
@@ -121,7 +126,7 @@ def test_outside_float32_the_merged_copy_leaves_pi_old_to_be_recomputed(tiny_mod
 def test_sampling_through_the_trained_model_is_pi_old_in_float32_only(tiny_model, tmp_path, dtype, exact):  # noqa: F811
     # bfloat16's cached decode and the training forward round differently: pi_old is recomputed there
     config, setup = lora_setup(tmp_path, tiny_model, merged="off", dtype=dtype)
-    engine = build_engine(config, setup.backend, tmp_path / "run", ["player"], None)
+    engine = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config))
     assert engine.merged is None and engine.exact_logprobs == exact
     batch, samples = played_samples(engine, config, 41)
     assert batch.exact_logprobs == exact and samples
@@ -131,9 +136,9 @@ def test_sampling_through_the_trained_model_is_pi_old_in_float32_only(tiny_model
 @pytest.mark.parametrize(("merged", "dtype", "expected"), [("auto", "float32", True), ("auto", "bfloat16", False)])
 def test_auto_merges_float32_lora_on_a_cpu_only(tiny_model, tmp_path, merged, dtype, expected):  # noqa: F811
     config, setup = lora_setup(tmp_path, tiny_model, merged=merged, dtype=dtype)
-    engine = build_engine(config, setup.backend, tmp_path / "run", ["player"], None)
+    engine = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config))
     assert (engine.merged is not None) == expected
-    evaluation = build_engine(config, setup.backend, tmp_path / "run", ["player"], None, on_vllm=False)
+    evaluation = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config), on_vllm=False)
     assert evaluation.merged is None  # asynchronous training's evaluation engine is never synced
 
 

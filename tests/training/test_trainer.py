@@ -1,6 +1,7 @@
 """The trainer on a tiny model: it learns, resumes exactly after kill -9, skips NaN updates, refuses bad configs."""
 
 import itertools
+import json
 import math
 import os
 import signal
@@ -15,8 +16,9 @@ import torch
 import tsmg
 from training.checkpoint import latest_checkpoint
 from training.config import IncompatibleGameError, TrainConfig
+from training.engines import build_engine
 from training.run_log import METRICS_FILE, read_metrics
-from training.trainer import TrainHooks, TrainingOOMError, base_model_source, train
+from training.trainer import RunState, TrainHooks, TrainingOOMError, base_model_source, train
 from tsmg.apps.train.cli import add_commands, config_from_args
 from tsmg.episode import read_episodes
 
@@ -214,6 +216,60 @@ def test_a_cpu_budget_stops_the_run_and_counts_the_sessions_before_a_resume(tiny
     resumed = train(first.model_copy(update={"run": run}), resume=True)
     assert resumed.stop_reason == "max_cpu_seconds" and resumed.steps == 3
     assert resumed.metrics[-1]["time/cpu_s"] > spent[-1]
+
+
+def test_a_checkpoint_from_before_the_typed_run_state_resumes_with_its_counters(tiny_model, tmp_path):
+    first = make_config(tmp_path / "run", tiny_model, run={"updates": 2, "checkpoint_every": 1})
+    done = train(first)
+    step_2 = tmp_path / "run" / "checkpoints" / "step-2" / "state.json"
+    document = json.loads(step_2.read_text())
+    assert list(document["state"]) == ["skipped_updates", "episodes_total", "elapsed_s", "cpu_s", "credit_state"]
+    # The oldest writer's state: three counters, no CPU time, no credit state, the episodes as a float.
+    document["state"] = {"skipped_updates": 5, "episodes_total": 32.0, "elapsed_s": 7.5}
+    step_2.write_text(json.dumps(document))
+    run = first.run.model_copy(update={"updates": 3})
+    resumed = train(first.model_copy(update={"run": run}), resume=True)
+    assert resumed.resumed_from == 2 and resumed.steps == 3
+    row = resumed.metrics[-1]
+    assert row["rollout/episodes_total"] == 32 + 16 == 3 * done.metrics[0]["rollout/episodes_total"]
+    assert row["loss/skipped_updates"] == 5.0 and resumed.skipped_updates == 5
+    assert row["time/elapsed_s"] > 7.5  # the wall time of the sessions before counts on
+    saved = json.loads((tmp_path / "run" / "checkpoints" / "step-3" / "state.json").read_text())["state"]
+    assert saved["episodes_total"] == 48 and saved["skipped_updates"] == 5 and saved["credit_state"] == {}
+
+
+def test_the_rollout_engine_is_injected_through_the_hooks(tiny_model, tmp_path):
+    class CountingEngine:
+        """The trainer's own engine, counting the batches it plays."""
+
+        def __init__(self, engine):
+            self.engine, self.plays = engine, 0
+
+        def __getattr__(self, name):
+            return getattr(self.engine, name)
+
+        def play(self, *args, **kwargs):
+            self.plays += 1
+            return self.engine.play(*args, **kwargs)
+
+    built = []
+
+    def build_and_count(*args, **kwargs):
+        built.append(CountingEngine(build_engine(*args, **kwargs)))
+        return built[-1]
+
+    train(make_config(tmp_path / "run", tiny_model, run={"updates": 2}), hooks=TrainHooks(build_engine=build_and_count))
+    assert [type(engine.engine).__name__ for engine in built] == ["HFRolloutEngine"]
+    assert built[0].plays == 2  # one rollout per update, on the injected engine
+
+
+def test_run_state_reads_every_checkpoint_format_and_writes_the_keys_it_always_wrote():
+    assert RunState.from_checkpoint({}) == RunState()
+    state = RunState.from_checkpoint({"skipped_updates": 1, "episodes_total": 64.0, "elapsed_s": 2, "cpu_s": 1.5})
+    assert state == RunState(skipped_updates=1, episodes_total=64, elapsed_s=2.0, cpu_s=1.5)
+    assert isinstance(state.episodes_total, int) and isinstance(state.elapsed_s, float)
+    state.credit_state["rae"] = {"g/p0": 0.5}
+    assert RunState.from_checkpoint(json.loads(json.dumps(state.to_checkpoint()))) == state
 
 
 def test_rollout_entropy_bonus_acts_when_no_group_has_signal(tiny_model, tmp_path):

@@ -32,7 +32,7 @@ import os
 import sys
 from pathlib import Path
 
-import training.trainer as trainer_module
+from training.engines import build_engine
 from backends.base import GenerationRequest, SamplingParams
 from backends.hf import HFBackend
 from training.config import TrainConfig
@@ -45,7 +45,6 @@ def main():
     probe = GenerationRequest(messages=[{"role": "user", "content": "P_\n_G"}], max_tokens=8)
     greedy = SamplingParams(temperature=0.0, max_tokens=8)
     found = {}
-    build_engine = trainer_module.build_engine
 
     for mode, lr in (("full", 1e-2), ("lora", 5e-2)):
         record = found[mode] = {}
@@ -64,7 +63,6 @@ def main():
                 completion = engine.backend.generate([probe], greedy)[0]
                 record["after"] = {"token_ids": completion.token_ids, "logprobs": completion.logprobs}
 
-        trainer_module.build_engine = build_and_keep
         config = TrainConfig.model_validate(
             {
                 "rollout": {
@@ -81,7 +79,7 @@ def main():
                 "distributed": {"strategy": "fsdp", "vllm_engine": "shared"},
             }
         )
-        result = train(config, hooks=TrainHooks(on_update=on_update))
+        result = train(config, hooks=TrainHooks(on_update=on_update, build_engine=build_and_keep))
         engines[0].close()
         if rank == 0:
             keys = ("step", "loss/skipped", "optim/steps")

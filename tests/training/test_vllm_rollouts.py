@@ -46,7 +46,6 @@ UPDATES = int(sys.argv[3])
 
 
 def main():
-    import training.trainer as trainer_module
     from backends.base import GenerationRequest, SamplingParams
     from backends.hf import HFBackend
     from training.config import TrainConfig
@@ -70,10 +69,10 @@ def main():
 
         # The trainer's own build_engine, with test-sized engine options (no torch.compile, short
         # context); the engine is kept to probe it after the last update.
-        def build_and_keep(config, backend, run_dir, model_seats, opponent, **kwargs):
+        def build_and_keep(*args, **kwargs):
             began = time.perf_counter()
             options = {"enforce_eager": True, "max_model_len": 512}
-            engine = build_engine(config, backend, run_dir, model_seats, opponent, vllm_options=options, **kwargs)
+            engine = build_engine(*args, vllm_options=options, **kwargs)
             record["engine_start_s"] = time.perf_counter() - began
             record["engine"] = type(engine).__name__
             record["engine_name"] = engine.backend.name
@@ -122,7 +121,6 @@ def main():
                     engine.trained = trained
                 record["syncs_after_failure"] = engine.syncs
 
-        trainer_module.build_engine = build_and_keep
         config = TrainConfig.model_validate(
             {
                 "rollout": {
@@ -142,7 +140,7 @@ def main():
             }
         )
         began = time.perf_counter()
-        result = train(config, hooks=TrainHooks(on_update=on_update))
+        result = train(config, hooks=TrainHooks(on_update=on_update, build_engine=build_and_keep))
         record["train_s"] = time.perf_counter() - began
         engines[0].close()
         record["steps"] = result.steps
@@ -379,10 +377,13 @@ def test_engine_options_follow_the_run() -> None:
     class Trained:
         dtype = torch.bfloat16
 
-    lora = engine_options(_vllm_config(Path("/m"), finetune="lora", lora_r=24), Trained())
+    config = _vllm_config(Path("/m"), finetune="lora", lora_r=24)
+    lora = engine_options(config.model, Trained(), seed=config.run.seed)
     assert lora["dtype"] == "bfloat16" and lora["seed"] == 5
     assert lora["enable_lora"] is True and lora["max_lora_rank"] == 32
-    full = engine_options(_vllm_config(Path("/m"), finetune="full"), Trained(), {"gpu_memory_utilization": 0.5})
+    full = engine_options(
+        _vllm_config(Path("/m"), finetune="full").model, Trained(), {"gpu_memory_utilization": 0.5}, seed=5
+    )
     assert "enable_lora" not in full and full["gpu_memory_utilization"] == 0.5
     assert full["logprobs_mode"] == "processed_logprobs"  # what truncated importance sampling divides by
     assert lora_rank_slot(1) == 1
@@ -393,4 +394,5 @@ def test_engine_options_follow_the_run() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_a_vllm_spec_without_vllm_says_how_to_install_it(tmp_path: Path) -> None:
     with pytest.raises(ImportError, match=r"`vllm` extra.*setup_vllm_cpu_env\.sh"):
-        build_engine(_vllm_config(tmp_path), None, tmp_path, ["player"], None)
+        config = _vllm_config(tmp_path)
+        build_engine(None, tmp_path, ["player"], None, rollout=config.rollout, model=config.model, seed=config.run.seed)

@@ -445,21 +445,12 @@ class OpenSpielGame(RefereedGame[int]):
         """``snapshot``: a fork clones the OpenSpiel state and the random generator."""
         return "snapshot"
 
-    def fork(self) -> OpenSpielGame:
-        """An independent copy of the episode in progress: a clone of the OpenSpiel state, the tally and the generator.
-
-        Raises:
-            GameError: No episode in progress.
-        """
-        forked_tally = self._forked_tally()
-        twin = copy.copy(self)
-        twin._tally = forked_tally
+    def _fork_parts(self, twin: OpenSpielGame) -> None:
+        """A fork (:meth:`tsmg.core.RefereedGame.fork`) clones the OpenSpiel state, the generator and the caches."""
         twin._state = self._state.clone()
         twin._rng = copy.deepcopy(self._rng)
-        twin._replay_log = list(self._replay_log)
         twin._seen, twin._texts = dict(self._seen), dict(self._texts)
         twin._moves, twin._names = dict(self._moves), dict(self._names)
-        return twin
 
     def __repr__(self) -> str:
         """Show the id, the OpenSpiel game and the options that differ from the defaults."""

@@ -22,10 +22,9 @@ generator, so the same seed plays the same episode and a fork continues it exact
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
 import pyspiel
@@ -443,18 +442,9 @@ class OpenSpielVsBot(RefereedGame[int]):
         """``snapshot``: a fork forks the two-seat game (state and generator) and copies the tally."""
         return "snapshot"
 
-    def fork(self) -> OpenSpielVsBot:
-        """An independent copy of the episode in progress.
-
-        Raises:
-            GameError: No episode in progress.
-        """
-        forked_tally = self._forked_tally()
-        twin = copy.copy(self)
-        twin._tally = forked_tally
-        twin.inner = self.inner.fork()
-        twin._replay_log = list(self._replay_log)
-        return twin
+    def _fork_parts(self, twin: OpenSpielVsBot) -> None:
+        """A fork (:meth:`tsmg.core.RefereedGame.fork`) forks the two-seat game inside."""
+        twin.inner = cast(OpenSpielGame, self.inner.fork())
 
     def __repr__(self) -> str:
         """Show the id, the OpenSpiel game and the options that differ from the defaults."""

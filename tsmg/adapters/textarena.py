@@ -380,22 +380,13 @@ class TextArenaGame(RefereedGame[str]):
         """``snapshot``: a fork shares the environment in play, which no move changes in place."""
         return "snapshot"
 
-    def fork(self) -> TextArenaGame:
-        """An independent copy of the episode in progress.
-
-        Raises:
-            GameError: No episode in progress.
-        """
-        forked_tally = self._forked_tally()
-        twin = copy.copy(self)
-        twin._tally = forked_tally
+    def _fork_parts(self, twin: TextArenaGame) -> None:
+        """A fork (:meth:`tsmg.core.RefereedGame.fork`) copies the randomness, the histories and the texts."""
         # The environment in play is never changed in place (each move adopts the copy it was tried on,
         # whose message queues are then emptied), so the fork shares it until either side moves.
         twin._randomness = copy.deepcopy(self._randomness)
-        twin._replay_log = list(self._replay_log)
         twin._history = {agent: list(messages) for agent, messages in self._history.items()}
         twin._texts, twin._trials, twin._moves = dict(self._texts), {}, None
-        return twin
 
     def __repr__(self) -> str:
         """Show the id, the TextArena environment and the options that differ from the defaults."""

@@ -88,4 +88,4 @@ def validated(config_class: type, data: dict[str, Any], what: str) -> Any:
     try:
         return config_class.model_validate(data)  # type: ignore[attr-defined]
     except ValidationError as error:
-        raise ValueError(f"invalid {what}: {validation_problems(error)}") from None
+        raise ValueError(f"invalid {what}: {validation_problems(error, config_class)}") from None
