@@ -253,6 +253,21 @@ def test_a_game_registered_in_a_script_reaches_every_command(tmp_path):
     assert result.returncode == 0 and "3/3 episodes completed" in result.stdout  # self-play: one matchup, result.stderr
     result = tsmg_cli("eval", "--game", "my/Nim-v0")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--import MODULE" in result.stderr
+    # docs/define-a-game.md's commands: options, training and serving a script's game (OMP: one thread, 2 cores)
+    result = tsmg_cli("--import", "my_games.py", "games", "--options", "my/Nim-v0")
+    assert result.returncode == 0 and "  max_steps: int | None = 20  (>= 1)" in result.stdout, result.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = tsmg_cli("--import", "my_games.py", "train", "--game", "my/Nim-v0", "--model", "tiny", "--updates", "1",
+                      "--out", "runs/nim-train", env=env)  # fmt: skip
+    assert result.returncode == 0 and (tmp_path / "runs" / "nim-train" / "final").is_dir(), result.stderr[-2000:]
+    command = [sys.executable, "-m", "tsmg.apps.cli", "--import", "my_games.py", "serve", "--game", "my/Nim-v0"]
+    with subprocess.Popen([*command, "--port", "0"], cwd=tmp_path, stdout=subprocess.PIPE, text=True) as server:
+        try:
+            assert server.stdout is not None
+            assert server.stdout.readline().startswith("tsmg serve: 1 game(s) on http://127.0.0.1:")
+            assert server.stdout.readline().rstrip().endswith("/my/Nim-v0")
+        finally:
+            server.terminate()
 
 
 def test_a_reader_that_stops_early_gets_no_error_message(tmp_path):

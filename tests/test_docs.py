@@ -63,7 +63,14 @@ EXPECTED_OUTPUT = {
         re.fullmatch(r"RandomPolicy (\d+) of 100\nOraclePolicy 100 of 100\n", out) is not None
         and 25 < int(out.split()[1]) < 75  # a fair coin, guessed blindly
     ),
-    "class GuessNumber": lambda out: 10 < int(out.split()[0]) < 100,  # 1-of-16 in 8 tries: about 40 %
+    "class GuessNumber": lambda out: (
+        10 < int(out.split()[0]) < 100  # 1-of-16 in 8 tries: about 40 %
+        # an option set, then a value out of its bounds and a typo refused as the page quotes them
+        and out.splitlines()[1:] == ["100", *_quoted_output(ROOT / "docs" / "define-a-game.md", "invalid options")]
+    ),
+    "REQUIRED = {": lambda out: (
+        out == "required: action_text, initial_state, is_terminal, parse_action, render, transition\n"
+    ),
     "class Nim": lambda out: (
         out.splitlines()[:3]
         == [
