@@ -26,6 +26,7 @@ __all__ = [
     "ModelNotFoundError",
     "SamplingParams",
     "load_model",
+    "model_option_names",
 ]
 
 
@@ -40,6 +41,8 @@ def load_model(spec: str = DEFAULT_MODEL, **options: Any) -> LanguageModel:
         parsed = parse_model_spec(spec)
     except ModelSpecError as error:
         raise BackendError(str(error)) from None
+    if parsed.kind in ("smollm2", "hf"):
+        _check_option_names(spec, options)
     if parsed.kind == "smollm2":
         from backends.hf import HFBackend
 
@@ -63,6 +66,43 @@ def load_model(spec: str = DEFAULT_MODEL, **options: Any) -> LanguageModel:
 
         return VLLMBackend(parsed.target, **options)
     raise BackendError(f"{spec!r} is not a language model to load: use hf:PATH, smollm2, openai:MODEL or vllm:PATH")
+
+
+def model_option_names(spec: str) -> tuple[str, ...] | None:
+    """The options (keyword arguments) the backend of ``spec`` takes, sorted; None where any are passed on (vLLM).
+
+    Imports the backend's module (for ``hf:`` and ``smollm2``, torch and transformers).
+
+    Raises:
+        BackendError: ``spec`` names no language model.
+    """
+    import inspect
+
+    kind = parse_model_spec(spec).kind
+    if kind in ("hf", "smollm2"):
+        from backends.hf import HFBackend
+
+        parameters = inspect.signature(HFBackend.__init__).parameters.values()
+        return tuple(sorted(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY))
+    if kind == "openai":
+        from dataclasses import fields
+
+        from backends.openai_compat import OpenAIOptions
+
+        return tuple(sorted(option.name for option in fields(OpenAIOptions)))
+    if kind == "vllm":
+        return None  # VLLMBackend hands every other keyword to vllm.LLM, whose options are vLLM's to check
+    raise BackendError(f"{spec!r} is not a language model to load: use hf:PATH, smollm2, openai:MODEL or vllm:PATH")
+
+
+def _check_option_names(spec: str, options: dict[str, Any]) -> None:
+    """Refuse an option the backend of ``spec`` does not take, naming the ones it does (not a TypeError later)."""
+    known = model_option_names(spec)
+    unknown = sorted(set(options) - set(known or options))
+    if unknown:
+        raise BackendError(
+            f"{spec} has no model option {', '.join(map(repr, unknown))}; its options: {', '.join(known or ())}"
+        )
 
 
 def _training_checkpoint(target: str) -> Any:

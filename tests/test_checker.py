@@ -224,3 +224,32 @@ def test_the_oracles_moves_must_be_legal_and_the_message_says_what_to_fix():
         assert main(["check", "--game", "test/WanderingOracleLake-v0", "--nonsense-seeds", "0"]) == 1
     finally:
         tsmg.registry.unregister("test/WanderingOracleLake-v0")
+
+
+def _readme_game(*edits):
+    """The README's CoinGuess block (the game a newcomer copies), with ``(old, new)`` text edits applied."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    code = next(block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "class CoinGuess" in block)
+    code = code.split("\ntsmg.register(", 1)[0]  # the class, not its registration or its demo
+    for old, new in edits:
+        assert old in code, old
+        code = code.replace(old, new)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    return namespace["CoinGuess"]
+
+
+def test_the_readme_game_copied_with_a_fixed_start_and_return_false_passes():
+    """Issue 43: README's has_random_start lacked @property, so `return False` on a fixed start failed with a wrong
+    message. A copy that keeps @property passes; one without it is told to add @property, not to return False."""
+    fixed = ('coin=str(rng.choice(["heads", "tails"]))', 'coin="heads"')
+    says_fixed = ("        return True\n\n    def transition", "        return False\n\n    def transition")
+    check_game(_readme_game(fixed, says_fixed)(max_steps=1), nonsense_seeds=20)
+    check_game(_readme_game()(max_steps=1), nonsense_seeds=20)  # the README's own: a random coin, said True
+    no_property = ("    @property\n    def has_random_start", "    def has_random_start")
+    with pytest.raises(GameCheckError, match=r"has_random_start is a method, so it reads as True whatever it returns; "
+                       r"put @property on the line above 'def has_random_start\(self\)'"):  # fmt: skip
+        check_game(_readme_game(fixed, says_fixed, no_property)(max_steps=1), nonsense_seeds=20)

@@ -60,6 +60,16 @@ CASES = [
     ("export {tmp}/no-such-run", "missing run folder"),
     ("export {tmp} --format parquet", "bad option"),
     ("--import no_such_module_of_games games", "bad option"),
+    # issue 43: flags that named nothing in the run were ignored, an option no backend takes raised a TypeError
+    ("eval --game FrozenLake-v0 --model hf:X --model-option hf:X:thread=1", "option the model does not take"),
+    ("eval --game FrozenLake-v0 --model random --model-option random:threads=1", "option the model does not take"),
+    ("eval --game FrozenLake-v0 --model random --model-option randm:threads=1", "model not in the run"),
+    ("eval --game FrozenLake-v0 --model random --price gpt-9=1,2", "model not in the run"),
+    ("exploitability --model random --model-option oracle:x=1", "model not in the run"),
+    ("train --game FrozenLake-v0 --model tiniest", "bad model spec"),
+    ("train --resume --out {tmp}/missing", "no run to resume"),
+    ("train --resume", "no run to resume"),
+    ("sft --resume --out {tmp}/missing", "no run to resume"),
 ]
 
 
@@ -93,6 +103,29 @@ def test_messages_say_what_to_do(capsys, monkeypatch):
         "rollout --game FrozenLake-v0 --model random --out /dev/null/run": (
             "cannot make the folder /dev/null/run: a file stands on its path; choose another --out"
         ),
+        "eval --game FrozenLake-v0 --model random --out /dev/null/run": (
+            "cannot make the folder /dev/null/run: a file stands on its path; choose another --out"
+        ),
+        "eval --game FrozenLake-v0 --model hf:X --model-option hf:X:thread=1": (
+            "error: --model-option hf:X:thread=1: hf:X has no option 'thread'; its options are adapter, chat, device, "
+            "dtype, max_batch_size, max_context, name, threads\n"
+        ),
+        "eval --game FrozenLake-v0 --model random --model-option random:threads=1": "random has no option 'threads'; "
+        "it takes none",
+        "eval --game FrozenLake-v0 --model random --model oracle --model-option randm:threads=1": (
+            "error: --model-option randm:threads=1 names randm, which is not in this run: "
+            "its models are random, oracle\n"
+        ),
+        "eval --game FrozenLake-v0 --model random --price gpt-9=1,2": (
+            "error: --price gpt-9=1,2 names gpt-9, which is not in this run: its models are random\n"
+        ),
+        "train --game FrozenLake-v0 --model tiniest": "vllm:PATH or tiny (training only) (did you mean tiny?)",
+        "eval --game FrozenLake-v0 --model tinny": "(did you mean tiny?)",
+        "train --resume --out missing": (
+            "error: --resume: no run is at missing (no config.yaml there); give the --out folder of the run to "
+            "continue, or drop --resume to start a new one\n"
+        ),
+        "train --resume": "--resume continues the run in --out RUN_FOLDER: add --out",
         # a configuration's problems as "field: problem", without pydantic's own framing
         "train --game FrozenLake-v0 --model tiny --set rollout.group_size=1": (
             "error: invalid training configuration: credit assigner 'ms-grpo' compares the episodes of a group"
@@ -102,11 +135,51 @@ def test_messages_say_what_to_do(capsys, monkeypatch):
         ),
     }
     for command, message in expected.items():
-        assert main(command.split()) == 2
+        assert main(command.split()) == 2, command
         error = capsys.readouterr().err
         assert message in error and "validation error" not in error and "Value error" not in error, command
     main(["eval", "--game", "my/Nim-v0"])
     assert "Did you mean" not in capsys.readouterr().err  # only close names are suggested
+
+
+def test_a_refused_command_line_writes_nothing(tmp_path, monkeypatch, capsys):
+    """Issue 43's bad flags stop with exit 2 before any folder is made, with or without --out."""
+    monkeypatch.chdir(tmp_path)
+    refused = [
+        "eval --game FrozenLake-v0 --model hf:X --model-option hf:X:thread=1 --episodes 2 --out run",
+        "eval --game FrozenLake-v0 --model random --model-option randm:threads=1 --episodes 2",
+        "eval --game FrozenLake-v0 --model random --price gpt-9=1,2 --episodes 2 --out run",
+        "eval --game FrozenLake-v0 --model random --price gpt-9=1,2 --episodes 2 --dry-run",
+        "rollout --game FrozenLake-v0 --model random --episodes -3 --out run",
+        "eval --game FrozenLake-v0 --model randon --episodes 2 --out run",
+        "train --game FrozenLake-v0 --model tiniest --updates 1 --out run",
+        "train --resume --out run",
+    ]
+    for command in refused:
+        assert main(command.split()) == 2, command
+        assert capsys.readouterr().out == "", command
+        assert list(tmp_path.iterdir()) == [], command
+    # the same flags naming a model of the run are taken (the run is played)
+    command = "eval --game FrozenLake-v0 --model random --model-option random:x=1 --episodes 2 --out run"
+    assert main(command.split()) == 2 and not (tmp_path / "run").exists()
+    capsys.readouterr()
+    command = "eval --game FrozenLake-v0 --model random --price random=1,2 --episodes 2 --out run --no-progress"
+    assert main(command.split()) == 0 and (tmp_path / "run" / "episodes.jsonl").is_file()
+
+
+def test_model_option_names_are_the_constructors():
+    """The options listed for a model kind are those its constructor or bot takes (no list kept by hand)."""
+    import dataclasses
+
+    from backends.openai_compat import OpenAIOptions
+    from tsmg.apps.model_flags import option_names
+
+    assert option_names("openai:m") == tuple(sorted(field.name for field in dataclasses.fields(OpenAIOptions)))
+    assert "threads" in option_names("smollm2") and "dtype" in option_names("hf:X") and option_names("vllm:X") is None
+    assert option_names("random") == option_names("fixed:x") == ()
+    bots = pytest.importorskip("tsmg.adapters.openspiel_bots")
+    assert option_names("openspiel-mcts") == tuple(sorted(bots.MCTSPolicy.DEFAULTS))
+    assert option_names("openspiel-br") == tuple(sorted(bots.BestResponsePolicy.DEFAULTS))
 
 
 def test_an_unexpected_error_is_one_line_too(capsys, monkeypatch):
@@ -180,6 +253,21 @@ def test_a_game_registered_in_a_script_reaches_every_command(tmp_path):
     assert result.returncode == 0 and "3/3 episodes completed" in result.stdout  # self-play: one matchup, result.stderr
     result = tsmg_cli("eval", "--game", "my/Nim-v0")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--import MODULE" in result.stderr
+    # docs/define-a-game.md's commands: options, training and serving a script's game (OMP: one thread, 2 cores)
+    result = tsmg_cli("--import", "my_games.py", "games", "--options", "my/Nim-v0")
+    assert result.returncode == 0 and "  max_steps: int | None = 20  (>= 1)" in result.stdout, result.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = tsmg_cli("--import", "my_games.py", "train", "--game", "my/Nim-v0", "--model", "tiny", "--updates", "1",
+                      "--out", "runs/nim-train", env=env)  # fmt: skip
+    assert result.returncode == 0 and (tmp_path / "runs" / "nim-train" / "final").is_dir(), result.stderr[-2000:]
+    command = [sys.executable, "-m", "tsmg.apps.cli", "--import", "my_games.py", "serve", "--game", "my/Nim-v0"]
+    with subprocess.Popen([*command, "--port", "0"], cwd=tmp_path, stdout=subprocess.PIPE, text=True) as server:
+        try:
+            assert server.stdout is not None
+            assert server.stdout.readline().startswith("tsmg serve: 1 game(s) on http://127.0.0.1:")
+            assert server.stdout.readline().rstrip().endswith("/my/Nim-v0")
+        finally:
+            server.terminate()
 
 
 def test_a_reader_that_stops_early_gets_no_error_message(tmp_path):

@@ -148,6 +148,11 @@ def observed_random_start(game: Game, seeds: Sequence[int] = (0, 1, 2, 3, 4)) ->
 
 def _check_random_start(game: Game, seeds: Sequence[int], first_starts: Sequence[Any]) -> None:
     """``has_random_start`` says what the seeds show, in either direction (clients plan their seeds by it)."""
+    if callable(game.has_random_start):  # a def without @property: the bound method is true, whatever it returns
+        raise GameCheckError(
+            f"{game.game_id}: has_random_start is a method, so it reads as True whatever it returns; put @property "
+            "on the line above 'def has_random_start(self)'."
+        )
     if len(seeds) < 2:
         return
     varies = any(start != first_starts[0] for start in first_starts)

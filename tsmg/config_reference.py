@@ -73,6 +73,8 @@ def type_name(annotation: Any) -> str:
         return f"{getattr(origin, '__name__', str(origin))}[{', '.join(type_name(arg) for arg in args)}]"
     if annotation is type(None):
         return "None"
+    if annotation is Ellipsis:  # tuple[str, ...]
+        return "..."
     if annotation is typing.Any:
         return "any"
     return getattr(annotation, "__name__", str(annotation))

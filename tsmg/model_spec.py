@@ -36,7 +36,10 @@ SCRIPTED_KINDS: frozenset[str] = frozenset({"random", "oracle", "fixed", "opensp
 OPENSPIEL_BOTS: frozenset[str] = frozenset({"openspiel-mcts", "openspiel-br"})
 #: Kinds that need a target after the colon (and those that take none).
 _TARGETED: frozenset[str] = frozenset({"fixed", "hf", "openai", "vllm"})
-_USAGE = "use random, oracle, fixed:TEXT, openspiel-mcts, openspiel-br, hf:PATH, smollm2, openai:MODEL or vllm:PATH"
+_USAGE = (
+    "use random, oracle, fixed:TEXT, openspiel-mcts, openspiel-br, hf:PATH, smollm2, openai:MODEL, vllm:PATH "
+    "or tiny (training only)"
+)
 
 
 class ModelSpecError(ValueError):
@@ -71,13 +74,30 @@ class ModelSpec:
 
 
 def _did_you_mean(kind: str, colon: str) -> str:
-    """A typo of a kind (``randon``) suggests the kind; any other bare name, a hosted model of that name."""
+    """A typo of a kind (``randon``, ``tiniest``) suggests the kind; any other bare name, a hosted model of that name.
+
+    A close spelling (difflib) or, for a bare word of about a kind's length, the same first letters
+    as a kind that takes no target (``tiniest`` -> ``tiny``: too short a kind for difflib's ratio)
+    counts as a typo; ``tinyllama`` stays a hosted model's name.
+    """
     import difflib
 
     close = difflib.get_close_matches(kind, get_args(SpecKind), n=1, cutoff=0.75)
+    if not close and not colon:
+        bare = [name for name in get_args(SpecKind) if name not in _TARGETED]
+        close = [
+            name
+            for name in bare
+            if len(name) - 1 <= len(kind) <= len(name) + 3 and _shared_start(kind, name) >= max(3, 0.75 * len(name))
+        ]
     if close:
         return f" (did you mean {close[0]}{colon}?)"
     return f" (did you mean openai:{kind}?)" if not colon and kind else ""
+
+
+def _shared_start(word: str, other: str) -> int:
+    """How many first letters ``word`` and ``other`` share."""
+    return next((i for i, (a, b) in enumerate(zip(word, other, strict=False)) if a != b), min(len(word), len(other)))
 
 
 def parse_model_spec(text: str) -> ModelSpec:
@@ -93,12 +113,12 @@ def parse_model_spec(text: str) -> ModelSpec:
         Traceback (most recent call last):
         ...
         tsmg.model_spec.ModelSpecError: unknown model spec 'gpt5': use random, oracle, fixed:TEXT, openspiel-mcts, \
-openspiel-br, hf:PATH, smollm2, openai:MODEL or vllm:PATH (did you mean openai:gpt5?)
+openspiel-br, hf:PATH, smollm2, openai:MODEL, vllm:PATH or tiny (training only) (did you mean openai:gpt5?)
         >>> parse_model_spec("randon")
         Traceback (most recent call last):
         ...
         tsmg.model_spec.ModelSpecError: unknown model spec 'randon': use random, oracle, fixed:TEXT, openspiel-mcts, \
-openspiel-br, hf:PATH, smollm2, openai:MODEL or vllm:PATH (did you mean random?)
+openspiel-br, hf:PATH, smollm2, openai:MODEL, vllm:PATH or tiny (training only) (did you mean random?)
     """
     kind, colon, target = text.strip().partition(":")
     if kind not in get_args(SpecKind):

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import tsmg
+from tsmg.apps.catalog import catalog_markdown, game_listing, game_options, options_text
 from tsmg.apps.cli_parser import Parser, UsageError, add_game_option, at_least_one, examples
 from tsmg.assignments import parse_assignments, validation_problems
 from tsmg.checker import GameCheckError, check_game
@@ -188,6 +189,12 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="list the games tsmg refuses to play (by the name a user would type), with the reason, instead",
     )
+    games.add_argument(
+        "--options",
+        metavar="ID",
+        help="list every option of the game ID (-o KEY=VALUE): type, this id's default, bounds, meaning "
+        "(default: list the games)",
+    )
     games.set_defaults(handler=_cmd_games)
 
     check = commands.add_parser(
@@ -305,28 +312,13 @@ def _add_option_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def game_listing() -> list[dict[str, Any]]:
-    """One dict per registered game: id, num_agents, turn_based, description, defaults.
-
-    A game that says whether its moves are open text (an ``open_text`` attribute: TextArena's
-    negotiation, speech and unlisted-move games) has it as ``open_text``.
-    """
-    items = []
-    for spec in tsmg.specs():
-        item: dict[str, Any] = {"id": spec.id, "description": spec.description, "defaults": dict(spec.kwargs)}
-        try:
-            game = spec.make()
-            item.update(num_agents=game.num_agents, turn_based=game.turn_based, agents=list(game.agents))
-            open_text = getattr(game, "open_text", None)
-            if isinstance(open_text, bool):
-                item["open_text"] = open_text
-        except ImportError as error:
-            item.update(num_agents=None, turn_based=None, error=f"missing dependency: {error}")
-        items.append(item)
-    return items
-
-
 def _cmd_games(args: argparse.Namespace) -> int:
+    if args.options is not None:
+        if args.json:
+            print(json.dumps({"id": args.options, "options": game_options(args.options)}, indent=2))
+        else:
+            print(options_text(args.options))
+        return 0
     if args.refused:
         refused = refusals()
         if args.json:
@@ -350,62 +342,6 @@ def _cmd_games(args: argparse.Namespace) -> int:
         missing = f" ({item['error']})" if "error" in item else ""  # what to install to play it
         print(f"{item['id']:<{width}}  {agents!s:>6}  {turns:<12}  {item['description'] or ''}{missing}".rstrip())
     return 0
-
-
-#: The command that writes docs/catalog.md (tests/test_catalog_page.py compares the page with its output).
-CATALOG_COMMAND = "python -m tsmg.apps.cli games --markdown > docs/catalog.md"
-
-
-def catalog_markdown(items: Sequence[dict[str, Any]], refused: dict[str, str]) -> str:
-    """The catalog page: one table per source of games (the id's namespace), then the refused games.
-
-    Args:
-        items: :func:`game_listing`'s entries.
-        refused: What a user would type for each refused game, with the reason (:func:`tsmg.registry.refusals`).
-    """
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for item in items:
-        namespace, _, name = item["id"].rpartition("/")
-        by_source.setdefault(namespace, []).append(item)
-    lines = [
-        "# Game catalog",
-        "",
-        f"<!-- Generated from the registry by `{CATALOG_COMMAND}`; do not edit by hand. -->",
-        "",
-        f"Every registered id ({len(items)}), by source, as `tsmg games` lists them; play one with "
-        "`tsmg play --game ID`, check it with `tsmg check --game ID`. Generated from the registry "
-        f"(`{CATALOG_COMMAND}`); a test fails when this page and the registry disagree. "
-        "[games.md](games.md) explains the catalog and [openspiel.md](openspiel.md) the OpenSpiel adapter. "
-        "*Moves: open text* marks a game whose moves are not all listed (free speech, offers, moves shown only by "
-        "example): any answer goes to the game ([textarena.md](textarena.md)).",
-    ]
-    for namespace in sorted(by_source, key=lambda name: (name != "", name.lower())):
-        listed = by_source[namespace]
-        title = namespace or "tsmg's own games"
-        lines += ["", f"## {title} ({len(listed)})", "", "| id | agents | turns | description |", "|---|---|---|---|"]
-        for item in listed:
-            turns = {True: "turn-based", False: "simultaneous", None: "?"}[item["turn_based"]]
-            agents = item["num_agents"] if item["num_agents"] is not None else "?"
-            description = (item["description"] or "") + (f" ({item['error']})" if "error" in item else "")
-            description += " Moves: open text." if item.get("open_text") else ""
-            lines.append(f"| `{item['id']}` | {agents} | {turns} | {_cell(description)} |")
-    if refused:
-        lines += [
-            "",
-            f"## Refused ({len(refused)})",
-            "",
-            "Offered by a library tsmg adapts, and refused by name with the reason (`tsmg play` says the same).",
-            "",
-            "| game | why tsmg refuses it |",
-            "|---|---|",
-        ]
-        lines += [f"| `{name}` | {_cell(reason)} |" for name, reason in refused.items()]
-    return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    """``text`` inside a Markdown table cell (one line, its pipes escaped)."""
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -57,12 +57,16 @@ def layered_data(
     configuration in errors ("a training config"); ``extra`` adds a command's own flags to the mapping.
 
     Raises:
-        ValueError: The file is not a mapping, or a ``--set`` is malformed or its value is not YAML.
+        ValueError: The file is not a mapping, ``--resume`` without a run to resume, or a ``--set`` is
+            malformed or its value is not YAML.
     """
     data: dict[str, Any] = {}
     source = args.config
-    if source is None and args.resume and args.out is not None and (args.out / CONFIG_FILE).is_file():
-        source = args.out / CONFIG_FILE
+    if source is None and args.resume:  # the run folder's own configuration
+        if args.out is None:
+            raise ValueError("--resume continues the run in --out RUN_FOLDER: add --out")
+        if (args.out / CONFIG_FILE).is_file():
+            source = args.out / CONFIG_FILE
     if source is not None:
         loaded = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
         if not isinstance(loaded, dict):
@@ -74,6 +78,11 @@ def layered_data(
             data.setdefault(section, {})[name] = value
     if extra is not None:
         extra(data)
+    if args.resume and source is None and not data and not args.set:  # nothing says what to train: no run to resume
+        raise ValueError(
+            f"--resume: no run is at {args.out} (no {CONFIG_FILE} there); give the --out folder of the run to "
+            "continue, or drop --resume to start a new one"
+        )
     if args.out is not None:
         data.setdefault("run", {})["out_dir"] = str(args.out)
     for assignment in args.set:

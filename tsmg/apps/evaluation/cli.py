@@ -14,7 +14,8 @@ from tsmg.apps.evaluation.config import EvalConfig
 from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
 from tsmg.apps.evaluation.suites import SUITES, Suite, get_suite
 from tsmg.apps.lap_options import add_lap_arguments, lap_config_from_args, legal_moves_options
-from tsmg.assignments import parse_assignments, parse_model_option
+from tsmg.apps.model_flags import model_options_from_flags, prices_from_flags
+from tsmg.assignments import parse_assignments
 from tsmg.lap import ActionFormat, LAPConfig
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 from tsmg.registry import is_openspiel
@@ -197,11 +198,9 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     games = list(suite.games) if suite is not None else args.game
     seed = suite.seed if suite is not None else (0 if args.seed is None else args.seed)
     game_options = parse_assignments(args.option, "--option")
-    model_options: dict[str, dict[str, Any]] = {}
-    for value in args.model_option:
-        model, key, option = parse_model_option(value)
-        model_options.setdefault(model, {})[key] = option
-    prices = {value.rpartition("=")[0]: _price(value) for value in args.price}
+    in_run = [*models, *([suite.opponent] if suite is not None else [])]
+    model_options = model_options_from_flags(args.model_option, in_run)  # each names a model of the run
+    prices = prices_from_flags(args.price, in_run)
     lap = lap_config_from_args(args, seed)
     options = _game_options(models, games, game_options, suite)
     legal_moves_options(games, lap, options)
@@ -343,10 +342,7 @@ def cmd_exploitability(args: argparse.Namespace) -> int:
     from tsmg.apps.evaluation.exploitability import kuhn_strategy, policy_temperature, strategy_report
     from tsmg.apps.evaluation.runner import trained_game_options, trained_policy
 
-    options: dict[str, dict[str, Any]] = {}
-    for value in args.model_option:
-        model, key, option = parse_model_option(value)
-        options.setdefault(model, {})[key] = option
+    options = model_options_from_flags(args.model_option, args.model)
     lap = LAPConfig(action_format=ActionFormat(kind="choice"), temperature=args.temperature)
     given = parse_assignments(args.option, "--option")
     on_openspiel = is_openspiel(args.game) or args.game.startswith("OpenSpiel/")  # OpenSpiel computes it
@@ -378,15 +374,6 @@ def cmd_exploitability(args: argparse.Namespace) -> int:
         first, second = report.best_response
         print(f"| {spec} | {report.temperature:g} | {report.exploitability:.4f} | {first:+.4f} | {second:+.4f} |")
     return 0
-
-
-def _price(value: str) -> tuple[float, float]:
-    """``MODEL=IN,OUT`` (USD per million tokens) as ``(IN, OUT)``."""
-    price_in, _, price_out = value.rpartition("=")[2].partition(",")
-    try:
-        return float(price_in), float(price_out)
-    except ValueError:
-        raise ValueError(f"--price must be MODEL=IN,OUT with two numbers (USD per 1M tokens), got {value!r}") from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
