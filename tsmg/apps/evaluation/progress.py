@@ -129,7 +129,7 @@ class EvalProgress:
     def text(self) -> str:
         """The progress line's text: decisions and their rate, the ETA, the live success rate, failures."""
         rate = self.rate()
-        parts = [f"decisions {self.decisions:,}" + (f" ({rate:.2f}/s)" if rate is not None else "")]
+        parts = [f"decisions {self.decisions:,}" + (f" ({rate:.3g}/s)" if rate is not None else "")]
         eta = self.eta()
         if eta is None:
             parts.append("ETA after the first episode")

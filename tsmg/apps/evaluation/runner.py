@@ -445,7 +445,7 @@ def _progress(enabled: bool, total: int, bound: float | None = None) -> Iterator
             bar.update(task, advance=1)
 
         def wrap(policy: Policy) -> Policy:
-            return CountingPolicy(policy, tracker)  # type: ignore[return-value]
+            return CountingPolicy(policy, tracker)
 
         yield _Shown(advance, wrap)
 
