@@ -189,9 +189,7 @@ def test_train_names_its_folder_tensorboard_and_a_resume_says_its_update_first(t
 
     assert main(["train", "--resume", "--out", str(out), "--updates", "3"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    resumed = (
-        f"resumed from update 2 (checkpoint {out / 'checkpoints' / 'step-2'}); the updates after it are played again"
-    )
+    resumed = f"resumed from update 2 (checkpoint {out / 'checkpoints' / 'step-2'})"
     assert printed[1] == resumed, printed  # right after the "training ..." line, before any update
     assert printed.index(resumed) < next(i for i, line in enumerate(printed) if line.startswith("update 3/3"))
 

@@ -129,16 +129,18 @@ class EvalProgress:
     def text(self) -> str:
         """The progress line's text: decisions and their rate, the ETA, the live success rate, failures."""
         rate = self.rate()
-        parts = [f"decisions {self.decisions:,}" + (f" ({rate:.3g}/s)" if rate is not None else "")]
+        parts = []
         eta = self.eta()
         if eta is None:
             parts.append("ETA after the first episode")
         elif self.done < self.episodes:
             seconds, bound = eta
             parts.append(f"ETA {'≤ ' if bound else '~'}{duration_text(seconds)}")
+        parts.append(f"decisions {self.decisions:,}" + (f" ({rate:.3g}/s)" if rate is not None else ""))
         played = self.done - self.failed
-        parts.append(f"success {100 * self.successes / max(played, 1):5.1f}%")
-        parts.append(f"failed {self.failed}")
+        parts.append(f"success {100 * self.successes / max(played, 1):.1f}%")
+        if self.failed:
+            parts.append(f"failed {self.failed}")
         return "  ".join(parts)
 
 

@@ -435,7 +435,8 @@ def _progress(enabled: bool, total: int, bound: float | None = None) -> Iterator
         def render(self, task: Any) -> Text:
             return Text(tracker.text())
 
-    columns = (TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), Figures())
+    # A short bar: the figures after it are what a narrow terminal must still show.
+    columns = (TextColumn("[bold]eval"), BarColumn(bar_width=12), MofNCompleteColumn(), TimeElapsedColumn(), Figures())
     with Progress(*columns, console=Console(file=sys.stderr)) as bar:
         task = bar.add_task("", total=total)
 

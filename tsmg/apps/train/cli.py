@@ -342,8 +342,9 @@ def _resume_start_text(out: Path, later: bool = False) -> str:
     step = checkpoint_step(found.name) if found is not None else None
     if step is None:
         return f"no checkpoint in {out} yet: {'it would start' if later else 'starting'} from update 0"
-    when = "a resume starts from" if later else "resumed from"
-    return f"{when} update {step} (checkpoint {found}); the updates after it are played again"
+    if later:
+        return f"a resume starts from update {step} (checkpoint {found}): the updates after it are played again"
+    return f"resumed from update {step} (checkpoint {found})"
 
 
 def _silent(*args: Any, **kwargs: Any) -> None:
