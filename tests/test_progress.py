@@ -40,7 +40,7 @@ def test_episodes_that_finish_together_still_give_an_eta_from_the_decisions_play
     seconds, bound = progress.eta()
     # Before any episode ends, each is taken to last its bound: 50 x 16 = 800 decisions, 150 played, 5 a second.
     assert bound and seconds == pytest.approx((800 - 150) / 5)
-    assert "decisions 150 (5/s)" in progress.text() and "ETA ≤ 2.2 min" in progress.text()
+    assert "decisions 150 (5/s)" in progress.text() and "ETA ~2.2 min (to the step limit)" in progress.text()
 
     for _ in range(5):  # rounds 4 to 8: the episodes end together after their 8th decision
         progress.asked()

@@ -9,9 +9,11 @@ them and estimates what is left from the decisions played per second since the r
 * the decisions the plan still needs are the unfinished episodes times the decisions a
   finished episode took on average, less those the live episodes have already played (at
   least one each); before any episode has finished, each is taken to last the game's step
-  limit (every seat deciding every round), so the ETA is an upper bound and says so (``≤``);
-* the rate is decisions over the wall time since the first decision was asked for, so a model
-  that answers in batches still has a steady rate.
+  limit (every seat deciding every round), and the ETA says so (``to the step limit``);
+* the rate is decisions over the wall time since the first decision was asked for: between
+  two batches of a model that answers in batches it falls, so the ETA grows while nothing
+  lands rather than counting down to "1 s" with minutes left. It is a measurement, not a
+  bound: later turns carry longer prompts (the history grows) and may be slower.
 
 The tracker is pure (a clock is passed in) and thread-safe: episodes against a server decide
 on worker threads.
@@ -135,7 +137,7 @@ class EvalProgress:
             parts.append("ETA after the first episode")
         elif self.done < self.episodes:
             seconds, bound = eta
-            parts.append(f"ETA {'≤ ' if bound else '~'}{duration_text(seconds)}")
+            parts.append(f"ETA ~{duration_text(seconds)}{' (to the step limit)' if bound else ''}")
         parts.append(f"decisions {self.decisions:,}" + (f" ({rate:.3g}/s)" if rate is not None else ""))
         played = self.done - self.failed
         parts.append(f"success {100 * self.successes / max(played, 1):.1f}%")
