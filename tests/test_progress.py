@@ -150,3 +150,25 @@ def test_ctrl_c_during_check_all_exits_130_with_the_summary(monkeypatch, capsys)
     assert [line.split(":")[0] for line in captured.out.splitlines()] == [f"ok   {game}" for game in count[:2]]
     assert re.match(r"interrupted after 2 of \d+ games checked in \d+ s: 2 ok, 0 failed; not checked: \d+$",
                     captured.err.strip().splitlines()[-1])  # fmt: skip
+
+
+def estimate_row(model, plan_seconds):
+    return {
+        "game": "G", "model": model, "sampled": 1, "planned": 10, "tokens_in": 100.0, "tokens_out": 10.0,
+        "thinking": None, "plan_tokens_in": 1000.0, "plan_tokens_out": 100.0, "plan_thinking": None,
+        "seconds": plan_seconds / 10, "plan_seconds": plan_seconds,
+        "plan_cost_usd": None if model.startswith("openai:") else 0.0,  # a local model is not billed per token
+    }  # fmt: skip
+
+
+def test_the_sampled_time_is_divided_by_concurrency_for_hosted_models_only():
+    """An in-process model's batch of 64 turns is not 64 times faster than one turn (issue 43: 15x too short)."""
+    from tsmg.apps.evaluation.estimate import SampledEstimate
+
+    local = SampledEstimate(rows=[estimate_row("smollm2", 600.0)]).text(64).splitlines()
+    assert local[-1].startswith("estimated time of the run: 10.0 min of model time one decision at a time (an in")
+    assert "live at once" not in local[-1] and local[-2] == "estimated cost of the run: $0.0000"
+    hosted = SampledEstimate(rows=[estimate_row("openai:m", 640.0)]).text(64).splitlines()[-1]
+    assert hosted.endswith("; about 10 s with 64 episodes live at once")
+    both = SampledEstimate(rows=[estimate_row("openai:m", 640.0), estimate_row("smollm2", 60.0)]).text(64)
+    assert "about 1.2 min with 64 episodes live at once (the in-process models' part not divided" in both

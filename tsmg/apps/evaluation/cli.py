@@ -346,8 +346,10 @@ def _dry_run_cost(config: EvalConfig, bounds: dict[tuple[str, str], tuple[int, i
 
     Local models (weights on this machine) and scripted players are not billed per token.
     """
+    from tsmg.apps.evaluation.runner import is_hosted
+
     priced = [model for model in config.models if model in config.prices]
-    unpriced = [model for model in config.models if model not in config.prices and _hosted(model)]
+    unpriced = [model for model in config.models if model not in config.prices and is_hosted(model)]
     if not priced and not unpriced:
         return "estimated cost: none (no hosted model: local and scripted players are not billed per token)"
     if not priced:
@@ -362,12 +364,6 @@ def _dry_run_cost(config: EvalConfig, bounds: dict[tuple[str, str], tuple[int, i
         f"${cost:,.4f} (every turn using its whole token budget, thinking included; priced: {', '.join(priced)}"
         f"{missing}); --sample N measures it instead"
     )
-
-
-def _hosted(model: str) -> bool:
-    """Whether a model spec names a hosted model (billed per token: a language model whose weights are elsewhere)."""
-    spec = parse_model_spec(seat_spec(model))
-    return not spec.scripted and not spec.local_weights
 
 
 def cmd_exploitability(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from tsmg.apps.evaluation.config import EvalConfig
 from tsmg.apps.evaluation.metrics import price_of
 from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
 from tsmg.apps.evaluation.progress import duration_text
-from tsmg.apps.evaluation.runner import PolicyFactory, build_policy, is_language_model
+from tsmg.apps.evaluation.runner import PolicyFactory, build_policy, is_hosted, is_language_model
 from tsmg.episode import Episode
 from tsmg.registry import make
 from tsmg.rollout import EpisodePlan, rollout
@@ -160,14 +160,29 @@ class SampledEstimate:
         elif unpriced:
             lines.append("estimated cost of the run: n/a (no --price)")
         if self.rows:
-            live = f"; about {duration_text(self.seconds / concurrency)} with {concurrency} episodes live at once"
-            lines.append(
-                f"estimated time of the run: {duration_text(self.seconds)} of model time one decision at a time"
-                + (live if concurrency > 1 else "")
-            )
+            lines.append(self._time_text(concurrency))
         for episode_id, error in self.failures[:5]:
             lines.append(f"  sampled episode failed: {episode_id}: {error}")
         return "\n".join(lines)
+
+    def _time_text(self, concurrency: int) -> str:
+        """The time line: model time one decision at a time, and with ``concurrency`` episodes live at once.
+
+        Only a hosted model's requests overlap (its server batches them); an in-process model plays
+        the live episodes' turns as one batch on one device, which is not ``concurrency`` times
+        faster than one turn (SmolLM2 on a CPU: far from it), so its time is not divided.
+        """
+        hosted = sum(row["plan_seconds"] for row in self.rows if is_hosted(row["model"]))
+        local = self.seconds - hosted
+        line = f"estimated time of the run: {duration_text(self.seconds)} of model time one decision at a time"
+        if concurrency > 1 and hosted:
+            line += f"; about {duration_text(hosted / concurrency + local)} with {concurrency} episodes live at once"
+            if local:
+                line += " (the in-process models' part not divided: their batches are not that much faster)"
+        elif local:
+            line += " (an in-process model: batching the live episodes on one device helps by far less than "
+            line += "--concurrency; the progress line of the run measures it)"
+        return line
 
 
 def estimate_from_samples(

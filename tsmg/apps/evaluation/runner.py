@@ -553,3 +553,9 @@ class BudgetedPolicy:
 def is_language_model(spec: str) -> bool:
     """Whether a model spec (or the opponent's seat name) names a language model (not a scripted policy)."""
     return not parse_model_spec(seat_spec(spec)).scripted
+
+
+def is_hosted(spec: str) -> bool:
+    """Whether a model spec names a hosted model: a language model whose weights are elsewhere (billed per token)."""
+    parsed = parse_model_spec(seat_spec(spec))
+    return not parsed.scripted and not parsed.local_weights
