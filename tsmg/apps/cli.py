@@ -26,7 +26,6 @@ import tsmg
 from tsmg.apps.catalog import catalog_markdown, game_listing, game_options, options_text
 from tsmg.apps.cli_parser import Parser, UsageError, add_game_option, at_least_one, examples
 from tsmg.assignments import parse_assignments, validation_problems
-from tsmg.checker import GameCheckError, check_game
 from tsmg.core import Game, GameCodeError, GameError, Invalid
 from tsmg.policies import DecisionRequest, OraclePolicy, Policy, policy_from_spec
 from tsmg.registry import UnknownGameError, import_game_modules, make, refusals
@@ -53,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not hasattr(args, "handler"):
             parser.print_help()
             return 2
+        args.command_line = list(sys.argv[1:] if argv is None else argv)  # the resume command an interrupt prints
         return int(args.handler(args))
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
@@ -345,37 +345,22 @@ def _cmd_games(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from tsmg.apps.check import check_games, result_line
+
     ids = [spec.id for spec in tsmg.specs()] if args.all else list(args.game)
     if not ids:
         print("error: name games to check, or use --all", file=sys.stderr)
         return 2
-    results = []
-    for game_id in ids:
-        try:
-            report = check_game(game_id, nonsense_seeds=args.nonsense_seeds)
-            results.append(
-                {
-                    "id": game_id,
-                    "ok": True,
-                    "episodes": report.episodes,
-                    "steps": report.steps,
-                    "hostile_answers": report.hostile_answers_checked,
-                    "nonsense_vs_random": report.nonsense,
-                }
-            )
-        except (GameCheckError, GameError, GameCodeError, ImportError) as error:
-            results.append({"id": game_id, "ok": False, "error": str(error)})
+    # Each game's line as soon as its check ends; Ctrl-C keeps what finished (tsmg/apps/check.py).
+    show = None if args.json else lambda result, run: print(result_line(result, run), flush=True)
+    run = check_games(ids, args.nonsense_seeds, on_result=show)
     if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        for result in results:
-            status = "ok  " if result["ok"] else "FAIL"
-            detail = result.get("error", "")
-            if result["ok"]:
-                figures = result["episodes"], result["steps"], result["hostile_answers"]
-                detail = "{} episodes, {} steps, {} hostile answers".format(*figures)
-            print(f"{status} {result['id']}: {detail}")
-    return 0 if all(result["ok"] for result in results) else 1
+        print(json.dumps(run.results, indent=2))
+    if len(ids) > 1 or run.interrupted:
+        print(run.summary_text(), file=sys.stderr if args.json or run.interrupted else sys.stdout, flush=True)
+    if run.interrupted:
+        return 130
+    return 0 if run.ok else 1
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
@@ -477,6 +462,10 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
         print(json.dumps({"game": args.game, "policy": args.model, **summary.as_dict()}))
     else:
         print(summary_line(args.game, args.model, summary))
+        if args.out:
+            from tsmg.apps.next_steps import view_text
+
+            print(view_text(args.out))
     return 0 if summary.failed == 0 else 1
 
 

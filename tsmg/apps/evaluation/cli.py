@@ -15,6 +15,7 @@ from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
 from tsmg.apps.evaluation.suites import SUITES, Suite, get_suite
 from tsmg.apps.lap_options import add_lap_arguments, lap_config_from_args, legal_moves_options
 from tsmg.apps.model_flags import model_options_from_flags, prices_from_flags
+from tsmg.apps.next_steps import interrupted_text, view_text
 from tsmg.assignments import parse_assignments
 from tsmg.lap import ActionFormat, LAPConfig
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
@@ -102,7 +103,8 @@ def add_commands(commands: Any) -> None:
         action="append",
         default=[],
         metavar="MODEL=IN,OUT",
-        help="USD per 1M input and output tokens of a model (repeatable; default: the known price list)",
+        help="USD per 1M input and output tokens of a model, e.g. openai:gpt-4o-mini=0.15,0.6 (repeatable; default: "
+        "none: tsmg ships no price list, so a hosted model's cost shows as unknown)",
     )
     run.add_argument(
         "--no-token-ids",
@@ -268,20 +270,32 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 0
 
     out = args.out or Path("runs") / (config.suite or f"eval-{config.seed}")
-    result = run_eval(
-        config,
-        out,
-        concurrency=args.concurrency,
-        retries=args.retries,
-        progress=not args.no_progress,
-        budget=budget,
-        token_ids=not args.no_token_ids,
-    )
+
+    def announce(present: int, planned: int) -> None:
+        if present:
+            missing = f"playing the {planned - present} missing" if present < planned else "nothing left to play"
+            print(f"resuming: {present} of {planned} episodes present in {out}; {missing}", flush=True)
+
+    try:
+        result = run_eval(
+            config,
+            out,
+            concurrency=args.concurrency,
+            retries=args.retries,
+            progress=not args.no_progress,
+            budget=budget,
+            token_ids=not args.no_token_ids,
+            on_start=announce,
+        )
+    except KeyboardInterrupt:  # every finished episode is already in episodes.jsonl: a rerun plays the rest
+        print(f"\n{interrupted_text(args, out)}", file=sys.stderr, flush=True)
+        return 130
     from tsmg.apps.evaluation.report import comparison_rows, markdown_table, suite_rows
 
     runs = [(out.name, result.summary)]
     print(markdown_table(comparison_rows(runs), totals=suite_rows(runs)))
     print(f"\n{result.completed}/{result.planned} episodes completed; report: {out / REPORT_FILE}")
+    print(view_text(out))
     errors = Counter(failure.error or "unknown error" for failure in result.failures)
     for error, count in errors.most_common(5):  # the same server message once, with its count
         print(f"failed: {count} episode{'s' if count > 1 else ''}: {error}", file=sys.stderr)
@@ -322,17 +336,33 @@ def dry_run_text(config: EvalConfig) -> str:
         f"a model turn writes at most {calls_per_turn(config)} answer(s): {lap.votes} vote(s) x (1 + {lap.reprompt} "
         f"re-prompt(s)), each of up to {lap.max_tokens:,} tokens (a model's max_completion_tokens option wins)"
     )
-    priced = [model for model in config.models if model in config.prices]
-    if priced:
-        cost = 0.0
-        for (_, model), (tokens_in, tokens_out) in bounds.items():
-            price_in, price_out = config.prices.get(seat_spec(model), (0.0, 0.0))
-            cost += (tokens_in * price_in + tokens_out * price_out) / 1e6
-        lines.append(
-            f"estimated cost{'' if config.suite else ' at most'}: ${cost:,.4f} (every turn using its whole token "
-            f"budget, thinking included; priced: {', '.join(priced)}); --sample N measures it instead"
-        )
+    lines.append(_dry_run_cost(config, bounds))
     return "\n".join(lines)
+
+
+def _dry_run_cost(config: EvalConfig, bounds: dict[tuple[str, str], tuple[int, int]]) -> str:
+    """The dry run's cost line: the priced models' bound in USD; ``n/a (no --price)`` for a hosted model without one.
+
+    Local models (weights on this machine) and scripted players are not billed per token.
+    """
+    from tsmg.apps.evaluation.runner import is_hosted
+
+    priced = [model for model in config.models if model in config.prices]
+    unpriced = [model for model in config.models if model not in config.prices and is_hosted(model)]
+    if not priced and not unpriced:
+        return "estimated cost: none (no hosted model: local and scripted players are not billed per token)"
+    if not priced:
+        return f"estimated cost: n/a (no --price; give one with --price {unpriced[0]}=IN,OUT, USD per 1M tokens)"
+    cost = 0.0
+    for (_, model), (tokens_in, tokens_out) in bounds.items():
+        price_in, price_out = config.prices.get(seat_spec(model), (0.0, 0.0))
+        cost += (tokens_in * price_in + tokens_out * price_out) / 1e6
+    missing = f"; n/a for {', '.join(unpriced)}: no --price" if unpriced else ""
+    return (
+        f"estimated cost{'' if config.suite else ' at most'}{' of the priced models' if unpriced else ''}: "
+        f"${cost:,.4f} (every turn using its whole token budget, thinking included; priced: {', '.join(priced)}"
+        f"{missing}); --sample N measures it instead"
+    )
 
 
 def cmd_exploitability(args: argparse.Namespace) -> int:

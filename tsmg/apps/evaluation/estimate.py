@@ -17,8 +17,10 @@ from itertools import groupby
 from typing import Any
 
 from tsmg.apps.evaluation.config import EvalConfig
+from tsmg.apps.evaluation.metrics import price_of
 from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
-from tsmg.apps.evaluation.runner import PolicyFactory, build_policy, is_language_model
+from tsmg.apps.evaluation.progress import duration_text
+from tsmg.apps.evaluation.runner import PolicyFactory, build_policy, is_hosted, is_language_model
 from tsmg.episode import Episode
 from tsmg.registry import make
 from tsmg.rollout import EpisodePlan, rollout
@@ -127,7 +129,10 @@ class SampledEstimate:
 
     @property
     def cost_usd(self) -> float | None:
-        """The projected cost of the plan (None when no model has a price)."""
+        """The projected cost of the plan's priced models (None when no model has a price).
+
+        A local model's price is 0 (no bill per token); a hosted one without ``--price`` has none.
+        """
         costs = [row["plan_cost_usd"] for row in self.rows if row["plan_cost_usd"] is not None]
         return sum(costs) if costs else None
 
@@ -141,24 +146,43 @@ class SampledEstimate:
         lines = ["estimated from sampled episodes (thinking is part of tokens out and billed as output):"]
         for row in self.rows:
             thinking = "" if row["thinking"] is None else f" (thinking {row['thinking']:,.0f})"
-            cost = "" if row["plan_cost_usd"] is None else f", ${row['plan_cost_usd']:,.4f}"
+            cost = ", cost n/a (no --price)" if row["plan_cost_usd"] is None else f", ${row['plan_cost_usd']:,.4f}"
             plan_thinking = "" if row["plan_thinking"] is None else f" (thinking {row['plan_thinking']:,.0f})"
             lines.append(
                 f"  {row['game']} {row['model']}: {row['tokens_in']:,.0f} in, {row['tokens_out']:,.0f} out{thinking} "
                 f"per episode over {row['sampled']} sampled -> {row['planned']} planned: "
                 f"{row['plan_tokens_in']:,.0f} in, {row['plan_tokens_out']:,.0f} out{plan_thinking}{cost}"
             )
+        unpriced = sorted({row["model"] for row in self.rows if row["plan_cost_usd"] is None})
         if self.cost_usd is not None:
-            lines.append(f"estimated cost of the run: ${self.cost_usd:,.4f}")
+            part = f" for the priced models; n/a for {', '.join(unpriced)} (no --price)" if unpriced else ""
+            lines.append(f"estimated cost of the run: ${self.cost_usd:,.4f}{part}")
+        elif unpriced:
+            lines.append("estimated cost of the run: n/a (no --price)")
         if self.rows:
-            live = f"; about {duration_text(self.seconds / concurrency)} with {concurrency} episodes live at once"
-            lines.append(
-                f"estimated time of the run: {duration_text(self.seconds)} of model time one decision at a time"
-                + (live if concurrency > 1 else "")
-            )
+            lines.append(self._time_text(concurrency))
         for episode_id, error in self.failures[:5]:
             lines.append(f"  sampled episode failed: {episode_id}: {error}")
         return "\n".join(lines)
+
+    def _time_text(self, concurrency: int) -> str:
+        """The time line: model time one decision at a time, and with ``concurrency`` episodes live at once.
+
+        Only a hosted model's requests overlap (its server batches them); an in-process model plays
+        the live episodes' turns as one batch on one device, which is not ``concurrency`` times
+        faster than one turn (SmolLM2 on a CPU: far from it), so its time is not divided.
+        """
+        hosted = sum(row["plan_seconds"] for row in self.rows if is_hosted(row["model"]))
+        local = self.seconds - hosted
+        line = f"estimated time of the run: {duration_text(self.seconds)} of model time one decision at a time"
+        if concurrency > 1 and hosted:
+            line += f"; about {duration_text(hosted / concurrency + local)} with {concurrency} episodes live at once"
+            if local:
+                line += " (the in-process models' part not divided: their batches are not that much faster)"
+        elif local:
+            line += " (an in-process model: batching the live episodes on one device helps by far less than "
+            line += "--concurrency; the progress line of the run measures it)"
+        return line
 
 
 def estimate_from_samples(
@@ -209,7 +233,7 @@ def estimate_from_samples(
         reported = [spending[2] for spending in seats_spent if spending[2] is not None]
         thinking = sum(reported) / len(reported) if reported else None
         seats_planned = planned_seats[(game_id, model)]
-        price = config.prices.get(seat_spec(model))
+        price = price_of(model, config.prices, 1)  # None: a hosted model without --price
         seconds = sum(spending[3] for spending in seats_spent) / count
         estimate.rows.append(
             {
@@ -231,20 +255,6 @@ def estimate_from_samples(
             }
         )
     return estimate
-
-
-def duration_text(seconds: float) -> str:
-    """``seconds`` for a person: ``42 s``, ``12.5 min`` or ``3.2 h``.
-
-    Example:
-        >>> duration_text(42.0), duration_text(750.0), duration_text(11520.0)
-        ('42 s', '12.5 min', '3.2 h')
-    """
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _seat_spending(episode: Episode, agent: str) -> tuple[int, int, int | None, float]:

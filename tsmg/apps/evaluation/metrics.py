@@ -19,8 +19,9 @@ from statistics import NormalDist
 from typing import Any
 
 from tsmg.apps.evaluation.config import EvalConfig
-from tsmg.apps.evaluation.plan import opponent_label
+from tsmg.apps.evaluation.plan import opponent_label, seat_spec
 from tsmg.episode import Episode
+from tsmg.model_spec import parse_model_spec
 from tsmg.summary import EpisodeSummary, outcome_kind, standings, summarize_seats
 
 
@@ -56,7 +57,7 @@ def model_row(
     summary = summarize_seats(agent_episodes)
     trials = summary.success_trials if not summary.win_draw_loss else 0
     low, high = wilson_interval(summary.successes, trials) if trials else (math.nan, math.nan)
-    price_in, price_out = prices.get(model, (0.0, 0.0))
+    price = price_of(model, prices, summary.prompt_tokens + summary.completion_tokens)
     count = summary.seats
     return {
         "game": game_id,
@@ -73,19 +74,44 @@ def model_row(
         "mean_turns": summary.mean_turns,
         "tokens_in_per_episode": summary.prompt_tokens / count if count else 0.0,
         "tokens_out_per_episode": summary.completion_tokens / count if count else 0.0,
-        "cost_usd": (summary.prompt_tokens * price_in + summary.completion_tokens * price_out) / 1e6,
+        # None: a hosted model without a price (--price), whose cost the run cannot know (never shown as 0).
+        "cost_usd": (
+            (summary.prompt_tokens * price[0] + summary.completion_tokens * price[1]) / 1e6 if price else None
+        ),
         # Part of tokens_out (billed as output, so part of cost_usd); None when no step reported any.
         "reasoning_tokens_per_episode": (
             summary.reasoning_tokens / count if summary.reasoning_tokens is not None and count else None
         ),
         "reasoning_cost_usd": (
-            summary.reasoning_tokens * price_out / 1e6 if summary.reasoning_tokens is not None else None
+            summary.reasoning_tokens * price[1] / 1e6 if summary.reasoning_tokens is not None and price else None
         ),
         "timing": {
             "mean_latency_s": summary.mean_latency_s,
             "episode_latency_s": summary.mean_episode_latency_s,
         },
     }
+
+
+def price_of(model: str, prices: Mapping[str, tuple[float, float]], tokens: int) -> tuple[float, float] | None:
+    """USD per million tokens in and out of ``model``, or None where its cost cannot be known.
+
+    A price given (``--price``) wins. Without one, a run that spent no tokens (a scripted player)
+    and a model whose weights are on this machine (``hf:``, ``smollm2``, ``vllm:``, ``tiny``: no
+    bill per token) cost nothing; any other model (a hosted one, ``openai:M``) is unknown, not 0.
+
+    Example:
+        >>> price_of("openai:gpt-4o-mini", {}, 1200), price_of("random", {}, 0), price_of("smollm2", {}, 900)
+        (None, (0.0, 0.0), (0.0, 0.0))
+    """
+    if seat_spec(model) in prices:
+        return prices[seat_spec(model)]
+    if tokens == 0:
+        return (0.0, 0.0)
+    try:
+        local = parse_model_spec(seat_spec(model)).local_weights
+    except ValueError:  # a policy named other than by a model spec (a script's own): not billed by us either
+        local = False
+    return (0.0, 0.0) if local else None
 
 
 def _outcome_figures(summary: EpisodeSummary, seats: Sequence[tuple[str, Episode]]) -> dict[str, Any]:

@@ -221,8 +221,7 @@ def markdown_table(
             _percent(row["invalid_rate"]),
             f"{row['mean_turns']:.2f}",
             f"{row['tokens_in_per_episode']:.0f}/{row['tokens_out_per_episode']:.0f}" + _thinking(row),
-            f"{row['cost_usd']:.4f}"
-            + ("" if row.get("reasoning_cost_usd") is None else f" ({row['reasoning_cost_usd']:.4f} thinking)"),
+            cost_text(row),
         ]
         if scored:
             cells.append(suite_score_cell(row))
@@ -230,6 +229,20 @@ def markdown_table(
             cells.insert(0, row["run"])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def cost_text(row: dict[str, Any]) -> str:
+    """The cost cell of a row: USD to four places (thinking's part apart), or ``unknown`` where it has no price.
+
+    Example:
+        >>> cost_text({"cost_usd": 0.01234, "reasoning_cost_usd": None}), cost_text({"cost_usd": None})
+        ('0.0123', 'unknown')
+    """
+    cost = row.get("cost_usd")
+    if cost is None:  # a hosted model run without --price: never shown as 0
+        return "unknown"
+    thinking = row.get("reasoning_cost_usd")
+    return f"{cost:.4f}" + ("" if thinking is None else f" ({thinking:.4f} thinking)")
 
 
 def _thinking(row: dict[str, Any]) -> str:

@@ -197,6 +197,7 @@ def run_eval(
     write_report: bool = True,
     budget: Budget | None = None,
     token_ids: bool = True,
+    on_start: Callable[[int, int], None] | None = None,
 ) -> EvalResult:
     """Play the missing episodes of the plan and write the summary and report.
 
@@ -211,6 +212,8 @@ def run_eval(
         budget: Spending limits over the whole run folder (what earlier runs of it spent counts).
         token_ids: Keep the token ids and logprobs in ``episodes.jsonl`` (False: a smaller file
             that training cannot use).
+        on_start: Called with (planned episodes already in the folder, planned episodes) once
+            every check has passed, before anything is played (the CLI says it is resuming).
 
     Raises:
         ConfigMismatchError: the folder holds a run with another configuration.
@@ -243,9 +246,13 @@ def run_eval(
     config.check_folder(folder)
     if repair_jsonl(episodes_path):
         logger.warning("cut a torn last line off %s (an interrupted run)", episodes_path)
+    if on_start is not None:
+        on_start(len(plan) - len(todo), len(plan))
     failures: list[Episode] = []
     try:
-        with open(episodes_path, "a", encoding="utf-8") as sink, _progress(progress, len(todo)) as advance:
+        bound = _decisions_bound(config, todo) if progress else None
+        with open(episodes_path, "a", encoding="utf-8") as sink, _progress(progress, len(todo), bound) as shown:
+            advance, policies = shown.advance, {spec: shown.wrap(policy) for spec, policy in policies.items()}
             for _attempt in range(retries + 1):
                 failures = []
                 for (game_id, seats), group in groupby(todo, key=lambda p: (p.game_id, p.seats)):
@@ -381,34 +388,67 @@ def _completed_in_plan_order(path: Path, plan: list[PlannedEpisode]) -> list[Epi
     return [latest[planned.episode_id] for planned in plan if planned.episode_id in latest]
 
 
+def _decisions_bound(config: EvalConfig, todo: Sequence[PlannedEpisode]) -> float | None:
+    """Most decisions a planned episode can take, averaged over ``todo`` (None: a game has no step limit)."""
+    from tsmg.apps.evaluation.progress import decisions_bound
+
+    bounds: dict[str, int | None] = {}
+    for game_id in dict.fromkeys(planned.game_id for planned in todo):
+        game = make(game_id, **config.game_options.get(game_id, {}))
+        try:
+            bounds[game_id] = decisions_bound(game)
+        finally:
+            game.close()
+    if not todo or any(bound is None for bound in bounds.values()):
+        return None
+    return sum(bounds[planned.game_id] or 0 for planned in todo) / len(todo)
+
+
+@dataclass
+class _Shown:
+    """What the progress display needs from the run: finished episodes, and the policies whose decisions it counts."""
+
+    advance: Callable[[Episode], None]
+    wrap: Callable[[Policy], Policy]
+
+
 @contextmanager
-def _progress(enabled: bool, total: int) -> Iterator[Callable[[Episode], None]]:
-    """A rich progress bar with ETA and the live success rate (a no-op when disabled)."""
+def _progress(enabled: bool, total: int, bound: float | None = None) -> Iterator[_Shown]:
+    """A rich progress bar of episodes, with decisions, an ETA from their throughput and the live success rate.
+
+    A no-op when disabled. See :mod:`tsmg.apps.evaluation.progress` for why decisions are counted.
+    """
     if not enabled or total == 0:
-        yield lambda episode: None
+        yield _Shown(lambda episode: None, lambda policy: policy)
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
 
-    counts = {"done": 0, "success": 0, "failed": 0}
-    columns = (
-        TextColumn("[bold]eval"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.description}"),
-    )
+    from tsmg.apps.evaluation.progress import CountingPolicy, EvalProgress
+
+    tracker = EvalProgress(total, bound)
+
+    class Figures(ProgressColumn):
+        """Decisions, their rate, the ETA, success and failures, redrawn with the clock."""
+
+        def render(self, task: Any) -> Text:
+            return Text(tracker.text())
+
+    # A short bar: the figures after it are what a narrow terminal must still show.
+    columns = (TextColumn("[bold]eval"), BarColumn(bar_width=12), MofNCompleteColumn(), TimeElapsedColumn(), Figures())
     with Progress(*columns, console=Console(file=sys.stderr)) as bar:
         task = bar.add_task("", total=total)
 
         def advance(episode: Episode) -> None:
-            counts["done"] += 1
-            counts["failed"] += episode.error is not None
-            counts["success"] += any(value for value in episode.success.values())
-            rate = counts["success"] / max(counts["done"] - counts["failed"], 1)
-            bar.update(task, advance=1, description=f"success {100 * rate:5.1f}%  failed {counts['failed']}")
+            success = any(value for value in episode.success.values())
+            tracker.finished(len(episode.steps), episode.error is not None, success)
+            bar.update(task, advance=1)
 
-        yield advance
+        def wrap(policy: Policy) -> Policy:
+            return CountingPolicy(policy, tracker)
+
+        yield _Shown(advance, wrap)
 
 
 BUDGET_STOP = "stopped: the run's budget is spent"
@@ -513,3 +553,9 @@ class BudgetedPolicy:
 def is_language_model(spec: str) -> bool:
     """Whether a model spec (or the opponent's seat name) names a language model (not a scripted policy)."""
     return not parse_model_spec(seat_spec(spec)).scripted
+
+
+def is_hosted(spec: str) -> bool:
+    """Whether a model spec names a hosted model: a language model whose weights are elsewhere (billed per token)."""
+    parsed = parse_model_spec(seat_spec(spec))
+    return not parsed.scripted and not parsed.local_weights

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from functools import partial
@@ -28,6 +29,8 @@ from typing import Any
 
 from tsmg.apps.cli_parser import config_default, document_default, examples
 from tsmg.apps.config_layers import FieldFlag, add_field_flags, layered_data, validated
+from tsmg.apps.next_steps import interrupted_text, view_text
+from tsmg.run_folder import CHECKPOINTS_DIR, TENSORBOARD_DIR, checkpoint_step
 
 #: Flags that set one configuration field each: (flag, section, field, type, help).
 _FIELD_FLAGS: tuple[FieldFlag, ...] = (
@@ -285,9 +288,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{budget} -> {run.out_dir}",
         flush=True,
     )
+    out = Path(run.out_dir)
+    if args.resume:
+        echo(_resume_start_text(out), flush=True)
     try:
         result = train(config, resume=args.resume, hooks=hooks)
         release_world()
+    except KeyboardInterrupt:  # what the last checkpoint holds is kept; --resume continues from it
+        echo(f"\n{interrupted_text(args, out, ['--resume'])}\n{_resume_start_text(out, later=True)}", file=sys.stderr)
+        return 130
     except (IncompatibleGameError, TrainingOOMError, FileExistsError, DistributedSetupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -319,7 +328,23 @@ def cmd_train(args: argparse.Namespace) -> int:
         echo(f"LoRA adapter: {result.adapter}")
     if result.learning_curve is not None:
         echo(f"learning curve: {result.learning_curve}")
+    echo(view_text(out))
+    if (out / TENSORBOARD_DIR).is_dir():
+        echo(f"live curves: tensorboard --logdir {shlex.quote(str(out / TENSORBOARD_DIR))}")
     return 0
+
+
+def _resume_start_text(out: Path, later: bool = False) -> str:
+    """Where a resumed run starts (``later``: where a resume of it would): its newest checkpoint's update."""
+    from training.checkpoint import latest_checkpoint
+
+    found = latest_checkpoint(out / CHECKPOINTS_DIR)
+    step = checkpoint_step(found.name) if found is not None else None
+    if step is None:
+        return f"no checkpoint in {out} yet: {'it would start' if later else 'starting'} from update 0"
+    if later:
+        return f"a resume starts from update {step} (checkpoint {found}): the updates after it are played again"
+    return f"resumed from update {step} (checkpoint {found})"
 
 
 def _silent(*args: Any, **kwargs: Any) -> None:

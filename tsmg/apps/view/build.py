@@ -27,7 +27,7 @@ from tsmg.apps.view import page
 from tsmg.apps.view.curves import write_curves
 from tsmg.apps.view.data import ChunkWriter, EpisodeIndex, write_script
 from tsmg.apps.view.records import ReadProblem
-from tsmg.apps.view.runs import RunFolder, metric_value, open_run, recompute_summary, update_rows
+from tsmg.apps.view.runs import RunFolder, expand_run_paths, metric_value, open_run, recompute_summary, update_rows
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,8 @@ def build_report(
     """Write the report of ``runs`` into ``out_dir``.
 
     Args:
-        runs: Run folders (evaluation, training, or episodes-only).
+        runs: Run folders (evaluation, training, or episodes-only), or folders of them
+            (:func:`~tsmg.apps.view.runs.expand_run_paths`).
         out_dir: The report folder: created, or rewritten if it holds an earlier report.
         updates: For training runs, the updates whose stored episodes to include (None: all).
         plots: Draw the PNG plots (matplotlib).
@@ -82,8 +83,8 @@ def build_report(
         ReportFolderError: ``out_dir`` exists, is not empty and is not a report.
     """
     folders: list[RunFolder] = []
-    for path in runs:
-        folders.append(open_run(Path(path), [folder.name for folder in folders]))
+    for path in expand_run_paths([Path(run) for run in runs]):
+        folders.append(open_run(path, [folder.name for folder in folders]))
     out = _prepare(Path(out_dir))
     report = ViewReport(out_dir=out, index_html=out / "index.html")
     wanted = set(updates) if updates is not None else None

@@ -23,12 +23,21 @@ def add_commands(commands: Any) -> None:
             "tsmg view runs/eval-fl",
             "tsmg view runs/fl --updates 10,50,100 --serve --port 0",
             "tsmg view runs/eval-fl runs/fl --out runs/report --no-plots",
+            "tsmg view runs/  # a folder of run folders: every run in it, overlaid (report in runs/view)",
         ),
     )
     view.add_argument(
-        "runs", nargs="+", type=Path, metavar="RUN", help="run folders (tsmg eval, tsmg train, tsmg rollout)"
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="run folders (tsmg eval, tsmg train, tsmg rollout), or folders of them",
     )
-    view.add_argument("--out", type=Path, help="report folder (default: RUN/view for one run; required for several)")
+    view.add_argument(
+        "--out",
+        type=Path,
+        help="report folder (default: RUN/view for one run or one folder of runs; required for several)",
+    )
     view.add_argument(
         "--updates", help="training runs: the updates whose stored episodes to include, e.g. 10,50,100 (default: all)"
     )
@@ -55,12 +64,16 @@ def parse_updates(text: str | None) -> list[int] | None:
 def cmd_view(args: argparse.Namespace) -> int:
     """Build the report; print where it is and what could not be read; serve it with --serve."""
     from tsmg.apps.view import build_report
+    from tsmg.apps.view.runs import expand_run_paths
 
     if args.out is None and len(args.runs) > 1:
         raise ValueError("several runs make one report: give its folder with --out")
-    out = args.out or args.runs[0] / "view"
+    runs = expand_run_paths(args.runs)  # a folder of runs stands for its runs
+    out = args.out or args.runs[0] / "view"  # a folder of runs holds its report beside them
+    if runs != list(args.runs):
+        print(f"{len(runs)} runs: {', '.join(str(run) for run in runs)}")
     try:
-        report = build_report(args.runs, out, updates=parse_updates(args.updates), plots=not args.no_plots)
+        report = build_report(runs, out, updates=parse_updates(args.updates), plots=not args.no_plots)
     except OSError as error:  # a folder that cannot be written, a disk that is full
         raise ValueError(f"could not write the report to {out}: {error.strerror or error}") from None
     problems = sum(len(items) for items in report.problems.values())

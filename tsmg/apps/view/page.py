@@ -125,7 +125,7 @@ def summary_table(
             escape(
                 f"{number(row.get('tokens_in_per_episode'), '.0f')}/{number(row.get('tokens_out_per_episode'), '.0f')}"
             ),
-            escape(number(row.get("cost_usd"), ".4f")),
+            escape("unknown" if row.get("cost_usd") is None else number(row.get("cost_usd"), ".4f")),
             browse_link("browse", run=run_number, game=game, model=model),
         ]
         if scored:

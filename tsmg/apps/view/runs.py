@@ -128,6 +128,38 @@ def open_run(path: Path, taken_names: Sequence[str] = ()) -> RunFolder:
     return run
 
 
+def _holds_records(path: Path) -> bool:
+    """Whether ``path`` is a folder holding a run's records (episodes, a summary or training metrics)."""
+    names = (EPISODES_FILE, FAILURES_FILE, SUMMARY_FILE, METRICS_FILE)
+    return path.is_dir() and any((path / name).is_file() for name in names)
+
+
+def expand_run_paths(paths: Sequence[Path]) -> list[Path]:
+    """The run folders ``paths`` name: each run folder itself, and each folder of runs as its runs.
+
+    A folder that is no run but holds run folders (``runs/``) stands for those of its
+    sub-folders that hold records, in name order, as if each had been named (one level deep; a
+    report folder inside is no run and is passed over). Anything else is kept as given, for
+    :func:`open_run` to refuse with its reason.
+
+    Raises:
+        NotARunError: A folder holds neither a run's files nor a run folder.
+    """
+    expanded: list[Path] = []
+    for path in paths:
+        if not path.is_dir() or _holds_records(path):
+            expanded.append(path)
+            continue
+        runs = sorted(child for child in path.iterdir() if _holds_records(child))
+        if not runs:
+            raise NotARunError(
+                f"{path} holds no episodes.jsonl, summary.json or metrics.jsonl, nor a run folder that does: "
+                "give a run folder made by `tsmg eval`, `tsmg train` or `tsmg rollout --out`, or a folder of them"
+            )
+        expanded.extend(runs)
+    return expanded
+
+
 def _unique_name(path: Path, taken: Sequence[str]) -> str:
     name = path.resolve().name or "run"
     parent = path.resolve().parent.name
