@@ -66,7 +66,9 @@ def test_without_the_required_flags_the_example_values_say_so(capsys, tmp_path):
     path.write_text(text, encoding="utf-8")
     args = build_parser().parse_args(["train", "--config", str(path)])
     config = config_from_args(args)  # the printed file is a valid --config
-    assert (config.rollout.game_id, config.model.spec, config.optim.lr) == ("FrozenLake-v0", "tiny", 1e-5)
+    # The example model's own defaults (training/model_defaults.py), said so in the comments.
+    assert (config.rollout.game_id, config.model.spec, config.optim.lr) == ("FrozenLake-v0", "tiny", 1e-3)
+    assert "(The tiny model's default: training/model_defaults.py.)" in comments
 
 
 def test_a_bad_value_still_gets_one_sentence(capsys):

@@ -76,6 +76,7 @@ from training.run_folder import RunFolder
 from training.sampling import draw_steps
 from training.selfplay import Opponents, check_opponents
 from training.setup import base_model_source, set_up, unsharded_backend
+from training.signal_watch import SignalWatch
 from training.sources import SAMPLER, mark_trained_steps
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.core import GameCodeError
@@ -282,6 +283,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     eval_plans = plan_episodes(rollout_config.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
     save_weights = weights_saver(setup.backend, config.model.finetune)
     log = folder.metrics_log(resume, checkpoint, run.tensorboard)
+    watch = SignalWatch(config.rollout.lap.action_format.kind)  # warns once after updates with nothing to learn
 
     def rollout_weights() -> Any:
         """FSDP: the whole weights for an engine that plays the trained model (each rank runs its own forwards)."""
@@ -430,6 +432,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
                     metrics.update(evaluate())
             if log is not None:
                 log.write(step, metrics)
+                watch.observe(step, metrics)
             if hooks.on_update is not None:
                 hooks.on_update(step, metrics)
             if last or (run.checkpoint_every and step % run.checkpoint_every == 0):

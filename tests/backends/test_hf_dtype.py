@@ -91,7 +91,8 @@ def test_tsmg_train_prints_the_dtype_auto_resolved_to(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
     (out / CONFIG_FILE).write_text("{}\n")
-    returncode = main(["train", "--game", "FrozenLake-v0", "--model", "tiny", "--out", str(out)])
+    command = ["train", "--game", "FrozenLake-v0", "--model", "tiny", "--finetune", "lora", "--dtype", "auto"]
+    returncode = main([*command, "--out", str(out)])  # the flags over the tiny model's defaults (full, float32)
     printed = capsys.readouterr()
     assert returncode != 0 and "already holds a training run" in printed.err
     assert f"training tiny (lora, {describe_dtype('auto')}) on FrozenLake-v0" in printed.out

@@ -156,7 +156,7 @@ def test_the_cli_refuses_self_play_of_a_single_agent_game_in_one_sentence(tmp_pa
     from tsmg.apps.cli import main
 
     command = ["train", "--game", "FrozenLake-v0", "--model", "tiny"]
-    command += ["--self-play", "--out", str(tmp_path / "run")]
+    command += ["--set", "rollout.self_play=true", "--out", str(tmp_path / "run")]  # (--self-play: deprecated)
     assert main(command) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: self-play needs a game of two or more seats, but FrozenLake-v0 has a single agent (player)"

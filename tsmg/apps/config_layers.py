@@ -3,7 +3,7 @@
 The one home of the layering rule: the YAML file (``--config``; with ``--resume`` and no file, the
 run folder's own ``config.yaml``), then the flags given (each sets one field, :data:`FieldFlag`),
 then ``--out``, then ``--set SECTION.FIELD=VALUE`` overrides (values read as YAML). A command adds
-what only it has (``--episodes`` for sft, ``--self-play`` for train) between the flags and ``--out``
+what only it has (``--episodes`` for sft, the deprecated ``--self-play`` for train) between the flags and ``--out``
 through ``extra``; :func:`validated` checks the whole in one sentence before any model loads.
 """
 

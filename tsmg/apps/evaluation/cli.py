@@ -37,7 +37,7 @@ def add_commands(commands: Any) -> None:
             "tsmg eval --game FrozenLake-v0 --model random --model oracle --episodes 20 --out runs/eval-fl",
             "tsmg eval --game KuhnPoker-v0 --model openai:gpt-4o-mini --episodes 50 --dry-run",
             "# a local model on a CPU is slow (100 episodes of smollm2 take over an hour): start small",
-            "tsmg eval --game FrozenLake-v0 --model smollm2 --episodes 10 --temperature 0",
+            "tsmg eval --game FrozenLake-v0 --model smollm2 --episodes 10 --temperature 0 --out runs/eval-smollm2",
             "# a suite: its games, episodes, seeds and opponent are fixed; each model gets one score",
             "tsmg eval --suite openspiel-small-v1 --model random --model openspiel-mcts --out runs/suite",
             "tsmg eval --suite openspiel-small-v1 --model openai:gpt-4o-mini --price openai:gpt-4o-mini=0.15,0.6 "
@@ -127,9 +127,8 @@ def add_commands(commands: Any) -> None:
         ),
         epilog=examples(
             "tsmg exploitability --model random",
-            "tsmg exploitability --model tiny --temperature 0 --json",
-            "tsmg exploitability --game KuhnPoker-v0 --model hf:runs/kuhn-selfplay/final --temperature 0",
-            "tsmg exploitability --model hf:runs/kuhn-selfplay/checkpoints/step-{40,50,60} --average --temperature 0",
+            "tsmg exploitability --game KuhnPoker-v0 --model hf:runs/kuhn/final --temperature 0 --json",
+            "tsmg exploitability --model hf:runs/kuhn/checkpoints/step-{40,50,60} --average --temperature 0",
         ),
     )
     exploit.add_argument(
@@ -177,7 +176,7 @@ def add_commands(commands: Any) -> None:
             "every player of the several-seat games on one Bradley-Terry scale pooled across games."
         ),
         epilog=examples(
-            "tsmg report runs/eval-fl runs/eval-kuhn",
+            "tsmg report runs/eval-fl runs/eval-smollm2",
             "tsmg report runs/eval-* --out runs/comparison --json",
         ),
     )

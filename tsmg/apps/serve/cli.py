@@ -24,7 +24,7 @@ def add_command(commands: Any) -> None:
         epilog=examples(
             "tsmg serve --game FrozenLake-v0 --port 8000",
             "tsmg serve --game FrozenLake-v0 --game KuhnPoker-v0 --opponent oracle --port 0",
-            "tsmg serve --game KuhnPoker-v0 --opponent-model tiny --host 0.0.0.0 --token SECRET",
+            "tsmg serve --game KuhnPoker-v0 --opponent-model hf:runs/kuhn/final --host 0.0.0.0 --token SECRET",
             "# an OpenEnv project (openenv.yaml, Dockerfile, server, client) instead of serving:",
             "tsmg serve --game TicTacToe-v0 --opponent oracle --client-options none --export-project tictactoe-env",
         ),

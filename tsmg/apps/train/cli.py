@@ -10,7 +10,7 @@ Examples::
     tsmg train --game FrozenLake-v0 --model tiny --finetune full --algo ms-grpo --updates 50 --out runs/fl
     tsmg train --config configs/frozen_lake_tiny.yaml --out runs/fl2 --set optim.lr=5e-4
     tsmg train --resume --out runs/fl          # after a crash or kill: continues from the last checkpoint
-    tsmg train --game KuhnPoker-v0 --model tiny --self-play --algo rae --out runs/kuhn
+    tsmg train --game KuhnPoker-v0 --model tiny --algo rae --out runs/kuhn   # self-play: one model, both seats
     tsmg train --game FrozenLake-v0 --model tiny --print-config   # every key, described: save it for --config
     tsmg algos --json
 """
@@ -107,7 +107,8 @@ def add_commands(commands: Any) -> None:
             "tsmg train --game FrozenLake-v0 --model tiny --finetune full --algo ms-grpo --updates 50 --out runs/fl",
             "tsmg train --config configs/frozen_lake_tiny.yaml --out runs/fl2 --set optim.lr=5e-4",
             "tsmg train --resume --out runs/fl  # after a crash or kill: continues from the last checkpoint",
-            "tsmg train --game KuhnPoker-v0 --model tiny --self-play --algo rae --out runs/kuhn",
+            "# a two-player game without --opponent is self-play: the model plays and trains both seats",
+            "tsmg train --game KuhnPoker-v0 --model tiny --algo rae --out runs/kuhn",
             "# every key with its value and what it does, as YAML that --config takes (train nothing):",
             "tsmg train --game FrozenLake-v0 --model tiny --print-config",
         ),
@@ -120,7 +121,10 @@ def add_commands(commands: Any) -> None:
     train.add_argument("--resume", action="store_true", help="continue from the run folder's last checkpoint")
     add_field_flags(train, _FIELD_FLAGS, _train_config, metavars={"--game": "ID", "--model": "SPEC"})
     train.add_argument(
-        "--self-play", action="store_true", help="one model plays and trains every seat of a multi-agent game"
+        "--self-play",
+        action="store_true",
+        help="deprecated, drop it: a multi-agent game without --opponent is self-play already (one model plays "
+        "and trains every seat); kept so that old command lines still run, and a single-agent game is refused",
     )
     lap_flags = (
         ("--action-format", "action_format.kind", {"choices": ["tag", "regex", "choice", "raw"]}, "LAP action format"),
@@ -179,10 +183,18 @@ def config_from_args(args: argparse.Namespace) -> Any:
     Raises:
         ValueError: A bad flag value, an invalid configuration, or neither a file nor ``--game``/``--model``.
     """
+    return _config_and_defaults(args)[0]
+
+
+def _config_and_defaults(args: argparse.Namespace) -> tuple[Any, list[tuple[str, Any]]]:
+    """The validated config, and the model's defaults (:mod:`training.model_defaults`) it took, beneath every layer."""
+    from training.model_defaults import apply_model_defaults
+
     data = _config_data(args)
     if "rollout" not in data or "model" not in data:
         raise ValueError("name the game and the model (--game G --model M) or give --config FILE.yaml")
-    return validated(_train_config(), data, "training configuration")
+    applied = apply_model_defaults(data)
+    return validated(_train_config(), data, "training configuration"), applied
 
 
 def _config_data(args: argparse.Namespace) -> dict[str, Any]:
@@ -195,9 +207,18 @@ def _config_data(args: argparse.Namespace) -> dict[str, Any]:
                 lap = data.setdefault("rollout", {}).setdefault("lap", {})
                 lap[name] = {"kind": value} if name == "action_format" else value
         if args.self_play:
+            print(SELF_PLAY_DEPRECATED, file=sys.stderr)
             data.setdefault("rollout", {})["self_play"] = True
 
     return layered_data(args, _FIELD_FLAGS, "a training config", own_flags)
+
+
+#: What ``--self-play`` prints: it asks for what a multi-agent game without an opponent does anyway.
+SELF_PLAY_DEPRECATED = (
+    "warning: --self-play is deprecated and changes nothing: a multi-agent game without --opponent is self-play "
+    "already (one model plays and trains every seat); drop the flag (rollout.self_play: true in a config still "
+    "refuses a single-agent game)"
+)
 
 
 #: The required fields, and the example value ``--print-config`` shows where the flags leave one unset.
@@ -207,6 +228,7 @@ _REQUIRED_EXAMPLES = {("rollout", "game_id"): "FrozenLake-v0", ("model", "spec")
 def print_config(args: argparse.Namespace) -> int:
     """``tsmg train --print-config``: the configuration the flags describe as commented YAML, or the reference page."""
     from training.config import TrainConfig
+    from training.model_defaults import apply_model_defaults
     from tsmg.config_reference import commented_yaml, markdown_reference
 
     if args.print_config == "markdown":
@@ -224,6 +246,8 @@ def print_config(args: argparse.Namespace) -> int:
         if name not in data.get(section, {}):
             data.setdefault(section, {})[name] = example
             notes[f"{section}.{name}"] = f"(Required; {example} is an example: set your own.)"
+    for key, _ in apply_model_defaults(data):
+        notes.setdefault(key, f"(The {data['model']['spec']} model's default: training/model_defaults.py.)")
     config = validated(_train_config(), data, "training configuration")
     header = (
         "# tsmg training configuration: every key with its value and what it does (tsmg train --print-config).\n"
@@ -271,10 +295,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.print_config:
         return print_config(args)
-    config = config_from_args(args)
+    config, defaults = _config_and_defaults(args)
     quiet_library_progress()
     main_process = int(os.environ.get("RANK", "0")) == 0  # launched on several processes: rank 0 speaks for all
     echo: Any = print if main_process else _silent
+    if defaults:
+        from training.model_defaults import describe_applied
+
+        echo(describe_applied(config.model.spec, defaults), flush=True)
     show_progress = main_process and not args.quiet
     run = config.run
     progress = _progress_line(run.updates, time.perf_counter(), run.episodes) if show_progress else None

@@ -303,9 +303,11 @@ def add_export_command(commands: Any) -> None:
         help="write a run's episodes as token-exact training data (trl, verl or jsonl rows)",
         description="One row per model step: prompt ids, completion ids, logprobs and the step's advantage.",
         epilog=examples(
-            "tsmg export runs/eval-fl --format trl",
-            "tsmg export runs/fl/episodes.jsonl --format verl --credit ms-grpo --out rows.jsonl",
-            "tsmg export runs/eval-kuhn --agent player_0 --sampler aaw --samples 64 --seed 1 --json",
+            "# credit compares the episodes of a group: export a training run's (kept with run.episodes_every)",
+            "tsmg train --config configs/frozen_lake_tiny.yaml --set run.episodes_every=1 --out runs/fl-episodes",
+            "tsmg export runs/fl-episodes --format trl",
+            "tsmg export runs/fl-episodes/episodes.jsonl --format verl --credit ms-grpo --out rows.jsonl",
+            "tsmg export runs/fl-episodes --agent player --sampler aaw --samples 64 --seed 1 --json",
         ),
     )
     export.add_argument("run", type=Path, help="run folder (holding episodes.jsonl) or an episodes file")

@@ -8,7 +8,7 @@ Examples::
 
     tsmg rollout --game FrozenLake-NoSlip-v0 --model oracle --episodes 200 --seed 5000000 --out runs/oracle
     tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --out runs/sft
-    tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft --set optim.max_steps=40
+    tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft2 --set optim.max_steps=40
     tsmg sft --resume --out runs/sft    # after a crash or kill: continues from the last checkpoint
 """
 
@@ -62,7 +62,7 @@ def add_sft_command(commands: Any) -> None:
         epilog=examples(
             "tsmg rollout --game FrozenLake-NoSlip-v0 --model oracle --episodes 200 --seed 5000000 --out runs/oracle",
             "tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --out runs/sft",
-            "tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft --set optim.max_steps=40",
+            "tsmg sft --config configs/sft/frozen_lake_smollm2.yaml --out runs/sft2 --set optim.max_steps=40",
             "tsmg sft --episodes runs/oracle/episodes.jsonl --model smollm2 --dry-run",
             "tsmg sft --resume --out runs/sft  # after a crash or kill: continues from the last checkpoint",
         ),
