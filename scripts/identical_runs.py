@@ -8,13 +8,13 @@ Two runs, each on one thread in fp32 from a model built on the spot:
   a time, at temperature 1, constrained to the four moves).
 
 Their ``episodes.jsonl`` and ``metrics.jsonl`` are normalised (:func:`normalise`: wall times,
-dates and paths dropped, the episode schema version and the fields schemas 4 to 6 added left out)
+dates and paths dropped, the episode schema version and the fields schemas 4 to 7 added left out)
 and compared row for row with the reference (:func:`differences`): every text, token, action and
 count exactly, every float to a relative 1e-5. On one machine the runs are byte for byte the same;
 between CPUs float32 kernels round differently in the 7th digit (a CPU with AMX against one
 without), which is all the tolerance allows. The reference holds the records schema 3 wrote (the
-code of main at bb20da2); schemas 4 to 6 only added fields (:data:`ADDED_IN_SCHEMA_4`,
-:data:`ADDED_IN_SCHEMA_5`, :data:`ADDED_IN_SCHEMA_6`), so every field schema 3 wrote must be the same, and the
+code of main at bb20da2); schemas 4 to 7 only added fields (:data:`ADDED_IN_SCHEMA_4`,
+:data:`ADDED_IN_SCHEMA_5`, :data:`ADDED_IN_SCHEMA_6`, :data:`ADDED_IN_SCHEMA_7`), so every field schema 3 wrote must be the same, and the
 test checks the added ones on their own. ``python scripts/identical_runs.py --write`` stores the normalised records
 in ``tests/data/identical-runs.json.gz``; the test reruns the runs and compares.
 """
@@ -40,17 +40,18 @@ VOLATILE_EPISODE_FIELDS = frozenset({"latency_s"})
 VOLATILE_METRIC_PREFIXES = ("time/",)
 #: Left out of the comparison: metrics added since the reference (the test checks their values on their own).
 ADDED_METRICS = frozenset({"optim/padding_share"})
-#: Left out of the comparison: the version, and the fields schemas 4 to 6 added (episode, step).
+#: Left out of the comparison: the version, and the fields schemas 4 to 7 added (episode, step).
 ADDED_IN_SCHEMA_4 = (frozenset({"model_seats"}), frozenset({"temperature", "exact_logprobs", "trains"}))
 ADDED_IN_SCHEMA_5 = frozenset({"influence"})
 ADDED_IN_SCHEMA_6 = frozenset({"tools"})  # of each step
+ADDED_IN_SCHEMA_7 = frozenset({"votes"})  # of each step
 VERSION_FIELDS = frozenset({"schema_version"})
 
 
 def _episode_content(row: dict[str, Any]) -> dict[str, Any]:
     left_out = VOLATILE_EPISODE_FIELDS | VERSION_FIELDS | ADDED_IN_SCHEMA_4[0] | ADDED_IN_SCHEMA_5
     content = {key: value for key, value in row.items() if key not in left_out}
-    step_left_out = VOLATILE_EPISODE_FIELDS | ADDED_IN_SCHEMA_4[1] | ADDED_IN_SCHEMA_6
+    step_left_out = VOLATILE_EPISODE_FIELDS | ADDED_IN_SCHEMA_4[1] | ADDED_IN_SCHEMA_6 | ADDED_IN_SCHEMA_7
     content["steps"] = [
         {key: value for key, value in step.items() if key not in step_left_out} for step in row.get("steps", [])
     ]

@@ -2,7 +2,7 @@
 
 The reference (``tests/data/identical-runs.json.gz``) holds the records the code before issue 25's
 restructuring (main at bb20da2) wrote, normalised by :func:`identical_runs.normalise` (wall times,
-the scratch folder's path, the episode schema version, the fields schemas 4 and 5 added and the
+the scratch folder's path, the episode schema version, the fields schemas 4 to 7 added and the
 metrics added since, ``identical_runs.ADDED_METRICS``, left out; nothing else). Every text, token,
 action and count must be the same, every float within a relative 1e-5
 (:func:`identical_runs.differences`): float32 kernels round differently in the 7th digit from one
@@ -59,6 +59,8 @@ def test_demo_training_and_eval_write_the_records_of_the_reference(tmp_path, mon
     assert {(step.temperature, step.exact_logprobs, step.trains) for step in evaluated} == {(None, None, None)}
     # What schema 6 added: the function schemas sent with a prompt, none under constrained choice.
     assert all(step.tools is None for step in steps + evaluated)
+    # What schema 7 added: a step's majority vote, none without --votes.
+    assert all(step.votes is None for step in steps + evaluated)
 
 
 def test_normalise_keeps_everything_but_wall_times_paths_and_the_version(tmp_path):
@@ -78,6 +80,7 @@ def test_normalise_keeps_everything_but_wall_times_paths_and_the_version(tmp_pat
                 "exact_logprobs": True,
                 "trains": True,
                 "tools": None,
+                "votes": None,
             },
         ],  # fmt: skip
     }
