@@ -273,6 +273,7 @@ def normalise_step(raw: dict[str, Any], position: int, issues: list[str]) -> dic
         "reward": fields.number("reward"),
         "choices": fields.strings("choices"),
         "tool_calls": _tool_calls(raw.get("tool_calls"), fields),
+        "votes": _votes(raw.get("votes"), fields),
         "state_key": fields.text("state_key"),
         "prompt_tokens": fields.integer("prompt_tokens"),
         "completion_tokens": fields.integer("completion_tokens"),
@@ -281,6 +282,42 @@ def normalise_step(raw: dict[str, Any], position: int, issues: list[str]) -> dic
         "token_counts": {key: len(raw[key]) for key in TOKEN_ARRAYS if isinstance(raw.get(key), list)},
         "extra": fields.extras(STEP_FIELDS_SHOWN),
     }
+
+
+def _votes(value: Any, fields: _Fields) -> list[dict[str, Any]] | None:
+    """A majority vote's records (one per attempt, schema 7), each answer beside the move it names.
+
+    Each attempt becomes ``{"ballots": [{answer, move, reason}], "tally": [[move, count]], "played"}``,
+    the tally sorted by count (most first); a malformed attempt is noted and left out.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        fields.issues.append(f"{fields.where}votes is not a list: ignored")
+        return None
+    attempts: list[dict[str, Any]] = []
+    for number, attempt in enumerate(value, 1):
+        answers = attempt.get("answers") if isinstance(attempt, dict) else None
+        if not isinstance(answers, list):
+            fields.issues.append(f"{fields.where}votes attempt {number} has no list of answers: ignored")
+            continue
+        moves, reasons = attempt.get("moves") or [], attempt.get("reasons") or []
+        ballots = [
+            {
+                "answer": answer if isinstance(answer, str) else _json_text(answer),
+                "move": moves[n] if n < len(moves) and isinstance(moves[n], str) else None,
+                "reason": reasons[n] if n < len(reasons) and isinstance(reasons[n], str) else None,
+            }
+            for n, answer in enumerate(answers)
+        ]
+        tally = attempt.get("tally") if isinstance(attempt.get("tally"), dict) else {}
+        counts = sorted(
+            ((str(move), count) for move, count in tally.items() if isinstance(count, int)),
+            key=lambda item: -item[1],
+        )
+        played = attempt.get("played") if isinstance(attempt.get("played"), str) else None
+        attempts.append({"ballots": ballots, "tally": [list(item) for item in counts], "played": played})
+    return attempts
 
 
 def _tool_calls(value: Any, fields: _Fields) -> list[dict[str, Any]] | None:

@@ -571,6 +571,26 @@
     return box;
   }
 
+  // A majority vote (--votes k): per attempt, each sampled answer beside the move it names, the tally
+  // and the move played, so a reader sees how split the samples were and which answers were invalid.
+  function voteBox(step) {
+    if (!step.votes || !step.votes.length) return null;
+    const box = el("div", { class: "votes" });
+    step.votes.forEach((attempt, number) => {
+      const title = `Vote of ${attempt.ballots.length} answers` + (step.votes.length > 1 ? ` (attempt ${number + 1} of ${step.votes.length})` : "");
+      const tally = attempt.tally.map(([move, count]) => `${move} ×${count}`).join(", ") || "no valid answer";
+      const played = attempt.played == null ? "no move: every answer was invalid" : `played ${attempt.played}`;
+      const ballots = el("ol", { class: "ballots" });
+      for (const ballot of attempt.ballots) {
+        ballots.append(el("li", { class: ballot.move == null ? "ballot invalid" : "ballot" },
+          ballot.move == null ? el("span", { class: "verdict bad" }, "✗ " + (ballot.reason || "invalid")) : el("span", { class: "move" }, "→ " + ballot.move),
+          el("details", {}, el("summary", {}, "answer"), pre(ballot.answer))));
+      }
+      box.append(el("details", { class: "vote", open: "" }, el("summary", {}, el("b", {}, title), ` · ${tally} · ${played}`), ballots));
+    });
+    return box;
+  }
+
   function stepCard(episode, step, position, highlighted, query) {
     const invalid = !step.valid;
     const card = el("article", { class: "step" + (invalid ? " invalid" : "") + (highlighted ? " highlighted" : ""),
@@ -605,6 +625,8 @@
         step.parsed_action ? ` — played instead: ${step.parsed_action}` : "")
       : el("p", { class: "verdict good" }, "✓ move: ", el("span", { class: "move" }, step.parsed_action ?? step.action ?? "?"));
     card.append(verdict);
+    const votes = voteBox(step);
+    if (votes) card.append(votes);
     const tools = toolExchange(step);
     if (tools) card.append(tools);
     if (step.choices) card.append(el("p", { class: "choices" }, "offered: " + step.choices.join(" | ")));
