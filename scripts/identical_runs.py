@@ -14,9 +14,10 @@ count exactly, every float to a relative 1e-5. On one machine the runs are byte 
 between CPUs float32 kernels round differently in the 7th digit (a CPU with AMX against one
 without), which is all the tolerance allows. The reference holds the records schema 3 wrote (the
 code of main at bb20da2); schemas 4 to 7 only added fields (:data:`ADDED_IN_SCHEMA_4`,
-:data:`ADDED_IN_SCHEMA_5`, :data:`ADDED_IN_SCHEMA_6`, :data:`ADDED_IN_SCHEMA_7`), so every field schema 3 wrote must be the same, and the
-test checks the added ones on their own. ``python scripts/identical_runs.py --write`` stores the normalised records
-in ``tests/data/identical-runs.json.gz``; the test reruns the runs and compares.
+:data:`ADDED_IN_SCHEMA_5`, :data:`ADDED_IN_SCHEMA_6`, :data:`ADDED_IN_SCHEMA_7`), so every field
+schema 3 wrote must be the same, and the test checks the added ones on their own. ``python
+scripts/identical_runs.py --write`` stores the normalised records in
+``tests/data/identical-runs.json.gz``; the test reruns the runs and compares.
 """
 
 from __future__ import annotations
