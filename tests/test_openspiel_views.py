@@ -146,6 +146,36 @@ def test_the_information_state_is_public():
     assert nim.information_state("player_0") == nim.state.information_state_string(0)
 
 
+def test_the_step_infos_carry_the_acting_seats_information_state():
+    """Mutations that fail it: the other seat's string, the string before the step, perfect-information games too."""
+    game = tsmg.make("OpenSpiel/leduc_poker-v0")
+    _, infos = game.reset(seed=4)
+    rng = np.random.default_rng(4)
+    seen = 0
+    while not game.done:
+        for agent in game.agents:
+            if agent in game.active_agents:
+                expected = game.state.information_state_string(game.player(agent))
+                assert infos[agent]["information_state"] == expected == game.information_state(agent)
+                assert f"[Observer: {game.player(agent)}]" in expected
+                seen += 1
+            else:
+                assert "information_state" not in infos[agent]
+        [agent] = game.active_agents
+        legal = game.legal_actions(agent)
+        infos = game.step({agent: legal[int(rng.integers(len(legal)))]}).infos
+    assert seen >= 2 and all("information_state" not in info for info in infos.values())
+    # simultaneous moves hide the round's bids even where OpenSpiel says perfect information
+    goofspiel = tsmg.make("openspiel:goofspiel(num_cards=3)")
+    _, infos = goofspiel.reset(seed=0)
+    assert infos["player_1"]["information_state"] == goofspiel.state.information_state_string(1)
+    tic_tac_toe = tsmg.make("OpenSpiel/tic_tac_toe-v0")
+    assert tic_tac_toe.reset(seed=0)[1] == {"player_0": {}, "player_1": {}}  # perfect information: nothing to add
+    vs_bot = tsmg.make("OpenSpiel/kuhn_poker-v0", vs="random", learner_seat="player_1")
+    _, infos = vs_bot.reset(seed=0)
+    assert infos["player"]["information_state"] == vs_bot.inner.state.information_state_string(1)
+
+
 def test_board_texts_plug_in_when_their_module_exists(monkeypatch):
     import importlib.machinery
     import sys

@@ -7,7 +7,9 @@ OpenSpiel's; this module is only the text layer and the bookkeeping:
 * **Seats** are OpenSpiel's players, ``player_0`` ... ``player_{n-1}``. Each seat sees its own
   observation string (the information-state string where the game gives no observation string),
   never another seat's: the prompt adds only the seat's name, its own legal moves and, at the
-  end, its own return.
+  end, its own return. In a game of hidden information each seat to act finds its OpenSpiel
+  information-state string in ``infos[agent]["information_state"]`` of ``reset`` and ``step``
+  (and :meth:`~OpenSpielGame.information_state` gives it any time).
 * **Moves** are the texts ``action_to_string`` writes for the seat's legal actions, read under
   the answer rule of :mod:`tsmg.answers` (any case, surrounding punctuation aside) and as the
   field spells them where that names one legal move (:mod:`.openspiel_answers`: chess's ``Bxf7``
@@ -70,7 +72,7 @@ from tsmg import loading
 from tsmg.adapters import openspiel_views
 from tsmg.adapters.openspiel_answers import notation_for
 from tsmg.answers import MoveNames
-from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
+from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame, StepResult
 from tsmg.lap import MAX_LISTED_ACTIONS
 from tsmg.registry import OPENSPIEL_PREFIX, GameOptionsError, GameSpec, UnknownGameError
 
@@ -421,6 +423,39 @@ class OpenSpielGame(RefereedGame[int]):
         if self.game_type.provides_information_state_string:
             return str(self.state.information_state_string(player))
         return str(self.state.observation_string(player))
+
+    @cached_property
+    def hidden_information(self) -> bool:
+        """Whether a seat may not see everything: imperfect information, or simultaneous moves (pending moves).
+
+        OpenSpiel calls some simultaneous games perfect-information (Goofspiel without ``imp_info``);
+        a seat still bids without seeing the other bids of the round.
+        """
+        perfect = self.game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        return not perfect or not self.turn_based
+
+    def reset(
+        self, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[dict[AgentID, str], dict[AgentID, dict[str, Any]]]:
+        """Start an episode; in a game of hidden information each seat to act gets ``information_state`` in its info."""
+        observations, infos = super().reset(seed, options)
+        self._note_information_states(infos)
+        return observations, infos
+
+    def step(self, actions: Mapping[AgentID, str | Invalid]) -> StepResult:
+        """Play a round; in a game of hidden information each seat to act next gets ``information_state`` in its info.
+
+        ``infos[agent]["information_state"]`` is :meth:`information_state` at the decision the
+        seat's new observation asks for (OpenSpiel's string: what a policy may condition on).
+        """
+        result = super().step(actions)
+        self._note_information_states(result.infos)
+        return result
+
+    def _note_information_states(self, infos: dict[AgentID, dict[str, Any]]) -> None:
+        if self.hidden_information:
+            for agent in self.active_agents:
+                infos.setdefault(agent, {})["information_state"] = self.information_state(agent)
 
     @cached_property
     def has_random_start(self) -> bool:
