@@ -222,3 +222,24 @@ def test_golden_prompts(name):
 
 def test_every_hand_written_view_is_pinned():
     assert set(openspiel_views.PARTS) <= set(GOLDEN)
+
+
+def test_a_game_has_one_hand_written_view():
+    """A game in both modules would show this module's view and never the board texts' (Connect Four once did)."""
+    from tsmg.adapters.openspiel_board_texts import BOARD_TEXTS
+
+    assert not set(openspiel_views.PARTS) & set(BOARD_TEXTS)
+    game = tsmg.make("OpenSpiel/connect_four-v0")
+    assert "0 1 2 3 4 5 6" in game.reset(seed=0)[0]["player_0"]  # the board texts' column numbers
+
+
+#: The games issue 41 names for hand-written views, each with one (here or in the board texts).
+NAMED_IN_THE_ISSUE = (
+    "kuhn_poker leduc_poker liars_dice goofspiel chess go hex othello breakthrough backgammon phantom_ttt dark_hex "
+    "first_sealed_auction blotto tic_tac_toe connect_four nim dots_and_boxes einstein_wurfelt_nicht pig bargaining "
+    "oh_hell clobber catch"
+).split()
+
+
+def test_every_game_the_issue_names_has_a_hand_written_view():
+    assert [name for name in NAMED_IN_THE_ISSUE if openspiel_views.parts_function(name) is None] == []
