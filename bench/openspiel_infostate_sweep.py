@@ -8,6 +8,7 @@ faithful or not. `make test` runs the same check on each game's first histories 
 (tests/test_openspiel_views.py). The last line is a JSON object with every row.
 
     python bench/openspiel_infostate_sweep.py --max-histories 100000 --view full
+    python bench/openspiel_infostate_sweep.py --max-histories 100000 --whole-trees-only
 """
 
 from __future__ import annotations
@@ -35,16 +36,33 @@ def comparable_games() -> list[str]:
     return games
 
 
+def _larger_than(game: str, limit: int) -> bool:
+    """Whether ``game``'s history tree has more than ``limit`` histories (counted by OpenSpiel's states, no prompts)."""
+    from tsmg.adapters.openspiel import load
+    from tsmg.adapters.openspiel_bots import count_histories
+
+    return count_histories(load(game), limit) is None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-histories", type=int, default=100_000, help="stop a game's walk after this many")
     parser.add_argument("--view", default="full", choices=["full", "compact", "raw"], help="the text view to check")
     parser.add_argument("--game", action="append", help="OpenSpiel game string (repeatable; default: every one)")
+    parser.add_argument(
+        "--whole-trees-only",
+        action="store_true",
+        help="count each tree first and sweep only those within --max-histories (the others are listed as larger)",
+    )
     args = parser.parse_args()
     rows = []
+    larger = []
     print("| game | histories | whole tree | information states | prompts | faithful | seconds |")
     print("|---|---|---|---|---|---|---|")
     for game in args.game or comparable_games():
+        if args.whole_trees_only and _larger_than(game, args.max_histories):
+            larger.append(game)
+            continue
         start = time.perf_counter()
         result = sweep(game, view=args.view, max_histories=args.max_histories)
         seconds = time.perf_counter() - start
@@ -57,6 +75,8 @@ def main() -> None:
             flush=True,
         )
     whole = [row for row in rows if row["complete"]]
+    if larger:
+        print(f"\nLarger than {args.max_histories:,} histories, not swept: {', '.join(larger)}")
     print(
         json.dumps(
             {
@@ -65,6 +85,8 @@ def main() -> None:
                 "games": len(rows),
                 "whole_trees": len(whole),
                 "faithful": sum(row["faithful"] for row in rows),
+                "larger": larger,
+                "seconds": round(sum(row["seconds"] for row in rows), 1),
                 "rows": rows,
             }
         )
