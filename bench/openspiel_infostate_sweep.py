@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 import tsmg
 from tsmg.adapters.openspiel_infostates import sweep
@@ -29,7 +30,7 @@ def comparable_games() -> list[str]:
     for spec in tsmg.specs():
         if not spec.id.startswith("OpenSpiel/"):
             continue
-        game = tsmg.make(spec.id)
+        game: Any = tsmg.make(spec.id)  # an OpenSpielGame
         perfect = game.game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION
         if game.turn_based and len(game.agents) == 2 and (perfect or game.game_type.provides_information_state_string):
             games.append(game.config.game)
@@ -37,11 +38,31 @@ def comparable_games() -> list[str]:
 
 
 def _larger_than(game: str, limit: int) -> bool:
-    """Whether ``game``'s history tree has more than ``limit`` histories (counted by OpenSpiel's states, no prompts)."""
-    from tsmg.adapters.openspiel import load
-    from tsmg.adapters.openspiel_bots import count_histories
+    """Whether ``game``'s history tree has more than ``limit`` histories (OpenSpiel's states only, no prompts).
 
-    return count_histories(load(game), limit) is None
+    Breadth first, one level at a time, stopping as soon as the count passes ``limit``: memory
+    holds at most ``limit`` states of one depth (a depth-first walk down a long game holds a
+    state per move, and go's states grow with their history).
+    """
+    from tsmg.adapters.openspiel import load
+
+    level, count = [load(game).new_initial_state()], 1
+    while level:
+        deeper = []
+        for state in level:
+            for action in _actions(state):
+                count += 1
+                if count > limit:
+                    return True
+                deeper.append(state.child(action))
+        level = deeper
+    return False
+
+
+def _actions(state: Any) -> list[int]:
+    if state.is_terminal():
+        return []
+    return [action for action, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
 
 
 def main() -> None:

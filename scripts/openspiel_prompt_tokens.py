@@ -75,7 +75,7 @@ def prompt_messages(game_id: str, view: str) -> list[dict[str, Any]]:
     observations, _ = game.reset(seed=0)
     agent = game.active_agents[0]
     request = DecisionRequest(game, agent, observations[agent], game.legal_actions(agent))
-    return list(LAP(None, LAPConfig()).messages(request))
+    return list(LAP(None, LAPConfig()).messages(request))  # type: ignore[arg-type]  # no model: messages only
 
 
 def count(encode: Any, messages: list[dict[str, Any]]) -> int:

@@ -174,6 +174,8 @@ def test_the_step_infos_carry_the_acting_seats_information_state():
     vs_bot = tsmg.make("OpenSpiel/kuhn_poker-v0", vs="random", learner_seat="player_1")
     _, infos = vs_bot.reset(seed=0)
     assert infos["player"]["information_state"] == vs_bot.inner.state.information_state_string(1)
+    again = vs_bot.step({"player": "fold!"}).infos["player"]  # invalid: the learner answers the same decision again
+    assert again["valid"] is False and again["information_state"] == infos["player"]["information_state"]
 
 
 def test_board_texts_plug_in_when_their_module_exists(monkeypatch):

@@ -490,6 +490,7 @@ class OpenSpielVsBot(RefereedGame[int]):
 
     def _advance(self, moves: dict[AgentID, int], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
         if not moves:  # an invalid answer under "penalize": the learner answers again
+            self._with_information_state(infos["player"])
             return {}
         answers = {self.seat: self.inner.move_name(self.seat, moves["player"]), **self._bot_answers()}
         result = self.inner.step(answers)
