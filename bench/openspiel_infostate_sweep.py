@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     larger = []
-    print("| game | histories | whole tree | information states | prompts | faithful | seconds |")
+    print("| Game | histories | whole tree | information states | prompts | faithful | seconds |")
     print("|---|---|---|---|---|---|---|")
     for game in args.game or comparable_games():
         if args.whole_trees_only and _larger_than(game, args.max_histories):
@@ -91,7 +91,7 @@ def main() -> None:
         row.pop("merged"), row.pop("split")
         rows.append(row)
         print(
-            f"| {game} | {result.histories} | {'yes' if result.complete else 'no'} | {result.information_states} | "
+            f"| `{game}` | {result.histories} | {'yes' if result.complete else 'no'} | {result.information_states} | "
             f"{result.prompts} | {'yes' if result.faithful else 'NO'} | {seconds:.1f} |",
             flush=True,
         )

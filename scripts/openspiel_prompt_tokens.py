@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     encode = tokenizer().encode
     rows = []
-    print("| game | raw | full | compact | full / raw |")
+    print("| Game | raw | full | compact | full / raw |")
     print("|---|---|---|---|---|")
     for game_id in args.game or GAMES:
         tokens = {view: count(encode, prompt_messages(game_id, view)) for view in VIEWS}
