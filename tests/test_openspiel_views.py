@@ -245,3 +245,19 @@ NAMED_IN_THE_ISSUE = (
 
 def test_every_game_the_issue_names_has_a_hand_written_view():
     assert [name for name in NAMED_IN_THE_ISSUE if openspiel_views.parts_function(name) is None] == []
+
+
+def test_the_notation_example_ends_where_the_first_chance_outcome_never_does():
+    """Crazy eights deals forever when chance always takes its first outcome: the example is drawn, and bounded.
+
+    Mutation that fails it (by timing out or running out of memory): the example taken from the
+    first chance outcomes again. The ending is also computed only where the view shows it.
+    """
+    game = tsmg.make("OpenSpiel/crazy_eights-v0", list_moves=False)
+    game.reset(seed=0)
+    [agent] = game.active_agents
+    text = game.observe(agent)
+    assert "Your legal moves are not listed" in text and "is one)." in text
+    listed = tsmg.make("OpenSpiel/crazy_eights-v0")
+    listed.reset(seed=0)
+    assert "not listed" not in listed.observe(agent)

@@ -604,9 +604,8 @@ class OpenSpielGame(RefereedGame[int]):
                 self._texts[agent] = self._render(agent, player, active)
             else:
                 listed = self._moves[agent].canonical if agent in active and self.config.list_moves else None
-                self._texts[agent] = openspiel_views.render(
-                    state, player, self.config.view, listed, self._ending(agent, active)
-                )
+                ending = self._ending(agent, active) if listed is None else ""  # the view shows it only then
+                self._texts[agent] = openspiel_views.render(state, player, self.config.view, listed, ending)
 
     # ------------------------------------------------------------------ text
     def _raw_observation(self, state: Any, player: int) -> str:
@@ -648,25 +647,42 @@ class OpenSpielGame(RefereedGame[int]):
         return "\n".join(line for line in lines if line)
 
 
+#: Chance outcomes :func:`_notation_example` draws before it gives up on reaching a decision.
+_MAX_EXAMPLE_CHANCE = 1_000
+
+
 def _notation_example(game: Any, player: int) -> str | None:
     """A move of ``player`` in the game's first decision, named as OpenSpiel writes it: the notation, not a hint.
 
-    Taken from the start of the game (the first chance outcomes), so it is the same at every decision.
+    Taken from the start of the game, its chance outcomes drawn with a generator of fixed seed, so it
+    is the same at every decision. Always the first outcome would never end in some games (crazy
+    eights deals on forever), so the draw follows the outcome probabilities and stops after
+    :data:`_MAX_EXAMPLE_CHANCE` outcomes (no example then).
     """
     state = game.new_initial_state()
-    while state.is_chance_node():
-        state.apply_action(state.chance_outcomes()[0][0])
-    actions = state.legal_actions(player) if not state.is_terminal() else []
+    rng = np.random.default_rng(0)
+    for _ in range(_MAX_EXAMPLE_CHANCE):
+        if not state.is_chance_node():
+            break
+        _resolve_one_chance(state, rng)
+    else:
+        return None
+    actions = state.legal_actions(player) if not state.is_terminal() and not state.is_chance_node() else []
     return str(state.action_to_string(player, actions[0])) if actions else None
 
 
 def _resolve_chance(state: Any, rng: np.random.Generator) -> None:
     """Play chance nodes with outcomes drawn from ``rng`` until a seat must move or the game ends."""
     while state.is_chance_node():
-        outcomes = state.chance_outcomes()
-        probabilities = np.array([probability for _, probability in outcomes], dtype=float)
-        index = int(rng.choice(len(outcomes), p=probabilities / probabilities.sum()))
-        state.apply_action(outcomes[index][0])
+        _resolve_one_chance(state, rng)
+
+
+def _resolve_one_chance(state: Any, rng: np.random.Generator) -> None:
+    """Play one chance outcome of ``state``, drawn from ``rng`` with OpenSpiel's probabilities."""
+    outcomes = state.chance_outcomes()
+    probabilities = np.array([probability for _, probability in outcomes], dtype=float)
+    index = int(rng.choice(len(outcomes), p=probabilities / probabilities.sum()))
+    state.apply_action(outcomes[index][0])
 
 
 def _move_names(state: Any, player: int) -> MoveNames[int]:
