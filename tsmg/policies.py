@@ -55,7 +55,8 @@ def register_player_kind(kind: str, factory: str | Callable[..., Policy]) -> Non
     Args:
         kind: The model-spec kind (``openspiel-mcts``).
         factory: ``"module:attribute"`` (imported when such a player is made) or a function
-            ``(seed, options) -> Policy``.
+            ``(seed, options) -> Policy``; a kind whose spec may carry a target
+            (``openspiel-cfr:1000``) is called with it as ``target=...`` too.
     """
     _player_kinds[kind] = factory
 
@@ -226,7 +227,10 @@ def policy_from_spec(
         raise ModelSpecError(f"no player of kind {parsed.kind!r} is installed (no tsmg.players or tsmg.models entry)")
     role, registration = found
     if role == "player":
-        return _factory(parsed.kind, registration)(seed, model_options or {})
+        factory = _factory(parsed.kind, registration)
+        if parsed.target:  # a kind that takes one (openspiel-cfr:1000): the factory reads it
+            return factory(seed, model_options or {}, target=parsed.target)
+        return factory(seed, model_options or {})
     if scripted_only:
         raise ModelSpecError(f"{spec!r} is a language model; here use random, oracle or fixed:TEXT")
     load_model = _factory(parsed.kind, registration)  # heavy: imported only when a model plays

@@ -7,7 +7,9 @@ OpenSpiel's; this module is only the text layer and the bookkeeping:
 * **Seats** are OpenSpiel's players, ``player_0`` ... ``player_{n-1}``. Each seat sees its own
   observation string (the information-state string where the game gives no observation string),
   never another seat's: the prompt adds only the seat's name, its own legal moves and, at the
-  end, its own return.
+  end, its own return. In a game of hidden information each seat to act finds its OpenSpiel
+  information-state string in ``infos[agent]["information_state"]`` of ``reset`` and ``step``
+  (and :meth:`~OpenSpielGame.information_state` gives it any time).
 * **Moves** are the texts ``action_to_string`` writes for the seat's legal actions, read under
   the answer rule of :mod:`tsmg.answers` (any case, surrounding punctuation aside) and as the
   field spells them where that names one legal move (:mod:`.openspiel_answers`: chess's ``Bxf7``
@@ -70,7 +72,7 @@ from tsmg import loading
 from tsmg.adapters import openspiel_views
 from tsmg.adapters.openspiel_answers import notation_for
 from tsmg.answers import MoveNames
-from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame
+from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame, StepResult
 from tsmg.lap import MAX_LISTED_ACTIONS
 from tsmg.registry import OPENSPIEL_PREFIX, GameOptionsError, GameSpec, UnknownGameError
 
@@ -423,6 +425,39 @@ class OpenSpielGame(RefereedGame[int]):
         return str(self.state.observation_string(player))
 
     @cached_property
+    def hidden_information(self) -> bool:
+        """Whether a seat may not see everything: imperfect information, or simultaneous moves (pending moves).
+
+        OpenSpiel calls some simultaneous games perfect-information (Goofspiel without ``imp_info``);
+        a seat still bids without seeing the other bids of the round.
+        """
+        perfect = self.game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        return not perfect or not self.turn_based
+
+    def reset(
+        self, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[dict[AgentID, str], dict[AgentID, dict[str, Any]]]:
+        """Start an episode; in a game of hidden information each seat to act gets ``information_state`` in its info."""
+        observations, infos = super().reset(seed, options)
+        self._note_information_states(infos)
+        return observations, infos
+
+    def step(self, actions: Mapping[AgentID, str | Invalid]) -> StepResult:
+        """Play a round; in a game of hidden information each seat to act next gets ``information_state`` in its info.
+
+        ``infos[agent]["information_state"]`` is :meth:`information_state` at the decision the
+        seat's new observation asks for (OpenSpiel's string: what a policy may condition on).
+        """
+        result = super().step(actions)
+        self._note_information_states(result.infos)
+        return result
+
+    def _note_information_states(self, infos: dict[AgentID, dict[str, Any]]) -> None:
+        if self.hidden_information:
+            for agent in self.active_agents:
+                infos.setdefault(agent, {})["information_state"] = self.information_state(agent)
+
+    @cached_property
     def has_random_start(self) -> bool:
         """Whether the seed changes a first observation (chance that a seat sees before the first move).
 
@@ -560,9 +595,8 @@ class OpenSpielGame(RefereedGame[int]):
                 self._texts[agent] = self._render(agent, player, active)
             else:
                 listed = self._moves[agent].canonical if agent in active and self.config.list_moves else None
-                self._texts[agent] = openspiel_views.render(
-                    state, player, self.config.view, listed, self._ending(agent, active)
-                )
+                ending = self._ending(agent, active) if listed is None else ""  # the view shows it only then
+                self._texts[agent] = openspiel_views.render(state, player, self.config.view, listed, ending)
 
     # ------------------------------------------------------------------ text
     def _raw_observation(self, state: Any, player: int) -> str:
@@ -604,25 +638,42 @@ class OpenSpielGame(RefereedGame[int]):
         return "\n".join(line for line in lines if line)
 
 
+#: Chance outcomes :func:`_notation_example` draws before it gives up on reaching a decision.
+_MAX_EXAMPLE_CHANCE = 1_000
+
+
 def _notation_example(game: Any, player: int) -> str | None:
     """A move of ``player`` in the game's first decision, named as OpenSpiel writes it: the notation, not a hint.
 
-    Taken from the start of the game (the first chance outcomes), so it is the same at every decision.
+    Taken from the start of the game, its chance outcomes drawn with a generator of fixed seed, so it
+    is the same at every decision. Always the first outcome would never end in some games (crazy
+    eights deals on forever), so the draw follows the outcome probabilities and stops after
+    :data:`_MAX_EXAMPLE_CHANCE` outcomes (no example then).
     """
     state = game.new_initial_state()
-    while state.is_chance_node():
-        state.apply_action(state.chance_outcomes()[0][0])
-    actions = state.legal_actions(player) if not state.is_terminal() else []
+    rng = np.random.default_rng(0)
+    for _ in range(_MAX_EXAMPLE_CHANCE):
+        if not state.is_chance_node():
+            break
+        _resolve_one_chance(state, rng)
+    else:
+        return None
+    actions = state.legal_actions(player) if not state.is_terminal() and not state.is_chance_node() else []
     return str(state.action_to_string(player, actions[0])) if actions else None
 
 
 def _resolve_chance(state: Any, rng: np.random.Generator) -> None:
     """Play chance nodes with outcomes drawn from ``rng`` until a seat must move or the game ends."""
     while state.is_chance_node():
-        outcomes = state.chance_outcomes()
-        probabilities = np.array([probability for _, probability in outcomes], dtype=float)
-        index = int(rng.choice(len(outcomes), p=probabilities / probabilities.sum()))
-        state.apply_action(outcomes[index][0])
+        _resolve_one_chance(state, rng)
+
+
+def _resolve_one_chance(state: Any, rng: np.random.Generator) -> None:
+    """Play one chance outcome of ``state``, drawn from ``rng`` with OpenSpiel's probabilities."""
+    outcomes = state.chance_outcomes()
+    probabilities = np.array([probability for _, probability in outcomes], dtype=float)
+    index = int(rng.choice(len(outcomes), p=probabilities / probabilities.sum()))
+    state.apply_action(outcomes[index][0])
 
 
 def _move_names(state: Any, player: int) -> MoveNames[int]:

@@ -8,7 +8,8 @@ when it is one of those spellings and no other legal move has it:
 
 * **chess** (python-chess, imported only when a chess decision is read): SAN without its ``+`` or
   ``#`` (``Bxf7`` for ``Bxf7+``); castling with zeros (``0-0``, ``0-0-0``); UCI (``e2e4``,
-  ``e7e8q``); any of these after the move number of the move to play, ``8. Bxf7`` for White and
+  ``e7e8q``); long algebraic (``Ng1-f3``, ``Ng1f3``, ``Bc4xf7``); a promotion without its ``=``
+  (``e8Q``); any of these after the move number of the move to play, ``8. Bxf7`` for White and
   ``8... Nxe4`` for Black (``1. e5`` for Black, or another move's number, is refused).
 * **coordinate games** whose every move is one colour letter shared by all moves and a board
   coordinate (go's and phantom go's ``B a1`` ... ``B PASS``): the bare coordinate, ``a1``, ``A1``, ``pass``. Hex,
@@ -151,7 +152,7 @@ class ChessNotation(Notation):
     spellings, so a rule the two libraries disagree on never makes an answer a move.
     """
 
-    forms = " (or the same move as SAN without +/#, 0-0, UCI like e2e4, or after its move number like 1. e4)"
+    forms = " (or the same move as SAN without +/#, 0-0, UCI like e2e4, LAN like Ng1-f3, or after its number: 1. e4)"
 
     def __init__(self, chess960: bool = False) -> None:
         """Read positions as Chess960 ones when the game is."""
@@ -191,9 +192,13 @@ class ChessNotation(Notation):
             move = by_san.get(name)
             if move is None:
                 continue
-            forms = [move.uci(), name, name.rstrip("+#")]
+            lan = board.lan(move)  # long algebraic: Ng1-f3, e4xd5, b7-b8=Q+
+            forms = [move.uci(), name, name.rstrip("+#"), lan, lan.rstrip("+#")]
             if name.startswith("O-O"):
                 forms += [form.replace("O", "0") for form in forms[1:]]
+            else:  # LAN without its hyphen (Ng1f3), and promotions without "=" (b8Q), as python-chess reads them
+                forms += [lan.replace("-", "", 1), lan.rstrip("+#").replace("-", "", 1)]
+                forms += [form.replace("=", "") for form in forms if "=" in form]
             forms = list(dict.fromkeys(forms))
             spelled[name] = forms + [prefix + form for prefix in prefixes for form in forms]
         return spelled

@@ -458,7 +458,14 @@ class OpenSpielVsBot(RefereedGame[int]):
         chosen = self.config.learner_seat
         self.seat = seats[int(self.inner.np_random.integers(2))] if chosen == "random" else chosen
         self._bots_play()
-        return {"player": {"seat": self.seat, "opponent": f"{self.bot_seat}: {self.config.vs}"}}
+        info = {"seat": self.seat, "opponent": f"{self.bot_seat}: {self.config.vs}"}
+        return {"player": self._with_information_state(info)}
+
+    def _with_information_state(self, info: dict[str, Any]) -> dict[str, Any]:
+        """``info`` with the learner's ``information_state`` when it is to act in a game of hidden information."""
+        if self.inner.hidden_information and self.seat in self.inner.active_agents:
+            info["information_state"] = self.inner.information_state(self.seat)
+        return info
 
     def _to_move(self) -> tuple[AgentID, ...]:
         return ("player",) if self.seat in self.inner.active_agents else ()
@@ -473,13 +480,16 @@ class OpenSpielVsBot(RefereedGame[int]):
 
     def _advance(self, moves: dict[AgentID, int], infos: dict[AgentID, dict[str, Any]]) -> Mapping[AgentID, float]:
         if not moves:  # an invalid answer under "penalize": the learner answers again
+            self._with_information_state(infos["player"])
             return {}
         answers = {self.seat: self.inner.move_name(self.seat, moves["player"]), **self._bot_answers()}
         result = self.inner.step(answers)
         seat_info = result.infos.get(self.seat, {})
         if seat_info.get("valid") is False:  # OpenSpiel refused the joint move (simultaneous games)
             infos["player"].update(valid=False, reason=seat_info.get("reason"), action=None)
-        return {"player": float(result.rewards[self.seat]) + self._bots_play()}
+        reward = float(result.rewards[self.seat]) + self._bots_play()
+        self._with_information_state(infos["player"])
+        return {"player": reward}
 
     def _world_endings(self) -> tuple[bool, bool]:
         return self.inner.done, False

@@ -311,18 +311,6 @@ PARTS: dict[str, PartsFunction] = {
     "dark_hex": dark_hex,
     "first_sealed_auction": first_sealed_auction,
     "blotto": blotto,
-    "tic_tac_toe": _board_game(
-        "Tic-tac-toe: players take turns marking an empty cell of a 3x3 board, x first; three marks in a row, "
-        "column or diagonal win; a full board without a line is a draw. Cells are (row,column) from (0,0) at the "
-        "top left.",
-        ("x", "o"),
-    ),
-    "connect_four": _board_game(
-        "Connect Four: players take turns dropping a disc into a column (0 is the leftmost) of a 6-row, "
-        "7-column board, x first; the disc falls to the lowest empty cell. Four in a row, column or diagonal "
-        "win; a full board is a draw.",
-        ("x", "o"),
-    ),
     "clobber": _board_game(
         "Clobber: on a checkerboard full of stones, a move takes one of your stones onto an orthogonally adjacent "
         "opponent stone, which is removed. The player who cannot move loses.",
@@ -393,7 +381,11 @@ PARTS.update(
 
 
 def parts_function(short_name: str) -> PartsFunction | None:
-    """The hand-written view of the game ``short_name``: this module's, then ``openspiel_board_texts``'s, or None."""
+    """The hand-written view of the game ``short_name``: this module's, then ``openspiel_board_texts``'s, or None.
+
+    A game has one hand-written view, in one of the two modules (tic-tac-toe and Connect Four are
+    the board texts': a labelled board and the moves so far).
+    """
     if short_name in PARTS:
         return PARTS[short_name]
     if loading.find_spec(BOARD_TEXTS_MODULE) is None:  # the board games' texts are another module's, when present

@@ -383,12 +383,13 @@ def cmd_exploitability(args: argparse.Namespace) -> int:
         parse_model_spec(spec)
         # a training run's model answers with its training prompt, on the game as it was trained on it
         policy = trained_policy(spec, lap, model_options=options.get(spec))
+        # the game as the model plays it: its training run's options (its view), then --option
+        game_options = trained_game_options([spec], args.game, given)
         if on_openspiel:  # tsmg[openspiel]
             from tsmg.apps.openspiel_exploitability import openspiel_exploitability
 
-            reports.append((spec, openspiel_exploitability(policy, args.game)))
+            reports.append((spec, openspiel_exploitability(policy, args.game, game_options=game_options)))
         else:
-            game_options = trained_game_options([spec], args.game, given)
             strategies.append(kuhn_strategy(policy, game_id=args.game, game_options=game_options))
             reports.append((spec, strategy_report(strategies[-1], policy_temperature(policy))))
     if args.average:  # the average of the rows above, at the temperature of the last (all share --temperature)

@@ -63,6 +63,7 @@ ADAPTER_EXTRAS = {
 OPPONENT_EXTRAS = {
     "openspiel-mcts": "openspiel",
     "openspiel-br": "openspiel",
+    "openspiel-cfr": "openspiel",
     "hf": "hf",
     "smollm2": "hf",
     "tiny": "hf",
