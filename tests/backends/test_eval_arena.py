@@ -106,29 +106,12 @@ def test_dry_run_bound_counts_votes_reprompts_and_the_budget(capsys) -> None:
     assert "at most 9 answer(s): 3 vote(s) x (1 + 2 re-prompt(s)), each of up to 1,024 tokens" in arena
 
 
-def _legal_moves(prompt: str) -> list[str]:
-    """The moves a readable OpenSpiel view lists, one per line, under its heading."""
-    heading = "Your legal moves, one per line (answer with one, as written):\n"
-    listed = prompt.split(heading, 1)[1].split("\n\n", 1)[0] if heading in prompt else ""
-    return [line for line in listed.splitlines() if line.strip()]
-
-
-def _suite_player(body: dict[str, Any]) -> str:
-    """Reasons, then names a listed move by the request's seed; one sample in four names none."""
-    if "That answer was invalid" in body["messages"][-1]["content"]:
-        first = next(message["content"] for message in body["messages"] if message["role"] == "user")
-        return f"I see.\nFinal Answer: {_legal_moves(first)[0]}"
-    moves = _legal_moves(body["messages"][-1]["content"])
-    if body["seed"] % 4 == 0 or not moves:
-        return "Hard to say.\nFinal Answer: resign"
-    return f"Weighing the position.\nFinal Answer: {moves[body['seed'] % len(moves)]}"
-
-
 def test_the_preset_plays_every_game_of_the_readable_suite(server: FaultServer, tmp_path, capsys) -> None:
     """``--lap arena --votes 3`` on openspiel-small-v2, one sampled episode per game and matchup (a dry run)."""
+    from tests.bench_modules import load_bench
     from tsmg.apps.evaluation.suites import get_suite
 
-    server.reply = _suite_player
+    server.reply = load_bench("arena_stub_suite").stub_player  # the bench's player, on a sampled dry run
     command = _eval(server, tmp_path / "suite", "--votes", "3", "--dry-run", "--sample", "1")
     at = command.index("--game")
     command[at : at + 2] = ["--suite", "openspiel-small-v2"]  # a suite fixes its own episodes:
