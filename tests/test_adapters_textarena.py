@@ -430,7 +430,8 @@ def test_games_json_and_the_catalog_mark_the_open_text_ids(capsys):
     assert marks["TextArena/Taboo-v0"] is True and marks["TextArena/2048-v0"] is False
     assert marks["FrozenLake-v0"] is None  # tsmg's own games list their moves through legal_actions
     page = (ROOT / "docs" / "catalog.md").read_text()
-    marked = {row.split("`")[1] for row in page.splitlines() if row.endswith("Moves: open text. |")}
+    # The description column ends "Moves: open text." (the options column follows it).
+    marked = {row.split("`")[1] for row in page.splitlines() if row.startswith("| `") and "Moves: open text. |" in row}
     assert marked == {game_id for game_id in TEXTARENA_IDS if marks[game_id]}
 
 

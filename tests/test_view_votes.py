@@ -58,6 +58,8 @@ def test_the_display_record_pairs_each_answer_with_its_move_and_sorts_the_tally(
             issues: list[str] = []
             shown = normalise_step(step.model_dump(mode="json"), position, issues)
             assert issues == [] and len(shown["votes"]) == len(step.votes)
+            # The whole observation was in the prompt, a re-prompt after it: not a compact view.
+            assert shown["model_observation"] is None
             for attempt, vote in zip(shown["votes"], step.votes, strict=True):
                 assert [ballot["answer"] for ballot in attempt["ballots"]] == vote["answers"]
                 assert [ballot["move"] for ballot in attempt["ballots"]] == vote["moves"]

@@ -442,18 +442,24 @@ def model_observation(observation: str | None, prompt: list[list[str]] | None) -
 
     A step records the game's whole observation, but a compact view (``rollout.observation_lines``)
     shows the model only the lines that match a pattern: the lines of the observation that the
-    prompt's last user message holds are what the model saw. None when there is no prompt (a
-    scripted policy) or it held the whole observation.
+    prompt's last user message holding any of them holds are what the model saw (after a re-prompt
+    the last user message is the re-prompt, which holds none). None when there is no prompt (a
+    scripted policy) or a user message held the whole observation.
 
     Example:
         >>> model_observation("Board:\nP_\n_G\nGo.", [["system", "Play."], ["user", "P_\n_G\n\nAnswer."]])
         'P_\n_G'
+        >>> model_observation("Board:\nP_", [["user", "Board:\nP_"], ["assistant", "fly"], ["user", "Invalid."]])
     """
     users = [content for role, content in prompt or [] if role == "user"]
-    if not observation or not users or observation in users[-1]:
+    if not observation or not users or any(observation in content for content in users):
         return None
-    held = set(users[-1].splitlines())
-    return "\n".join(line for line in observation.splitlines() if line.strip() and line in held)
+    lines = [line for line in observation.splitlines() if line.strip()]
+    for content in reversed(users):
+        held = set(content.splitlines())
+        if any(line in held for line in lines):
+            return "\n".join(line for line in lines if line in held)
+    return ""
 
 
 def _prompt_messages(value: Any, fields: _Fields) -> list[list[str]] | None:
