@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import tsmg
+from tsmg.apps.evaluation.suites import get_suite
 from tsmg.lap import LAP, LAPConfig
 from tsmg.policies import DecisionRequest
 
@@ -44,16 +45,7 @@ GAMES = (
     "OpenSpiel/dark_hex-v0",
     "OpenSpiel/first_sealed_auction-v0",
     "OpenSpiel/blotto-v0",
-    "OpenSpiel/tic_tac_toe-v0",
-    "OpenSpiel/connect_four-v0",
-    "OpenSpiel/nim-v0",
-    "OpenSpiel/dots_and_boxes-v0",
-    "OpenSpiel/einstein_wurfelt_nicht-v0",
-    "openspiel:pig(winscore=20)",
-    "OpenSpiel/bargaining-v0",
-    "OpenSpiel/oh_hell-v0",
-    "OpenSpiel/clobber-v0",
-    "OpenSpiel/catch-v0",
+    *get_suite("openspiel-small-v1").games,
     "OpenSpiel/battleship-v0",
     "OpenSpiel/gin_rummy-v0",
 )

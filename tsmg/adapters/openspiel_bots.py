@@ -33,7 +33,14 @@ from tsmg.adapters.openspiel import OpenSpielConfig, OpenSpielGame, quiet_opensp
 from tsmg.core import AgentID, ForkMode, GameError, Invalid, RefereedGame
 from tsmg.policies import Decision, DecisionRequest, Policy, RandomPolicy
 
-__all__ = ["MAX_HISTORIES", "BestResponsePolicy", "MCTSPolicy", "OpenSpielVsBot", "count_histories"]
+__all__ = [
+    "MAX_HISTORIES",
+    "BestResponsePolicy",
+    "MCTSPolicy",
+    "OpenSpielVsBot",
+    "count_histories",
+    "refuse_unsolvable",
+]
 
 #: Games with more histories (nodes of the game tree, chance included) than this are too large for
 #: an exact best response (Leduc poker has 9,457; Liar's Dice with one die each 294,883; tic-tac-toe 549,946).
@@ -176,6 +183,24 @@ class MCTSPolicy:
         self._playable.add(key)
 
 
+def refuse_unsolvable(game: OpenSpielGame, solver: str) -> None:
+    """Refuse, in one sentence naming ``solver``, a game whose whole tree a tabular solver cannot walk here.
+
+    Raises:
+        ValueError: Simultaneous moves, no information-state strings (the tables' keys), or more
+            than :data:`MAX_HISTORIES` histories.
+    """
+    problem = None
+    if not game.turn_based:
+        problem = "its moves are simultaneous (the tabular solvers here answer sequential games)"
+    elif not game.game_type.provides_information_state_string:
+        problem = "it gives no information-state strings, which the solver's tables are keyed by"
+    elif count_histories(game.pyspiel_game, MAX_HISTORIES) is None:
+        problem = f"it has more than {MAX_HISTORIES:,} histories, too many to solve exactly here"
+    if problem is not None:
+        raise ValueError(f"{solver} cannot play {game.game_id}: {problem}")
+
+
 def count_histories(game: Any, limit: int = MAX_HISTORIES) -> int | None:
     """The number of histories of the pyspiel ``game`` (its game tree's nodes), or None past ``limit``.
 
@@ -277,15 +302,7 @@ class BestResponsePolicy:
         Raises:
             ValueError: Simultaneous moves, no information-state strings, or too many histories.
         """
-        problem = None
-        if not game.turn_based:
-            problem = "its moves are simultaneous (a best response here answers sequential games)"
-        elif not game.game_type.provides_information_state_string:
-            problem = "it gives no information-state strings to tell its decisions apart"
-        elif count_histories(game.pyspiel_game, MAX_HISTORIES) is None:
-            problem = f"it has more than {MAX_HISTORIES:,} histories, too many to solve exactly"
-        if problem is not None:
-            raise ValueError(f"openspiel-br cannot play {game.game_id}: {problem}")
+        refuse_unsolvable(game, "openspiel-br")
 
     def _response(self, game: OpenSpielGame, player: int) -> Any:
         """OpenSpiel's best response of ``player`` in ``game`` (computed once per game and seat).

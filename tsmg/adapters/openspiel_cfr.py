@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import pyspiel
 
 from tsmg.adapters.openspiel import OpenSpielGame
-from tsmg.adapters.openspiel_bots import MAX_HISTORIES, count_histories
+from tsmg.adapters.openspiel_bots import refuse_unsolvable
 from tsmg.policies import Decision, DecisionRequest
 
 __all__ = ["DEFAULT_ITERATIONS", "CFRPolicy", "average_policy"]
@@ -141,13 +141,5 @@ class CFRPolicy:
         key = str(game.pyspiel_game)
         if key in self._playable:
             return
-        problem = None
-        if not game.turn_based:
-            problem = "its moves are simultaneous (OpenSpiel's CFR solves turn-based games)"
-        elif not game.game_type.provides_information_state_string:
-            problem = "it gives no information-state strings, which CFR's tables are keyed by"
-        elif count_histories(game.pyspiel_game, MAX_HISTORIES) is None:
-            problem = f"it has more than {MAX_HISTORIES:,} histories, too many to solve by CFR here"
-        if problem is not None:
-            raise ValueError(f"openspiel-cfr cannot play {game.game_id}: {problem}")
+        refuse_unsolvable(game, "openspiel-cfr")
         self._playable.add(key)
