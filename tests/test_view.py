@@ -241,6 +241,30 @@ def test_curve_data_holds_each_runs_finite_metrics_by_update(tmp_path):
     assert curve_data([open_run(tmp_path / "d")]) is None
 
 
+def test_evaluation_curves_say_the_temperature_their_runs_evaluated_at(tmp_path):
+    """The ``eval/`` charts' titles come from each run's ``run.eval_temperature`` (None: the rollouts')."""
+    import yaml
+
+    def run(name, eval_temperature, rollout_temperature=1.0):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text('{"step": 1, "eval/success_rate": 0.5, "rollout/success_rate": 0.25}\n')
+        lap = {"temperature": rollout_temperature}
+        config = {"run": {"eval_temperature": eval_temperature}, "rollout": {"lap": lap}}
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+        return open_run(folder)
+
+    def titles(*runs):
+        return {metric["key"]: metric["title"] for metric in curve_data(list(runs))["metrics"]}
+
+    greedy, hot, inherited = run("greedy", 0.0), run("hot", 0.7), run("inherited", None, 1.3)
+    assert titles(greedy)["eval/success_rate"] == "success rate on held-out seeds (greedy)"
+    assert titles(hot)["eval/success_rate"] == "success rate on held-out seeds (sampled at temperature 0.7)"
+    assert titles(inherited)["eval/success_rate"].endswith("(sampled at temperature 1.3)")
+    assert titles(greedy, hot)["eval/success_rate"].endswith("(greedy: greedy; hot: sampled at temperature 0.7)")
+    assert titles(greedy)["rollout/success_rate"] == "success rate of the sampled training episodes"
+
+
 def test_serve_hands_out_the_report_on_loopback(bad_report):
     import threading
     import urllib.request
