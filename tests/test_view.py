@@ -265,6 +265,33 @@ def test_evaluation_curves_say_the_temperature_their_runs_evaluated_at(tmp_path)
     assert titles(greedy)["rollout/success_rate"] == "success rate of the sampled training episodes"
 
 
+def test_the_configuration_tab_sets_two_runs_side_by_side_differences_first(tmp_path):
+    """Two real evaluations that differ in episodes and temperature: those keys head the table, marked."""
+    import html
+    import re
+
+    from tsmg.apps.view.configs import differing_keys, flat_config
+
+    for name, episodes, temperature in (("cold", 2, 0.0), ("warm", 3, 0.7)):
+        command = ["eval", "--game", "TicTacToe-v0", "--model", "random", "--episodes", str(episodes)]
+        assert main([*command, "--temperature", str(temperature), "--no-progress", "--out", str(tmp_path / name)]) == 0
+    report = build_report([tmp_path / "cold", tmp_path / "warm"], tmp_path / "report", plots=False)
+    text = report.index_html.read_text()
+    assert '<a href="#config">Configuration</a>' in text
+    section = text.split('<section id="config">', 1)[1].split("</section>", 1)[0]
+    flats = [flat_config(json.loads((tmp_path / name / "config.json").read_text())) for name in ("cold", "warm")]
+    differing = differing_keys(flats)
+    assert "episodes" in differing and any(key.endswith("temperature") for key in differing)
+    rows = re.findall(
+        r'<tr class="differs"><td>([^<]*)</td><td><code>([^<]*)</code></td><td><code>([^<]*)</code>', section
+    )
+    assert [(key, html.unescape(a), html.unescape(b)) for key, a, b in rows] == [
+        (key, flats[0].get(key, "—"), flats[1].get(key, "—")) for key in differing
+    ]
+    assert section.count("<tr><td>") == len(set(flats[0]) | set(flats[1])) - len(differing)  # the rest, once each
+    assert f"{len(differing)} differ between them" in section
+
+
 def test_serve_hands_out_the_report_on_loopback(bad_report):
     import threading
     import urllib.request

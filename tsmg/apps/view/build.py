@@ -24,6 +24,7 @@ from tsmg.apps.evaluation.report import (
     suite_rows,
 )
 from tsmg.apps.view import page
+from tsmg.apps.view.configs import config_section
 from tsmg.apps.view.curves import write_curves
 from tsmg.apps.view.data import ChunkWriter, EpisodeIndex, write_script
 from tsmg.apps.view.records import ReadProblem
@@ -121,6 +122,10 @@ def build_report(
         runs_shown = [_training_section(number, run, wanted) for number, run in trained]
         sections.append(page.training_section(runs_shown, curves=curves_bytes > 0))
         navigation.append(("training", "Training"))
+    settings = config_section(folders)
+    if settings:
+        sections.append(settings)
+        navigation.append(("config", "Configuration"))
     for number, run in enumerate(folders):
         problems_by_run.append((run.name, run.problems, flagged_by_run[number]))
         report.problems[run.name] = list(run.problems)
