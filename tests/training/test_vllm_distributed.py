@@ -90,7 +90,8 @@ def main():
             record["final_on_after"] = final.sequence_logprobs([prompt], [tokens])[0].tolist()
             record["base_on_after"] = base.sequence_logprobs([prompt], [tokens])[0].tolist()
     release_world()
-    print(f"RESULT-{rank} " + json.dumps(found), flush=True)
+    # A file per process: two processes printing to one pipe can interleave their lines.
+    (out_root / f"result-{rank}.json").write_text(json.dumps(found))
 
 
 if __name__ == "__main__":  # vLLM's engine process is spawned and imports this file again
@@ -121,10 +122,8 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"the launch failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     found: dict[str, Any] = {"wall_s": time.perf_counter() - began}
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT-"):
-            rank, document = line[len("RESULT-") :].split(" ", 1)
-            found[int(rank)] = json.loads(document)
+    for rank in (0, 1):
+        found[rank] = json.loads((out / f"result-{rank}.json").read_text())
     return found
 
 
