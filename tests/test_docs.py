@@ -207,6 +207,9 @@ OTHER_TOOLS = {
     "openenv": lambda words: words[1] == "validate",
     # verifiers' evaluation entry point on tsmg's environment (tests/integrations/test_verifiers.py).
     "vf-eval": lambda words: words[1] == "tsmg.apps.integrations.verifiers",
+    # TensorBoard on a run's events, W&B's upload of an offline run (tests/test_wandb.py runs it with --dry-run).
+    "tensorboard": lambda words: words[1] == "--logdir",
+    "wandb": lambda words: words[1] == "sync",
     "torchrun": lambda words: False,  # only as a launcher of tsmg.apps.cli (below)
     "accelerate": lambda words: False,  # only as a launcher of tsmg.apps.cli (below)
 }

@@ -45,6 +45,7 @@ from training.config_sections import (
     Section,
     TinyModelOptions,
     TreeConfig,
+    WandbConfig,
 )
 from training.credit import CREDIT_ASSIGNERS
 from training.loss_specs import LOSSES, Aggregation, loss_spec
@@ -70,6 +71,7 @@ __all__ = [
     "TinyModelOptions",
     "TrainConfig",
     "TreeConfig",
+    "WandbConfig",
     "game_capabilities",
     "incompatibilities",
     "validate_against_game",

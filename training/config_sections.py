@@ -552,6 +552,31 @@ class ModelConfig(Section):
         return self
 
 
+class WandbConfig(Section):
+    """Weights & Biases logging of the metrics rows and the configuration (the ``wandb`` extra)."""
+
+    enabled: bool = Field(
+        default=False,
+        description=(
+            "Also log every metrics.jsonl row (same keys, same steps) and the configuration to Weights & Biases; "
+            "needs wandb (pip install 'tsmg[wandb]')."
+        ),
+    )
+    mode: Literal["offline", "online"] = Field(
+        default="offline",
+        description=(
+            "'offline': nothing leaves the machine, the W&B run is kept under RUN/wandb (upload it later with "
+            "`wandb sync RUN/wandb/offline-run-*`); 'online': streamed while training (needs `wandb login` or "
+            "WANDB_API_KEY)."
+        ),
+    )
+    project: str = Field(default="tsmg", description="W&B project the run is logged to.")
+    entity: str | None = Field(default=None, description="W&B team or user (None: the logged-in user's default).")
+    name: str | None = Field(default=None, description="W&B run name (None: the run folder's name).")
+    group: str | None = Field(default=None, description="W&B group, to show several runs together (None: none).")
+    tags: list[str] = Field(default_factory=list, description="W&B tags of the run.")
+
+
 class RunConfig(Section):
     """Where the run writes, how long it lasts, when it evaluates and checkpoints."""
 
@@ -602,6 +627,10 @@ class RunConfig(Section):
     )
     tensorboard: bool = Field(
         default=True, description="Also write TensorBoard events (when tensorboard is installed)."
+    )
+    wandb: WandbConfig = Field(
+        default_factory=WandbConfig,
+        description="Weights & Biases logging (off by default; TensorBoard above needs no account).",
     )
     threads: int | None = Field(default=None, ge=1, description="torch CPU threads (None: torch's default).")
 

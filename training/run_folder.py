@@ -64,6 +64,7 @@ RESUMABLE_CHANGES = frozenset(
         ("run", "max_seconds"),
         ("run", "max_cpu_seconds"),
         ("run", "threads"),
+        ("run", "wandb"),  # where the metrics are also logged, not what is trained
         ("distributed", "timeout_s"),
     }
 )
@@ -117,12 +118,21 @@ class RunFolder:
             truncate_episodes(self.path / EPISODES_FILE, checkpoint.step if checkpoint else -1)
         return checkpoint
 
-    def metrics_log(self, resume: bool, checkpoint: Checkpoint | None, tensorboard: bool) -> RunLog | None:
-        """Rank 0's metrics log (cut back to the checkpoint when resuming); None on the other ranks."""
+    def metrics_log(self, resume: bool, checkpoint: Checkpoint | None, config: TrainConfig) -> RunLog | None:
+        """Rank 0's metrics log (cut back to the checkpoint when resuming); None on the other ranks.
+
+        It writes TensorBoard events and W&B rows as ``config.run`` asks (W&B also gets ``config``).
+        """
         if not self.world.is_main:
             return None
         resume_step = (checkpoint.step if checkpoint else -1) if resume else None
-        return RunLog(self.path, resume_step=resume_step, tensorboard=tensorboard)
+        return RunLog(
+            self.path,
+            resume_step=resume_step,
+            tensorboard=config.run.tensorboard,
+            wandb=config.run.wandb,
+            config=config.model_dump(mode="json"),
+        )
 
     def write_episodes(self, episodes: Iterable[Episode]) -> None:
         """Append training episodes to ``episodes.jsonl`` (rank 0)."""

@@ -282,7 +282,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     opponents.start(start_step, setup.backend)
     eval_plans = plan_episodes(rollout_config.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
     save_weights = weights_saver(setup.backend, config.model.finetune)
-    log = folder.metrics_log(resume, checkpoint, run.tensorboard)
+    log = folder.metrics_log(resume, checkpoint, config)
     watch = SignalWatch(config.rollout.lap.action_format.kind)  # warns once after updates with nothing to learn
 
     def rollout_weights() -> Any:

@@ -290,12 +290,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     from backends.hf import describe_dtype
     from training.config import IncompatibleGameError
     from training.distributed import DistributedSetupError, collective_failure, release_world
-    from training.run_log import quiet_library_progress
+    from training.run_log import WANDB_DIR, quiet_library_progress, wandb_missing
     from training.trainer import TrainHooks, TrainingOOMError, train
 
     if args.print_config:
         return print_config(args)
     config, defaults = _config_and_defaults(args)
+    missing = wandb_missing() if config.run.wandb.enabled else None
+    if missing is not None:  # before the model is built, not after
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     quiet_library_progress()
     main_process = int(os.environ.get("RANK", "0")) == 0  # launched on several processes: rank 0 speaks for all
     echo: Any = print if main_process else _silent
@@ -359,6 +363,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     echo(view_text(out))
     if (out / TENSORBOARD_DIR).is_dir():
         echo(f"live curves: tensorboard --logdir {shlex.quote(str(out / TENSORBOARD_DIR))}")
+    if config.run.wandb.enabled and config.run.wandb.mode == "offline" and (out / WANDB_DIR).is_dir():
+        echo(f"W&B (offline): upload with wandb sync {shlex.quote(str(out / WANDB_DIR))}/offline-run-*")
     return 0
 
 
