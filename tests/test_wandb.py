@@ -9,7 +9,7 @@ Mutations that make it fail (tried): logging at ``step + 1``; dropping a key fro
 logging the raw values (a NaN or None goes to W&B where metrics.jsonl holds null); not passing the
 config; a new W&B run id on resume;
 ``wandb.init`` without ``dir`` (the files leave the run folder); the CLI's missing-wandb check removed
-(the run starts and fails after building the model, with a traceback).
+(the run folder is written before the missing wandb is found).
 """
 
 import json
