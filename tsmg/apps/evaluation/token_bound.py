@@ -179,8 +179,8 @@ def seat_prompt_tokens(sizes: PromptSizes, lap: LAPConfig, turns: int, budget: i
         >>> seat_prompt_tokens(sizes, LAPConfig(), turns=3, budget=10)  # history none: 3 x 100
         300
         >>> full = LAPConfig(template=PromptTemplate(history="full"), reprompt=1)
-        >>> seat_prompt_tokens(sizes, full, turns=2, budget=10)  # (100 + 100+40) + 2 x (30+10) re-prompts, twice
-        560
+        >>> seat_prompt_tokens(sizes, full, turns=2, budget=10)  # 2 attempts x (100 + 130) + 2 re-prompts x (30+10)
+        540
     """
     template = lap.template
     repeats = lap.reprompt * (lap.reprompt + 1) // 2  # earlier attempts re-sent over one decision's attempts
