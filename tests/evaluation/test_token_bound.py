@@ -8,16 +8,18 @@ tokens its steps report are checked against the dry run of the same command:
   was fed, on each step's last prompt;
 - every decision's prompt tokens stay within its own bound (its prompt, the earlier turns shown,
   the re-prompts it took);
-- the whole run's tokens in and out (``summary.json``, and ``--dry-run --sample 1``'s measured
-  figures) stay within the totals the dry run prints.
+- the whole run's tokens in and out (its ``episodes.jsonl``; for the tiny models also the figures
+  ``--dry-run --sample 1`` measures: SmolLM2's sampled episode is the run's one episode played
+  again, left out to keep the test near a minute) stay within the totals the dry run prints.
 
 Mutations seen failing (each breaks at least one test here):
 - drop the chat template in ``prompt_counter`` (count the messages' contents only): the counter
   test fails (SmolLM2's template adds a default system message and role tokens);
-- drop the history growth in ``seat_prompt_tokens`` (``shown = 0``): the per-decision test fails
-  at the second decision of a seat;
-- drop the re-prompt term (``repeats = 0``): the per-decision test fails on a re-prompted step;
-- count by the old rule (first observation / 4 + 30): the per-decision and whole-run tests fail.
+- drop the history growth (no earlier turn's size in ``measure_prompts``, none added in
+  ``seat_prompt_tokens``): the per-decision test fails at a seat's second decision, and the
+  history test;
+- drop the re-prompt term (``repeats = 0`` and no re-prompt size): the per-decision test fails on a
+  re-prompted step.
 """
 
 from __future__ import annotations

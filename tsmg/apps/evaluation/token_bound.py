@@ -81,16 +81,19 @@ def prompt_counter(spec: str, model_options: Mapping[str, Any] | None = None) ->
         >>> counter.exact, counter.count(GenerationRequest(messages=[{"role": "user", "content": "abcd"}]))
         (False, 18)
     """
+    from backends import BackendError
+
     options = dict(model_options or {})
-    folder = _tokenizer_folder(spec, options)
-    if folder is None:
-        return PromptCounter(_rule_count, RULE, exact=False)
     try:
+        folder = _tokenizer_folder(spec, options)
+        if folder is None:
+            return PromptCounter(_rule_count, RULE, exact=False)
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    except (OSError, ValueError) as error:  # no tokenizer files there after all: the rule, saying why
-        return PromptCounter(_rule_count, f"{RULE}; {spec}'s tokenizer did not load: {error}", exact=False)
+    except (OSError, ValueError, BackendError) as error:  # no tokenizer here after all: the rule, saying why
+        why = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return PromptCounter(_rule_count, f"{RULE}; {spec}'s tokenizer did not load: {why}", exact=False)
     chat = options.get("chat")
     chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else bool(chat)
 
@@ -210,9 +213,12 @@ def measure_prompts(
     """
     probe = _Probe(lap)
     plans = [EpisodePlan(seed=seed, episode_id=f"{game_id}/probe-{n}") for n, seed in enumerate(seeds[:PROBE_EPISODES])]
-    rollout(game_id, probe, plans=plans, game_options=dict(game_options or {}))
+    played = rollout(game_id, probe, plans=plans, game_options=dict(game_options or {}))
     if probe.refusal is not None:
         raise probe.refusal
+    if not probe.requests:  # the run would fail the same way: say so before it starts
+        error = next((episode.error for episode in played if episode.error), "no decision to make")
+        raise ValueError(f"{game_id}: the dry run could not reach a decision to measure its prompt: {error}")
     sizes = []
     for counter in counters:
         decision = history = reprompt = 0
