@@ -150,3 +150,15 @@ def test_the_history_makes_the_bound_grow_with_the_step_limit() -> None:
 def test_a_folder_without_a_tokenizer_is_counted_by_the_rule(tmp_path: Path) -> None:
     assert not prompt_counter(f"hf:{tmp_path}").exact
     assert not prompt_counter(f"hf:{tmp_path / 'missing'}").exact
+
+
+def test_the_dry_run_docs_evaluate_md_quotes_is_what_it_prints(capsys) -> None:
+    """docs/evaluate.md quotes the dry run of a SmolLM2 command: the lines are the ones it prints today."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "evaluate.md").read_text()
+    command = "eval --game FrozenLake-NoSlip-v0 --model smollm2 --episodes 3 --dry-run"
+    assert f".venv/bin/tsmg {command}\n" in docs
+    assert main(command.split()) == 0
+    printed = capsys.readouterr().out.splitlines()
+    quoted = docs.split("estimated tokens at most: 5,472", 1)[1].split("```", 1)[0]
+    for line in ("estimated tokens at most: 5,472" + quoted).strip().splitlines():
+        assert line in printed, f"docs/evaluate.md quotes {line!r}; the dry run prints:\n" + "\n".join(printed)
