@@ -7,7 +7,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tsmg.apps.cli_parser import UsageError, at_least_one, examples
 from tsmg.apps.evaluation.config import EvalConfig
@@ -21,6 +21,9 @@ from tsmg.lap import ActionFormat, LAPConfig
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
 from tsmg.registry import is_openspiel
 from tsmg.run_folder import REPORT_FILE, SUMMARY_FILE
+
+if TYPE_CHECKING:  # the estimate imports the runner: only when a dry run asks for it
+    from tsmg.apps.evaluation.estimate import SeatBound
 
 
 def add_commands(commands: Any) -> None:
@@ -305,8 +308,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def dry_run_text(config: EvalConfig) -> str:
-    """The plan: games, matchups, seeds, episode count, and upper estimates of tokens and cost."""
-    from tsmg.apps.evaluation.estimate import calls_per_turn, model_turns, upper_bound_tokens
+    """The plan: games, matchups, seeds, episode count, and upper estimates of tokens and cost, with their parts."""
+    from tsmg.apps.evaluation.estimate import calls_per_turn, seat_bounds
 
     plan = plan_evaluation(config)
     lines = [f"{len(plan)} episodes planned (seed {config.seed}):"]
@@ -316,10 +319,10 @@ def dry_run_text(config: EvalConfig) -> str:
         matchups = sorted({p.matchup for p in game_plan})
         lines.append(f"  {game_id}: {len(game_plan)} episodes, {len(matchups)} matchup(s): {'; '.join(matchups)}")
         lines.append(f"    seeds ({len(seeds)}): {', '.join(map(str, seeds[:5]))}{', ...' if len(seeds) > 5 else ''}")
-    bounds = upper_bound_tokens(config)
-    total_in = sum(tokens_in for tokens_in, _ in bounds.values())
-    total_out = sum(tokens_out for _, tokens_out in bounds.values())
-    turns = sum(model_turns(config).values())
+    bounds = seat_bounds(config)
+    total_in = sum(bound.tokens_in for bound in bounds)
+    total_out = sum(bound.tokens_out for bound in bounds)
+    turns = sum(bound.seats * bound.turns for bound in bounds)
     if config.suite is not None:  # a suite's games take the turns its reference run took, not their step limit
         measured = "as many turns a seat as random play and MCTS took on the suite's episodes"
         lines.append(f"model turns: about {turns:,} ({measured}); --sample N measures the time a turn takes")
@@ -330,13 +333,32 @@ def dry_run_text(config: EvalConfig) -> str:
     else:
         lines.append(f"estimated tokens at most: {total_in:,} in, {total_out:,} out (model-played seats only)")
         lines.append(f"model turns at most: {turns:,}; --sample N measures the time a turn takes")
+    limit = "the suite's reference turns" if config.suite is not None else "the step limit"
+    lines += [line for bound in bounds for line in _bound_parts(bound, limit)]
     lap = config.lap
     lines.append(
         f"a model turn writes at most {calls_per_turn(config)} answer(s): {lap.votes} vote(s) x (1 + {lap.reprompt} "
         f"re-prompt(s)), each of up to {lap.max_tokens:,} tokens (a model's max_completion_tokens option wins)"
     )
-    lines.append(_dry_run_cost(config, bounds))
+    totals = {(bound.game, bound.model): (bound.tokens_in, bound.tokens_out) for bound in bounds}
+    lines.append(_dry_run_cost(config, totals))
     return "\n".join(lines)
+
+
+def _bound_parts(bound: SeatBound, limit: str) -> list[str]:
+    """What one (game, model) bound is made of, in two lines: decisions, a prompt's tokens, answers; how counted."""
+    prompts, lap = bound.prompts, bound.lap
+    history = {"none": "", "last_k": f" (the last {lap.template.history_k})", "full": " (all)"}[lap.template.history]
+    grows = f" + {prompts.history_turn + bound.budget:,} an earlier turn shown{history}" if history else ""
+    reprompt = f" + {prompts.reprompt + bound.budget:,} a re-prompt" if lap.reprompt else ""
+    every = ", every earlier answer taken at the whole budget and invalid" if grows or reprompt else ""
+    return [
+        f"  {bound.game} {bound.model}: {bound.tokens_in:,} in, {bound.tokens_out:,} out = {bound.seats:,} seat(s) "
+        f"x {bound.turns:,} decisions ({limit}), each a prompt of {prompts.decision:,} tokens{grows}{reprompt}, "
+        f"answers of up to {bound.budget:,}",
+        f"    prompts: the LAP's messages at {prompts.decisions} decisions of {prompts.episodes} random-play "
+        f"episode(s), the longest, counted with {prompts.how}; it assumes no observation longer than those{every}",
+    ]
 
 
 def _dry_run_cost(config: EvalConfig, bounds: dict[tuple[str, str], tuple[int, int]]) -> str:

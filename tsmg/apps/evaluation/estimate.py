@@ -1,11 +1,14 @@
 """What an evaluation will spend: an upper bound from the plan, and a measurement from sampled episodes.
 
-The upper bound (:func:`upper_bound_tokens`) needs no model: every model turn of every episode
-is taken to last the game's step limit and to use its whole token budget (thinking included).
-It is far above what models spend, most of all with a reasoning model's large budget, so
-:func:`estimate_from_samples` plays the first few planned episodes of each game and matchup
-(they are not saved) and scales what each model spent, thinking counted apart, to the plan.
-Sampling also works as a pre-flight check: a request the server refuses shows up before the run.
+The upper bound (:func:`seat_bounds`) plays no model: every seat of a language model takes the
+game's step limit in decisions, each decision needs every re-prompt and every answer uses its
+whole token budget (thinking included); the prompts are the LAP's own messages, counted with the
+model's tokenizer and chat template where it has one here (:mod:`tsmg.apps.evaluation.token_bound`),
+growing with the history shown. It is far above what models spend, most of all with a reasoning
+model's large budget, so :func:`estimate_from_samples` plays the first few planned episodes of
+each game and matchup (they are not saved) and scales what each model spent, thinking counted
+apart, to the plan. Sampling also works as a pre-flight check: a request the server refuses
+shows up before the run.
 """
 
 from __future__ import annotations
@@ -20,12 +23,28 @@ from tsmg.apps.evaluation.config import EvalConfig
 from tsmg.apps.evaluation.metrics import price_of
 from tsmg.apps.evaluation.plan import plan_evaluation, seat_spec
 from tsmg.apps.evaluation.progress import duration_text
-from tsmg.apps.evaluation.runner import PolicyFactory, build_policy, is_hosted, is_language_model
+from tsmg.apps.evaluation.runner import PolicyFactory, build_policy, is_hosted, is_language_model, training_prompt
+from tsmg.apps.evaluation.token_bound import (
+    PromptCounter,
+    PromptSizes,
+    measure_prompts,
+    prompt_counter,
+    seat_prompt_tokens,
+)
 from tsmg.episode import Episode
+from tsmg.lap import LAPConfig
 from tsmg.registry import make
 from tsmg.rollout import EpisodePlan, rollout
 
-__all__ = ["SampledEstimate", "calls_per_turn", "estimate_from_samples", "model_turns", "upper_bound_tokens"]
+__all__ = [
+    "SampledEstimate",
+    "SeatBound",
+    "calls_per_turn",
+    "estimate_from_samples",
+    "model_turns",
+    "seat_bounds",
+    "upper_bound_tokens",
+]
 
 
 def _token_budget(config: EvalConfig, model: str) -> int:
@@ -34,27 +53,67 @@ def _token_budget(config: EvalConfig, model: str) -> int:
     return int(option) if option else config.lap.max_tokens
 
 
-def upper_bound_tokens(config: EvalConfig) -> dict[tuple[str, str], tuple[int, int]]:
-    """Tokens in and out at most, per (game, model), over the planned seats of language models.
+@dataclass(frozen=True)
+class SeatBound:
+    """The token bound of one language model on one game, and what it is made of.
 
-    The prompt of a turn is estimated from the first observation and the system text (4
-    characters a token, plus 30 for the framing); a turn writes its whole token budget. A seat
-    takes :func:`model_turns`'s turns. Each turn is taken to need every re-prompt, each of its
-    attempts sampling ``votes`` answers: votes × (1 + reprompt) answers of the whole budget, the
-    prompt of re-prompt ``a`` longer by ``a`` earlier answers and their reasons (:func:`calls_per_turn`).
+    Attributes:
+        game: The game id.
+        model: The model's seat name in the plan.
+        seats: Its seats over the planned episodes.
+        turns: Decisions a seat takes at most (the step limit; in a suite, the reference run's average).
+        lap: The LAP settings the model plays with (a training run's model keeps its training prompt).
+        prompts: The LAP's prompt sizes on the game, as this model counts them.
+        budget: Tokens an answer may take.
+        tokens_in: Prompt tokens over every seat, at most.
+        tokens_out: Answer tokens over every seat, at most.
     """
-    lap = config.lap
-    bounds: dict[tuple[str, str], tuple[int, int]] = {}
-    for (game_id, model), (turns, prompt_tokens) in _seat_turns(config).items():
-        budget = _token_budget(config, seat_spec(model))
-        grown = (budget + _REASON_TOKENS) * lap.reprompt * (lap.reprompt + 1) // 2  # the earlier answers, re-sent
-        tokens_in = lap.votes * ((lap.reprompt + 1) * prompt_tokens + grown)
-        bounds[(game_id, model)] = (turns * tokens_in, turns * calls_per_turn(config) * budget)
+
+    game: str
+    model: str
+    seats: int
+    turns: int
+    lap: LAPConfig
+    prompts: PromptSizes
+    budget: int
+    tokens_in: int
+    tokens_out: int
+
+
+def seat_bounds(config: EvalConfig) -> list[SeatBound]:
+    """Tokens in and out at most, per (game, language model) of the plan, with what each bound is made of.
+
+    A seat takes :func:`model_turns`'s decisions; decision ``r`` sends the LAP's prompt with its
+    earlier turns shown (each re-sending a whole-budget answer, invalid, with its reason), and needs
+    every re-prompt, each attempt sampling ``votes`` answers of the whole budget
+    (:func:`~tsmg.apps.evaluation.token_bound.seat_prompt_tokens`).
+    """
+    plan = plan_evaluation(config)
+    counters: dict[str, PromptCounter] = {}
+    bounds = []
+    for (game_id, model), (seats, turns) in _seat_turns(config).items():
+        spec = seat_spec(model)
+        if spec not in counters:
+            counters[spec] = prompt_counter(spec, config.model_options.get(spec))
+        lap = _lap_of(config, spec)
+        seeds = list(dict.fromkeys(planned.seed for planned in plan if planned.game_id == game_id))
+        [sizes] = measure_prompts(game_id, seeds, lap, [counters[spec]], config.game_options.get(game_id))
+        budget = _token_budget(config, spec)
+        tokens_in = seats * seat_prompt_tokens(sizes, lap, turns, budget)
+        tokens_out = seats * turns * calls_per_turn(config) * budget
+        bounds.append(SeatBound(game_id, model, seats, turns, lap, sizes, budget, tokens_in, tokens_out))
     return bounds
 
 
-#: Tokens of a re-prompt's reason and format line, beside the earlier answer it re-sends.
-_REASON_TOKENS = 60
+def upper_bound_tokens(config: EvalConfig) -> dict[tuple[str, str], tuple[int, int]]:
+    """Tokens in and out at most, per (game, model), over the planned seats of language models (:func:`seat_bounds`)."""
+    return {(bound.game, bound.model): (bound.tokens_in, bound.tokens_out) for bound in seat_bounds(config)}
+
+
+def _lap_of(config: EvalConfig, spec: str) -> LAPConfig:
+    """The LAP settings ``spec`` plays with: a training run's model keeps its training prompt (as the run builds it)."""
+    trained = training_prompt(spec)
+    return config.lap if trained is None else trained.lap(config.lap)
 
 
 def calls_per_turn(config: EvalConfig) -> int:
@@ -74,25 +133,25 @@ def model_turns(config: EvalConfig) -> dict[tuple[str, str], int]:
     In a suite's game a seat takes as many turns as random play or the reference bot took on average
     there (the longer; measured with the suite's references), which is an estimate, not a bound.
     """
-    return {key: turns for key, (turns, _) in _seat_turns(config).items()}
+    return {key: seats * turns for key, (seats, turns) in _seat_turns(config).items()}
 
 
 def _seat_turns(config: EvalConfig) -> dict[tuple[str, str], tuple[int, int]]:
-    """``(turns, prompt tokens of a turn)`` of the planned language-model seats, per (game, model)."""
+    """``(seats, decisions a seat takes)`` of the planned language-model seats, per (game, model)."""
     found: dict[tuple[str, str], tuple[int, int]] = {}
     plan = plan_evaluation(config)
     suite_turns = _suite_turns(config)
     for game_id in config.games:
-        game_plan = [planned for planned in plan if planned.game_id == game_id]
         game = make(game_id, **config.game_options.get(game_id, {}))
-        observations, _ = game.reset(seed=game_plan[0].seed)
         rounds = suite_turns.get(game_id) or getattr(getattr(game, "config", None), "max_steps", None) or 20
-        prompt_tokens = (len(next(iter(observations.values()))) + len(config.lap.template.system or "")) // 4 + 30
-        for planned in game_plan:
+        game.close()
+        for planned in plan:
+            if planned.game_id != game_id:
+                continue
             for _, model in planned.seats:
                 if is_language_model(model):
-                    turns, _ = found.get((game_id, model), (0, 0))
-                    found[(game_id, model)] = (turns + rounds, prompt_tokens)
+                    seats, _ = found.get((game_id, model), (0, 0))
+                    found[(game_id, model)] = (seats + 1, rounds)
     return found
 
 
