@@ -151,7 +151,7 @@ def graph_figures(run_dir: Path, config: Any) -> dict[str, Any]:
 def held_out_outcomes(model_dir: Any, config: Any, episodes: int) -> dict[str, bool]:
     """Greedy success of the model in ``model_dir`` on each of ``episodes`` test seeds (seed -> solved)."""
     from backends.hf import HFBackend
-    from training.engines import HFRolloutEngine
+    from training.rollout.engines import HFRolloutEngine
     from tsmg.rollout import plan_episodes
 
     seeds = list(range(TEST_SEED_START, TEST_SEED_START + episodes))

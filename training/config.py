@@ -75,7 +75,7 @@ __all__ = [
     "validate_against_game",
 ]
 
-#: Rollout engines that take each new policy version while training (:mod:`training.engines`): the HF
+#: Rollout engines that take each new policy version while training (:mod:`training.rollout.engines`): the HF
 #: backend (a copy of the trained model) and vLLM's in-process engine (weights or adapter pushed).
 ENGINES_TAKING_WEIGHTS = frozenset({"hf", "tiny", "smollm2", "vllm"})
 

@@ -2,21 +2,21 @@
 
 What :func:`train` implements, exactly (each stage names the module that does it):
 
-* **Rollout** (:mod:`training.sources`): independent groups by default (below); trees branched
-  from shared prefixes (``rollout.shape: tree``, :mod:`training.tree`), RTPO's reverse-turn stages
-  (``rollout.shape: rtpo``, :mod:`training.rtpo`), or either of the first two played ahead by a
-  worker process with older weights (``loop.mode: async``, :mod:`training.async_loop`).
-* **Rollout: independent groups** (:func:`training.engines.independent_groups`). Update ``u``
+* **Rollout** (:mod:`training.rollout.sources`): independent groups by default (below); trees branched
+  from shared prefixes (``rollout.shape: tree``, :mod:`training.rollout.tree`), RTPO's reverse-turn stages
+  (``rollout.shape: rtpo``, :mod:`training.rollout.rtpo`), or either of the first two played ahead by a
+  worker process with older weights (``loop.mode: async``, :mod:`training.rollout.async_loop`).
+* **Rollout: independent groups** (:func:`training.rollout.engines.independent_groups`). Update ``u``
   plays ``rollout.groups_per_update`` groups of ``rollout.group_size`` episodes; a group's
   episodes share one game seed (one start). Every seed of update ``u`` derives from
   ``(run.seed, u)`` (:mod:`tsmg.seeding`): the game seeds (below ``run.eval_seed_start``, where
   held-out seeds start), the LAP's run seed, the sampler's draws. A group's episodes differ
   because each model call's seed is keyed on the episode's index in its group. The engine plays
   the model through its LAP with the HF model being trained, or on a vLLM engine that gets the
-  new weights (or LoRA adapter) after each update (:mod:`training.engines`). Multi-agent games:
+  new weights (or LoRA adapter) after each update (:mod:`training.rollout.engines`). Multi-agent games:
   self-play, a fixed opponent policy (``rollout.opponent``) in the seats the model does not
   play, or a past checkpoint drawn per group from an opponent pool; with ``rollout.seating:
-  rotate`` the model's seat moves from group to group (:mod:`training.selfplay`; groups seated one
+  rotate`` the model's seat moves from group to group (:mod:`training.rollout.selfplay`; groups seated one
   by one play as synchronous groups, not trees or asynchronous rollouts). Only the seats
   the model played (of ``rollout.train_agents``) are trained.
 * **Credit** (:mod:`training.credit`): any registered assigner; ``ms-grpo`` by default, the
@@ -25,7 +25,7 @@ What :func:`train` implements, exactly (each stage names the module that does it
 * **Sampling** (:func:`training.sampling.draw_steps`): ``aaw`` by default, episodes drawn with
   p proportional to |A|^alpha (every step of a drawn episode trains), or single steps. With
   ``sampler.refill_zero_variance`` the groups without signal are first replaced by new groups
-  (DAPO's dynamic sampling, :mod:`training.dynamic_sampling`).
+  (DAPO's dynamic sampling, :mod:`training.rollout.dynamic_sampling`).
 * **Update** (:class:`training.update.PolicyUpdate`): each sampled step is one sequence, the
   prompt ids and tokens recorded in the episode; the PPO-clipped loss per token (``ppo-clip``,
   eps 0.2, or any registered loss), pi_old the behaviour log-probabilities the rollout recorded
@@ -69,15 +69,15 @@ from training.config import TrainConfig, validate_against_game
 from training.credit import CreditAssignment, assign_credit, credit_state_metrics
 from training.distill import check_teacher
 from training.distributed import check_world_divides_groups, current_world
-from training.dynamic_sampling import refill_zero_signal
-from training.engines import RolloutEngine, build_engine, check_rollout, play_sharded
-from training.rollout_sources import build_rollouts
+from training.rollout.build import build_rollouts
+from training.rollout.dynamic_sampling import refill_zero_signal
+from training.rollout.engines import RolloutEngine, build_engine, check_rollout, play_sharded
+from training.rollout.selfplay import Opponents, check_opponents
+from training.rollout.sources import SAMPLER, mark_trained_steps
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
-from training.selfplay import Opponents, check_opponents
 from training.setup import base_model_source, set_up, unsharded_backend
 from training.signal_watch import SignalWatch
-from training.sources import SAMPLER, mark_trained_steps
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.core import GameCodeError
 from tsmg.episode import Episode
@@ -100,10 +100,10 @@ class TrainHooks:
             after that update (with a final evaluation when evaluations are on).
         transform_loss: Called with (step, loss) on every micro-batch loss before backward
             (tests use it to inject a NaN).
-        build_engine: Builds the rollout engines in place of :func:`training.engines.build_engine`,
+        build_engine: Builds the rollout engines in place of :func:`training.rollout.engines.build_engine`,
             called with the same arguments (tests wrap it to keep the engine and to pass
             test-sized vLLM options). An asynchronous run's worker process builds its own engine
-            with :func:`~training.engines.build_engine`; this one then builds the evaluations' engine.
+            with :func:`~training.rollout.engines.build_engine`; this one then builds the evaluations' engine.
     """
 
     on_update: Callable[[int, dict[str, float]], None] | None = None
@@ -225,7 +225,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             record_game_error(run.out_dir, error)
         raise
     check_teacher(config)  # a distillation teacher must share the student's tokenizer
-    check_opponents(config.rollout)  # who plays the seats the model does not (training/selfplay.py)
+    check_opponents(config.rollout)  # who plays the seats the model does not (training/rollout/selfplay.py)
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
     world = current_world(config.distributed.timeout_s, group_of_one=config.distributed.strategy == "fsdp")
@@ -251,7 +251,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     )
     train_seats = list(opponents.train_seats)
     # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
-    # asynchronous) and the engine evaluations play on (training/rollout_sources.py).
+    # asynchronous) and the engine evaluations play on (training/rollout/build.py).
     make_engine = hooks.build_engine or build_engine
     rollouts = build_rollouts(
         config,

@@ -80,7 +80,7 @@ class TrainSample:
             sequence for a sequence-level ratio).
         policy_version: The policy version that sampled it (asynchronous training tells stale samples by it).
         token_mask: Which tokens the loss counts (None: all); asynchronous training masks the
-            off-policy ones (:mod:`training.async_loop`).
+            off-policy ones (:mod:`training.rollout.async_loop`).
         token_weights: Each token's importance weight in the policy term (None: 1); asynchronous
             training weights a stale sample's kept tokens by pi_prox / pi_behaviour (decoupled PPO).
         sampler_logprobs: The log-probabilities the rollout engine reported for the tokens where
@@ -107,7 +107,7 @@ def training_samples(
     """One :class:`TrainSample` per credited step (repeats kept), straight from the episode records.
 
     Steps the record says the update does not train (``StepRecord.trains`` False:
-    :func:`training.sources.mark_trained_steps`), and steps without tokens (a scripted seat, a
+    :func:`training.rollout.sources.mark_trained_steps`), and steps without tokens (a scripted seat, a
     failed model call) or without prompt ids (a backend that does not report them) are left out.
 
     Args:

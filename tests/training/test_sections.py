@@ -1,6 +1,6 @@
 """Training components take their own config sections, not the whole TrainConfig.
 
-Only :class:`training.async_loop.AsyncRollouts` keeps the whole configuration: its worker process
+Only :class:`training.rollout.async_loop.AsyncRollouts` keeps the whole configuration: its worker process
 rebuilds the backend and engine from it.
 """
 
@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from test_trainer import make_config, tiny_model  # noqa: F401  (tiny_model: the session's model)
 
-from training.async_loop import AsyncRollouts
 from training.config import DistillConfig, LossConfig
 from training.distill import Teacher
 from training.distributed import World
-from training.engines import check_rollout
 from training.losses import LossSettings
-from training.rtpo import ReverseTurnRollouts
+from training.rollout.async_loop import AsyncRollouts
+from training.rollout.engines import check_rollout
+from training.rollout.rtpo import ReverseTurnRollouts
+from training.rollout.sources import GroupRollouts, RolloutSource
 from training.setup import set_up
-from training.sources import GroupRollouts, RolloutSource
 from training.update import PolicyUpdate
 
 
@@ -55,12 +55,12 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the game, the base model and teacher checks that read model, run and distill together, and the
 #: demo's evaluation.
 WHOLE_CONFIG_TAKERS = {
-    "training/async_loop.py AsyncRollouts.__init__",
+    "training/rollout/async_loop.py AsyncRollouts.__init__",
     "training/base_model.py base_model_source",
     "training/config.py validate_against_game",
     "training/distill.py student_tokenizer",
     "training/distill.py check_teacher",
-    "training/rollout_sources.py build_rollouts",
+    "training/rollout/build.py build_rollouts",
     "training/run_folder.py RunFolder.open",
     "training/setup.py set_up",
     "training/setup.py unsharded_backend",

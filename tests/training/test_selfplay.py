@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from training.config import IncompatibleGameError, TrainConfig
-from training.selfplay import OpponentPoolError
+from training.rollout.selfplay import OpponentPoolError
 from training.trainer import base_model_source, train
 from tsmg.episode import read_episodes
 

@@ -16,7 +16,7 @@ import torch
 import tsmg
 from training.checkpoint import latest_checkpoint
 from training.config import IncompatibleGameError, TrainConfig
-from training.engines import build_engine
+from training.rollout.engines import build_engine
 from training.run_log import METRICS_FILE, read_metrics
 from training.trainer import RunState, TrainHooks, TrainingOOMError, base_model_source, train
 from tsmg.apps.train.cli import add_commands, config_from_args

@@ -93,7 +93,7 @@ def baseline_success(game_id: str, seeds: list[int]) -> dict[str, float]:
 def success_on_seeds(model_dir: str | Path, config: TrainConfig, seeds: list[int]) -> float:
     """Success of the model in ``model_dir`` on ``seeds``, played as the demo trains (one episode per seed)."""
     from backends.hf import HFBackend
-    from training.engines import HFRolloutEngine
+    from training.rollout.engines import HFRolloutEngine
     from tsmg.rollout import plan_episodes
     from tsmg.summary import summarize
 

@@ -12,7 +12,7 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   interpreter lock with the trainer, and a rollout of a small model is mostly Python). It builds
   the same rollout engine as the synchronous loop (HF on its own copy of the model, or vLLM
   pushed from that copy) and plays each update's rollout exactly as the synchronous loop would
-  (independent groups or trees, :class:`training.sources.GroupRollouts`), stamping the version
+  (independent groups or trees, :class:`training.rollout.sources.GroupRollouts`), stamping the version
   on every episode and model step. The trainer sends it update u's request as soon as version
   ``u - 1 - eta`` is published, with that version's trained parameters (shared memory, once per
   version). A whole episode is played by one version, so a long episode is admitted by the
@@ -31,7 +31,7 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   until they are trained. Fresh samples keep their recorded log-probabilities, as in the
   synchronous loop.
 * **Annotators** (``rollout.annotators``, :mod:`training.annotators`) run once per rollout, in the
-  worker, as the rollout is handed over (:class:`training.sources.GroupRollouts`), so that a slow
+  worker, as the rollout is handed over (:class:`training.rollout.sources.GroupRollouts`), so that a slow
   one (a model annotator) overlaps the trainer's update; the trainer receives annotated episodes
   and runs none. The trainer sends the worker the annotator objects the run lists (pickled: a
   function or object registered at run time in the trainer reaches the worker too).
@@ -65,9 +65,9 @@ from training.annotators import ANNOTATORS, Annotator, register_annotator
 from training.config import TrainConfig
 from training.credit import StepCredit
 from training.distributed import World
-from training.engines import RolloutBatch, RolloutEngine
 from training.losses import importance_weights, off_policy_mask
-from training.sources import GroupRollouts
+from training.rollout.engines import RolloutBatch, RolloutEngine
+from training.rollout.sources import GroupRollouts
 from training.update import PolicyUpdate, TrainSample, training_samples
 from tsmg.core import GameCodeError
 from tsmg.episode import Episode
@@ -106,7 +106,7 @@ def worker_main(
     """The rollout worker process: build the engine, then play each requested update's rollout.
 
     ``annotators`` (the run's ``rollout.annotators``, by name) are registered here first: the
-    worker annotates every rollout it plays (:class:`training.sources.GroupRollouts`).
+    worker annotates every rollout it plays (:class:`training.rollout.sources.GroupRollouts`).
 
     Requests are ``(step, version, weights or None)`` (None weights: the version already loaded),
     or None to stop; results are ``("batch", step, batch, seconds, finished_at)`` (``time.time()``),
@@ -114,7 +114,7 @@ def worker_main(
     checkpoints, as in a synchronous run) or ``("error", step, text)``.
     The worker also stops when the trainer's process is gone (killed).
     """
-    from training.engines import build_engine
+    from training.rollout.engines import build_engine
     from training.setup import add_lora, load_backend, own_storage
     from tsmg import registry
     from tsmg.policies import policy_from_spec
@@ -182,7 +182,7 @@ def _portable_game_error(error: GameCodeError) -> GameCodeError:
 
 
 class AsyncRollouts(GroupRollouts):
-    """The groups or trees of :class:`~training.sources.GroupRollouts`, played ahead by a worker process.
+    """The groups or trees of :class:`~training.rollout.sources.GroupRollouts`, played ahead by a worker process.
 
     Bounded staleness, off-policy correction and checkpoints: see the module docstring.
 

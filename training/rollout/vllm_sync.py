@@ -10,7 +10,7 @@ every update the engine gets the new policy:
 * **LoRA**: the adapter, saved into a new folder ``run_dir/vllm_adapter/step-N``
   (:class:`AdapterFolders`) and served with :meth:`~backends.vllm_engine.VLLMBackend.set_adapter`.
 
-The engine-side code is :class:`training.engines.VLLMRolloutEngine`.
+The engine-side code is :class:`training.rollout.engines.VLLMRolloutEngine`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The run's rollout source, chosen from its configuration: groups or trees, RTPO's stages, or a worker.
 
-The sources themselves live in :mod:`training.sources` (groups and trees), :mod:`training.rtpo`
-and :mod:`training.async_loop`; this module only chooses among them, so that each imports
-:mod:`training.sources` and nothing imports back (no import circle).
+The sources themselves live in :mod:`training.rollout.sources` (groups and trees), :mod:`training.rollout.rtpo`
+and :mod:`training.rollout.async_loop`; this module only chooses among them, so that each imports
+:mod:`training.rollout.sources` and nothing imports back (no import circle).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from training.async_loop import AsyncRollouts
 from training.config import TrainConfig
 from training.distributed import World
-from training.engines import RolloutEngine
-from training.rtpo import ReverseTurnRollouts
-from training.selfplay import Opponents
-from training.sources import GroupRollouts, RolloutSource
+from training.rollout.async_loop import AsyncRollouts
+from training.rollout.engines import RolloutEngine
+from training.rollout.rtpo import ReverseTurnRollouts
+from training.rollout.selfplay import Opponents
+from training.rollout.sources import GroupRollouts, RolloutSource
 
 __all__ = ["build_rollouts"]
 
@@ -39,11 +39,11 @@ def build_rollouts(
         config: The run's configuration.
         world: This process's place among the training processes.
         make_engine: ``make_engine(backend, on_vllm=True)``: the rollout engine over ``backend``
-            (:func:`training.engines.build_engine`).
+            (:func:`training.rollout.engines.build_engine`).
         setup: The training setup (its backend is the trained model).
         update: The update stage (asynchronous mode recomputes stale samples' pi_old with it).
         run_dir: The run folder.
-        opponents: Who plays which seats (:class:`training.selfplay.Opponents`); groups seated one
+        opponents: Who plays which seats (:class:`training.rollout.selfplay.Opponents`); groups seated one
             by one (a rotating seat, an opponent pool) play synchronously, as groups.
         start_step: Updates done before this session (a resumed run).
 
