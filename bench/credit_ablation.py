@@ -320,7 +320,7 @@ def build_models(seeds: list[int], folder: Path) -> dict[int, str]:
     from training.trainer import base_model_source
 
     return {
-        seed: base_model_source(demo_config(out_dir=folder / f"seed-{seed}", seed=seed), folder / f"seed-{seed}")
+        seed: base_model_source(demo_config(seed=seed).model, folder / f"seed-{seed}", seed=seed)
         for seed in seeds
     }
 

@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                     config = TrainConfig(
                         rollout={"game_id": game}, model={"spec": "tiny"}, run={"seed": seed, "out_dir": str(folder)}
                     )
-                    models[seed] = str(base_model_source(config, folder))
+                    models[seed] = str(base_model_source(config.model, folder, seed=config.run.seed))
                 if (game, seed) not in starts:  # the initial model's held-out outcomes, shared by the arms
                     starts[(game, seed)] = start_outcomes(args.out, game, seed, models[seed], args.test_episodes)
                 job = {

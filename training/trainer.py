@@ -64,16 +64,18 @@ from typing import Any
 
 import torch
 
+from backends.base import TrainableModel
 from training.checkpoint import restore_rng_state, weights_saver
 from training.config import TrainConfig, validate_against_game
 from training.credit import CreditAssignment, assign_credit, credit_state_metrics
 from training.distill import check_teacher
 from training.distributed import check_world_divides_groups, current_world
+from training.rollout.async_loop import AsyncRollouts
 from training.rollout.build import build_rollouts
 from training.rollout.dynamic_sampling import refill_zero_signal
 from training.rollout.engines import RolloutEngine, build_engine, check_rollout, play_sharded
 from training.rollout.selfplay import Opponents, check_opponents
-from training.rollout.sources import SAMPLER, mark_trained_steps
+from training.rollout.sources import SAMPLER, RolloutSource, mark_trained_steps
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
 from training.setup import base_model_source, set_up, unsharded_backend
@@ -224,14 +226,16 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         if os.environ.get("RANK", "0") == "0":  # one process writes (the world is not set up yet)
             record_game_error(run.out_dir, error)
         raise
-    check_teacher(config)  # a distillation teacher must share the student's tokenizer
+    # A distillation teacher must share the student's tokenizer.
+    check_teacher(config.distill, config.model, run_dir=Path(run.out_dir), seed=run.seed)
     check_opponents(config.rollout)  # who plays the seats the model does not (training/rollout/selfplay.py)
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
     world = current_world(config.distributed.timeout_s, group_of_one=config.distributed.strategy == "fsdp")
     check_world_divides_groups(world, rollout_config.groups_per_update)
     folder = RunFolder(Path(run.out_dir), world, run.keep_last)
-    checkpoint = folder.open(config, resume, prepare=lambda: base_model_source(config, folder.path))
+    prepare = partial(base_model_source, config.model, folder.path, seed=run.seed)  # a tiny model, built once
+    checkpoint = folder.open(config, resume, prepare=prepare)
     state = RunState.from_checkpoint(checkpoint.state) if checkpoint is not None else RunState()
     setup = set_up(config, folder.path, checkpoint, world, episodes_played=lambda: state.episodes_total)
     update = PolicyUpdate.from_config(setup, config, world, transform_loss=hooks.transform_loss)
@@ -253,10 +257,9 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
     # asynchronous) and the engine evaluations play on (training/rollout/build.py).
     make_engine = hooks.build_engine or build_engine
-    rollouts = build_rollouts(
-        config,
-        world,
-        lambda backend, **options: make_engine(
+
+    def engine_of(backend: TrainableModel, *, on_vllm: bool = True) -> RolloutEngine:
+        return make_engine(
             backend,
             folder.path,
             opponents.model_seats,
@@ -267,14 +270,23 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             vllm_engine=config.distributed.vllm_engine,
             world=world,
             parallel=setup.parallel,
-            **options,
-        ),
-        setup=setup,
-        update=update,
-        run_dir=folder.path,
-        opponents=opponents,
-        start_step=start_step,
-    )
+            on_vllm=on_vllm,
+        )
+
+    rollouts: RolloutSource
+    if config.loop.mode == "async":  # the worker process rebuilds the model and engine from the whole config
+        rollouts = AsyncRollouts(
+            config,
+            engine_of(setup.backend, on_vllm=False),  # evaluations: the trainer's own weights, on its model
+            world,
+            setup=setup,
+            update=update,
+            run_dir=folder.path,
+            model_seats=opponents.model_seats,
+            start_step=start_step,
+        )
+    else:
+        rollouts = build_rollouts(config.rollout, run, engine_of(setup.backend), world, opponents)
     engine = rollouts.eval_engine
     if checkpoint is not None:
         engine.sync()  # an engine with its own copy of the weights starts from the base ones
@@ -459,7 +471,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     if last_checkpoint is None:  # resumed a finished run: nothing was trained, save again
         last_checkpoint = save_checkpoint(step)
     title = f"{config.credit.name} on {rollout_config.game_id}"
-    final_backend = unsharded_backend(setup, config, folder.path, world)  # FSDP: gathered on rank 0
+    # Under FSDP, gathered on rank 0.
+    final_backend = unsharded_backend(setup, config.model, folder.path, world, seed=run.seed)
     final_model, adapter, curve, rows = folder.finish(final_backend, setup.lora, log, title)
     return TrainResult(
         run_dir=folder.path,

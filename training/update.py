@@ -337,7 +337,8 @@ class PolicyUpdate:
     :class:`~training.config.TrainConfig` (and loads the teacher).
 
     Args:
-        setup: The model, reference, trained parameters and optimizer (:func:`training.setup.set_up`).
+        setup: The model, reference, trained parameters and optimizer
+            (:meth:`training.setup.TrainingSetup.from_config`).
         world: This process's place among the training processes.
         optim: Optimizer steps, micro-batches, clipping, the target KL.
         loss: The loss, its options, where pi_old comes from and the entropy bonus's scope.

@@ -34,7 +34,7 @@ def tiny_model(tmp_path_factory):
     config = TrainConfig(
         rollout={"game_id": "FrozenLake-v0"}, model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}
     )
-    return base_model_source(config, folder)
+    return base_model_source(config.model, folder, seed=config.run.seed)
 
 
 def make_config(out_dir, model_dir, **sections):

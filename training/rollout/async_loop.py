@@ -127,9 +127,10 @@ def worker_main(
         if game_spec is not None and game_spec.id not in {spec.id for spec in registry.specs()}:
             spec = game_spec
             registry.register(spec.id, spec.entry_point, description=spec.description, **spec.kwargs)
-        backend = load_backend(config, Path(run_dir))
-        if config.model.finetune == "lora":
-            add_lora(backend, config)
+        model, run = config.model, config.run
+        backend = load_backend(model, run, Path(run_dir), max_concurrent=config.rollout.max_concurrent)
+        if model.finetune == "lora":
+            add_lora(backend, model, seed=run.seed)
         own_storage(backend.model)  # as the trainer's model: the same numerics
         rollout = config.rollout
         opponent = policy_from_spec(rollout.opponent, seed=config.run.seed) if rollout.opponent else None
