@@ -80,7 +80,7 @@ __all__ = [
 ENGINES_TAKING_WEIGHTS = frozenset({"hf", "tiny", "smollm2", "vllm"})
 
 
-def _rtpo_as_rollout_shape(data: Any) -> Any:
+def _rtpo_as_rollout_shape(data: Any) -> Any:  # Any: a before-validator gets the raw input
     """The old spelling ``credit.name: rtpo`` as ``rollout.shape: rtpo`` with ``ms-grpo``, with a warning.
 
     RTPO is where episodes come from (spines, then branch groups turn by turn), not a credit
@@ -126,7 +126,7 @@ class TrainConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _method_aggregation(cls, data: Any) -> Any:
+    def _method_aggregation(cls, data: Any) -> Any:  # Any: a before-validator gets the raw input
         """An unset ``loss.aggregation`` takes the one the loss's or the assigner's paper prescribes."""
         data = _rtpo_as_rollout_shape(data)  # first: the old spelling names no registered assigner
         if not isinstance(data, Mapping):
@@ -141,7 +141,7 @@ class TrainConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _exact_influence_by_default(cls, data: Any) -> Any:
+    def _exact_influence_by_default(cls, data: Any) -> Any:  # Any: a before-validator gets the raw input
         """An assigner that reads the game's own influence graphs gets the ``exact`` annotator listed by default."""
         if not isinstance(data, Mapping):
             return data
@@ -192,7 +192,7 @@ class TrainConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _async_engine_takes_weights(cls, data: Any) -> Any:
+    def _async_engine_takes_weights(cls, data: Any) -> Any:  # Any: a before-validator gets the raw input
         # Before the sections are validated, so that the reason names asynchronous training rather
         # than the model section's generic refusal of a model without local weights.
         loop, model = (data.get(key) if isinstance(data, Mapping) else None for key in ("loop", "model"))

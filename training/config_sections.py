@@ -404,7 +404,7 @@ class LossConfig(Section):
 
     @field_validator("tis_cap", mode="before")
     @classmethod
-    def _tis_off(cls, value: Any) -> Any:
+    def _tis_off(cls, value: Any) -> Any:  # Any: a before-validator gets the raw input
         # YAML reads a bare `off` as False: both spellings mean no truncated importance sampling.
         if value is False or (isinstance(value, str) and value.strip().lower() in ("off", "none", "null")):
             return None

@@ -31,6 +31,8 @@ from training.loss_specs import Aggregation, row_token_weights
 from tsmg.model_spec import parse_model_spec
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from backends.hf import DType
     from training.config import DistillConfig, ModelConfig
 
@@ -113,7 +115,7 @@ def teacher_source(spec: str) -> str:
     raise ValueError(f"distill.teacher {spec!r} is not a local model ('hf:PATH', 'smollm2', 'vllm:PATH')")
 
 
-def _tokenizer(source: str) -> Any:
+def _tokenizer(source: str) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
     try:
@@ -122,7 +124,7 @@ def _tokenizer(source: str) -> Any:
         raise TeacherMismatchError(f"cannot load the tokenizer of {source!r}: {error}") from None
 
 
-def student_tokenizer(model: ModelConfig, *, run_dir: Path, seed: int) -> Any:
+def student_tokenizer(model: ModelConfig, *, run_dir: Path, seed: int) -> PreTrainedTokenizerBase:
     """The student's tokenizer (``model``), without loading its weights (a tiny model's is trained as the run would).
 
     ``run_dir`` and ``seed`` (the run's) are where a tiny model is built and what initialises it

@@ -53,6 +53,8 @@ from tsmg.run_folder import (
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from backends.base import TrainableModel
 
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
@@ -136,8 +138,8 @@ class RunFolder:
         step: int,
         *,
         save_weights: Callable[[Path], None],
-        optimizer: Any,
-        scheduler: Any,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
         state: dict[str, Any],
         parallel: ParallelModel | None = None,
         save_extra: Callable[[Path], None] | None = None,
@@ -235,7 +237,7 @@ def check_run_folder(
         raise ValueError(f"{run_dir} holds a run with another configuration (changed: {', '.join(changed)})")
 
 
-def _field(config: dict[str, Any], section: str, name: str) -> Any:
+def _field(config: dict[str, Any], section: str, name: str) -> Any:  # Any: any YAML value
     """A field of a dumped configuration: ``section.name``, or a top-level field when ``name`` is empty."""
     value = config.get(section)
     return value if not name else (value or {}).get(name)

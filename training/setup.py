@@ -162,7 +162,7 @@ def unsharded_backend(
     return plain
 
 
-def own_storage(model: Any) -> None:
+def own_storage(model: torch.nn.Module) -> None:
     """Give every CPU parameter storage of its own, allocated like any tensor.
 
     Why: weights loaded from a file may sit at any offset of one shared buffer, and the CPU

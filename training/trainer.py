@@ -56,7 +56,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -297,7 +297,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     log = folder.metrics_log(resume, checkpoint, run.tensorboard)
     watch = SignalWatch(config.rollout.lap.action_format.kind)  # warns once after updates with nothing to learn
 
-    def rollout_weights() -> Any:
+    def rollout_weights() -> AbstractContextManager[None]:
         """FSDP: the whole weights for an engine that plays the trained model (each rank runs its own forwards)."""
         return setup.parallel.gathered() if getattr(engine, "plays_trained_model", True) else nullcontext()
 

@@ -39,7 +39,6 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import torch
@@ -564,7 +563,7 @@ class PolicyUpdate:
     # ------------------------------------------------------------------ log-probabilities
     def score(
         self,
-        model: Any,
+        model: torch.nn.Module,
         samples: Sequence[TrainSample],
         temperature: float,
         *,
@@ -622,7 +621,7 @@ class PolicyUpdate:
             return self._logprobs_without_grad(self.reference, samples, temperature)
 
     def _logprobs_without_grad(
-        self, model: Any, samples: Sequence[TrainSample], temperature: float
+        self, model: torch.nn.Module, samples: Sequence[TrainSample], temperature: float
     ) -> list[list[float]]:
         """Per-sample log-probabilities without gradient, in micro-batches, each rank computing a share.
 

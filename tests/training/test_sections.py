@@ -157,3 +157,49 @@ def test_the_update_built_from_sections_is_the_one_from_config(tiny_model, tmp_p
 def test_teacher_load_refuses_an_unset_teacher():
     with pytest.raises(ValueError, match="distill.teacher is unset"):
         Teacher.load(DistillConfig(), dtype="float32", threads=1)
+
+
+#: Modules whose bare ``Any`` annotations are left for now: the metrics writer, which another change
+#: (a W&B logger) is rewriting this round (its three are JSON values and the optional TensorBoard writer).
+ANY_LEFT_FOR_NOW = {"training/run_log.py"}
+
+
+def unexplained_any(root: Path = ROOT) -> list[str]:
+    """``path:line name`` of each parameter or return of training/ annotated with a bare ``Any`` (``Any`` or
+    ``X | Any``, not ``dict[str, Any]``) whose line carries no comment saying why (issue 39 counted 63)."""
+    found = []
+    for path in sorted((root / "training").rglob("*.py")):
+        if path.relative_to(root).as_posix() in ANY_LEFT_FOR_NOW:
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            arguments = node.args
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            every += [argument for argument in (arguments.vararg, arguments.kwarg) if argument]
+            annotated = [(a.arg, a.annotation, a.lineno) for a in every if a.annotation is not None]
+            if node.returns is not None:
+                annotated.append(("return", node.returns, node.returns.lineno))
+            for name, annotation, line in annotated:
+                bare = "Any" in re.split(r"\s*\|\s*", ast.unparse(annotation).strip("'\""))
+                if bare and "#" not in lines[line - 1]:
+                    found.append(f"{path.relative_to(root).as_posix()}:{line} {node.name} {name}")
+    return found
+
+
+def test_every_bare_any_in_training_says_why():
+    assert unexplained_any() == [], (
+        "type these (TrainableModel, torch.nn.Module, a section), or say on the line why not"
+    )
+
+
+def test_the_any_count_sees_an_unexplained_one(tmp_path):
+    module = tmp_path / "training" / "extra.py"
+    module.parent.mkdir()
+    module.write_text(
+        "def f(a: Any, b: dict[str, Any], c: 'int | Any') -> Any:  # Any: why\n    ...\n"
+        "def g(a: Any) -> None:\n    ...\n"
+        "def h(\n    a: int | Any,  # Any: why\n    b: Any,\n) -> None: ...\n"
+    )
+    assert unexplained_any(tmp_path) == ["training/extra.py:3 g a", "training/extra.py:7 h b"]

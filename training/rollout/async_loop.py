@@ -56,7 +56,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.multiprocessing as multiprocessing
@@ -72,6 +72,10 @@ from training.update import PolicyUpdate, TrainSample, training_samples
 from tsmg.core import GameCodeError
 from tsmg.episode import Episode
 
+if TYPE_CHECKING:
+    from training.setup import TrainingSetup
+    from tsmg.registry import GameSpec
+
 logger = logging.getLogger(__name__)
 
 PENDING_FILE = "async_rollouts.jsonl"
@@ -81,12 +85,12 @@ _POLL_S = 0.5
 _STOP_TIMEOUT_S = 120.0
 
 
-def trained_parameters(model: Any) -> dict[str, torch.Tensor]:
+def trained_parameters(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A copy of ``model``'s trained parameters (the frozen ones never change), by name."""
     return {name: value.detach().clone() for name, value in model.named_parameters() if value.requires_grad}
 
 
-def load_parameters(weights: Mapping[str, torch.Tensor], model: Any) -> None:
+def load_parameters(weights: Mapping[str, torch.Tensor], model: torch.nn.Module) -> None:
     """Copy ``weights`` into ``model``'s parameters of the same names."""
     parameters = dict(model.named_parameters())
     with torch.no_grad():
@@ -98,9 +102,9 @@ def worker_main(
     config_data: dict[str, Any],
     run_dir: str,
     model_seats: list[str],
-    game_spec: Any,
-    requests: Any,
-    results: Any,
+    game_spec: GameSpec | None,
+    requests: Any,  # Any: torch.multiprocessing queues (untyped)
+    results: Any,  # Any: as requests
     annotators: Mapping[str, Annotator] | None = None,
 ) -> None:
     """The rollout worker process: build the engine, then play each requested update's rollout.
@@ -208,7 +212,7 @@ class AsyncRollouts(GroupRollouts):
         engine: RolloutEngine,
         world: World,
         *,
-        setup: Any,
+        setup: TrainingSetup,
         update: PolicyUpdate,
         run_dir: Path,
         model_seats: Sequence[str],

@@ -45,6 +45,7 @@ from tsmg.rollout import Brancher, EpisodePlan, plan_episodes, rollout
 if TYPE_CHECKING:
     from backends.base import TrainableModel
     from backends.hf_lora import MergedAdapter
+    from backends.vllm_engine import VLLMBackend
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,11 @@ class _LAPRolloutEngine:
     plays_trained_model: bool = True
 
     def __init__(
-        self, backend: Any, config: RolloutConfig, model_seats: Sequence[str], opponent: Policy | None = None
+        self,
+        backend: Any,  # Any: an HF backend or a VLLMBackend (None on a shared engine's other ranks)
+        config: RolloutConfig,
+        model_seats: Sequence[str],
+        opponent: Policy | None = None,
     ) -> None:
         self.backend = backend
         self.config = config
@@ -293,7 +298,7 @@ class HFRolloutEngine(_LAPRolloutEngine):
 
     def __init__(
         self,
-        backend: Any,
+        backend: Any,  # Any: an HFBackend, whose chat and batch size TrainableModel does not declare
         config: RolloutConfig,
         model_seats: Sequence[str],
         opponent: Policy | None = None,
@@ -324,7 +329,7 @@ class HFRolloutEngine(_LAPRolloutEngine):
             self.merged.refresh()
 
 
-def merges_adapter(rollout: RolloutConfig, backend: Any, parallel: ParallelModel | None) -> bool:
+def merges_adapter(rollout: RolloutConfig, backend: TrainableModel, parallel: ParallelModel | None) -> bool:
     """Whether the HF rollout engine samples from a merged copy of the LoRA model (``rollout.merged_adapter``).
 
     Raises:
@@ -373,8 +378,8 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
 
     def __init__(
         self,
-        trained: Any,
-        engine: Any,
+        trained: TrainableModel,
+        engine: VLLMBackend | None,
         config: RolloutConfig,
         model_seats: Sequence[str],
         opponent: Policy | None = None,

@@ -217,7 +217,7 @@ class SeatedEngine:
         seating: The seating of every group (by :func:`group_key`).
     """
 
-    def __init__(self, engine: Any, seating: Mapping[str, Seating]) -> None:
+    def __init__(self, engine: Any, seating: Mapping[str, Seating]) -> None:  # Any: with_seats is the HF/vLLM engines'
         self.engine = engine
         self.seating = seating
 
