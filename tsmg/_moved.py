@@ -1,4 +1,4 @@
-"""The import paths that moved (issue 39: one folder per layer), and the finder that keeps the old ones working.
+"""The import paths that moved (issue 39: layer folders, training.rollout), and the finder that keeps them working.
 
 :data:`MOVED` is the one table of old dotted paths and where they went; a path below an old
 package moved with it (``tsmg.serve.app`` is ``tsmg.apps.serve.app``). ``import tsmg`` installs

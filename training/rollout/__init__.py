@@ -1,8 +1,10 @@
 """The rollout machinery: how each update's episodes are played, from which seeds, seats and weights.
 
 Everything that turns "update u needs episodes" into a batch of finished episode records lives
-here, and nothing here scores, samples or trains on them (that is the rest of :mod:`training`:
-annotators, credit, sampling, losses, the update). What belongs, by what it does:
+here, with the one decision that belongs to how they were played: which of their steps train
+(a tree's shared prefix once, an RTPO stage's turn). Scoring them, drawing among them and
+updating on them is the rest of :mod:`training` (annotators, credit, sampling, losses, the
+update). What belongs, by what it does:
 
 * :mod:`~training.rollout.engines` -- who plays: the trained HF model, its merged LoRA copy or a
   vLLM engine, behind :class:`~training.rollout.engines.RolloutEngine`;
