@@ -319,10 +319,7 @@ def build_models(seeds: list[int], folder: Path) -> dict[int, str]:
     from training.presets import demo_config
     from training.trainer import base_model_source
 
-    return {
-        seed: base_model_source(demo_config(seed=seed).model, folder / f"seed-{seed}", seed=seed)
-        for seed in seeds
-    }
+    return {seed: base_model_source(demo_config(seed=seed).model, folder / f"seed-{seed}", seed=seed) for seed in seeds}
 
 
 def read_runs(folder: Path) -> list[dict[str, Any]]:
