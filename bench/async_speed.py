@@ -8,7 +8,7 @@ for torch) from the same initial weights per seed, until held-out greedy success
 
 * ``sync``: rollouts and updates alternate;
 * ``async eta=1`` / ``eta=2``: a worker process plays update u + 1 (up to u + eta) with the weights
-  of update u - 1 - eta while the trainer computes update u (:mod:`training.async_loop`); its
+  of update u - 1 - eta while the trainer computes update u (:mod:`training.rollout.async_loop`); its
   one torch thread is a second one, so the arm uses both cores of a 2-core machine.
 
 The same seed gives an arm the same episodes every time, and eta = 0 would give the synchronous

@@ -15,8 +15,8 @@ name says:
   on Frozen Lake the configuration is refused and the table says why);
 * rollout shapes: ``tree`` (``rollout.shape: tree`` with ``tree-grpo`` credit: 2 roots per group,
   every episode forking in two after each round while the group has leaves left, 8 leaves per
-  group, a shared step trained once with its leaves' mean advantage; :mod:`training.tree`) and
-  ``rtpo`` (reverse-turn updates, :mod:`training.rtpo`: spines, then one update per turn from
+  group, a shared step trained once with its leaves' mean advantage; :mod:`training.rollout.tree`) and
+  ``rtpo`` (reverse-turn updates, :mod:`training.rollout.rtpo`: spines, then one update per turn from
   the last back; its updates play fewer and shorter episodes, so it makes more of them within
   the same episodes). PATR reports +9.3 points over GRPO on Frozen Lake (its own set-up).
 
@@ -194,7 +194,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
 def held_out_figures(model_dir: Any, config: Any, episodes: int) -> dict[str, float]:
     """Success, mean return and apples (steps rewarded above 0) per episode on the test seeds (held-out play)."""
     from backends.hf import HFBackend
-    from training.engines import HFRolloutEngine
+    from training.rollout.engines import HFRolloutEngine
     from tsmg.rollout import plan_episodes
     from tsmg.summary import summarize
 
@@ -319,10 +319,7 @@ def build_models(seeds: list[int], folder: Path) -> dict[int, str]:
     from training.presets import demo_config
     from training.trainer import base_model_source
 
-    return {
-        seed: base_model_source(demo_config(out_dir=folder / f"seed-{seed}", seed=seed), folder / f"seed-{seed}")
-        for seed in seeds
-    }
+    return {seed: base_model_source(demo_config(seed=seed).model, folder / f"seed-{seed}", seed=seed) for seed in seeds}
 
 
 def read_runs(folder: Path) -> list[dict[str, Any]]:

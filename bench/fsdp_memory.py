@@ -53,13 +53,11 @@ def run_config(out: Path, updates: int, preset: str, strategy: str) -> Any:
     from training.config import TrainConfig
     from training.setup import base_model_source
 
-    model = base_model_source(
-        TrainConfig(
-            rollout={"game_id": "FrozenLake-v0"},
-            model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose", "preset": preset}},
-        ),
-        out.parent / f"model-{preset}",
+    config = TrainConfig(
+        rollout={"game_id": "FrozenLake-v0"},
+        model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose", "preset": preset}},
     )
+    model = base_model_source(config.model, out.parent / f"model-{preset}", seed=config.run.seed)
     return TrainConfig.model_validate(
         {
             "rollout": {

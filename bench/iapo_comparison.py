@@ -151,7 +151,7 @@ def graph_figures(run_dir: Path, config: Any) -> dict[str, Any]:
 def held_out_outcomes(model_dir: Any, config: Any, episodes: int) -> dict[str, bool]:
     """Greedy success of the model in ``model_dir`` on each of ``episodes`` test seeds (seed -> solved)."""
     from backends.hf import HFBackend
-    from training.engines import HFRolloutEngine
+    from training.rollout.engines import HFRolloutEngine
     from tsmg.rollout import plan_episodes
 
     seeds = list(range(TEST_SEED_START, TEST_SEED_START + episodes))
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                     config = TrainConfig(
                         rollout={"game_id": game}, model={"spec": "tiny"}, run={"seed": seed, "out_dir": str(folder)}
                     )
-                    models[seed] = str(base_model_source(config, folder))
+                    models[seed] = str(base_model_source(config.model, folder, seed=config.run.seed))
                 if (game, seed) not in starts:  # the initial model's held-out outcomes, shared by the arms
                     starts[(game, seed)] = start_outcomes(args.out, game, seed, models[seed], args.test_episodes)
                 job = {

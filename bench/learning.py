@@ -76,7 +76,7 @@ def build_models(seeds: list[int], folder: Path) -> dict[int, str]:
     models = {}
     for seed in seeds:
         config = demo_config(out_dir=folder / f"seed-{seed}", seed=seed)
-        models[seed] = base_model_source(config, folder / f"seed-{seed}")
+        models[seed] = base_model_source(config.model, folder / f"seed-{seed}", seed=config.run.seed)
     return models
 
 

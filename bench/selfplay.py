@@ -188,7 +188,8 @@ def run_seed(job: dict[str, Any]) -> list[dict[str, Any]]:
     os.nice(10)
     game, seed, folder = job["game"], job["seed"], Path(job["out"]) / job["game"] / f"seed-{job['seed']}"
     folder.mkdir(parents=True, exist_ok=True)
-    model = base_model_source(train_config(game, "self-play", seed, None, folder, 1), folder)
+    config = train_config(game, "self-play", seed, None, folder, 1)
+    model = base_model_source(config.model, folder, seed=config.run.seed)
     if job["warm_start"] is not None:  # every arm starts from the warm-started weights instead
         model = warm_start(seed, model, folder / "warm-start", Path(job["warm_start"]))
     before_file = folder / "before.json"

@@ -580,11 +580,11 @@ def sft_pool_layouts(oracle_episodes: int) -> set[str]:
 def rl_training_seeds(arm: str, run_seed: int, updates: int, settings: dict[str, Any] | None = None) -> list[int]:
     """The game seeds ``arm``'s MS-GRPO run of training seed ``run_seed`` played in its ``updates`` rollouts.
 
-    Drawn as :class:`training.sources.GroupRollouts` draws them: update ``step``'s groups from
-    ``seed_generator(run.seed, step, GAME_SEEDS)`` through :func:`training.engines.independent_groups`.
+    Drawn as :class:`training.rollout.sources.GroupRollouts` draws them: update ``step``'s groups from
+    ``seed_generator(run.seed, step, GAME_SEEDS)`` through :func:`training.rollout.engines.independent_groups`.
     """
-    from training.engines import independent_groups
-    from training.sources import GAME_SEEDS
+    from training.rollout.engines import independent_groups
+    from training.rollout.sources import GAME_SEEDS
     from tsmg.seeding import seed_generator
 
     config = shipped_config(RL_CONFIG if arm == "sft+rl" else CHOICE_CONFIG)

@@ -53,10 +53,10 @@ import games  # noqa: F401  (registers the catalog)
 from training.config import TrainConfig
 from training.credit import assign_credit
 from training.distributed import World
-from training.engines import HFRolloutEngine, build_engine, independent_groups
+from training.rollout.engines import HFRolloutEngine, build_engine, independent_groups
+from training.rollout.sources import SAMPLER, mark_trained_steps
 from training.sampling import draw_steps
 from training.setup import set_up
-from training.sources import SAMPLER, mark_trained_steps
 from training.update import PolicyUpdate, TrainSample, plan_optimizer_steps, training_samples
 from tsmg.episode import Episode
 from tsmg.seeding import seed_generator

@@ -10,9 +10,9 @@ how the rollout is shaped and credited:
 * ``ms-grpo``: 8 independent episodes per seed, MS-GRPO credit (the product's default);
 * ``tree``: ``rollout.shape: tree`` with ``tree-grpo`` credit (2 roots per group, every episode
   forks in two after each round while the group has leaves left, 8 leaves per group; shared
-  steps trained once with the mean of their leaves' advantages, :mod:`training.tree`);
+  steps trained once with the mean of their leaves' advantages, :mod:`training.rollout.tree`);
 * ``rtpo``: ``rollout.shape: rtpo``: 16 spines per cycle, 8 branches per turn, one update per turn from
-  the last back (:mod:`training.rtpo`). Its updates play fewer and shorter episodes, so it does
+  the last back (:mod:`training.rollout.rtpo`). Its updates play fewer and shorter episodes, so it does
   more updates within the budget;
 * (on request, ``--arms ... tree-each``) the tree with each shared step trained once per leaf.
 

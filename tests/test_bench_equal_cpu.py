@@ -372,8 +372,8 @@ def test_the_held_out_seeds_are_counted_by_where_their_maps_fall_and_the_counts_
 
 
 def test_an_rl_run_trained_on_the_maps_of_its_update_seeds():
-    from training.engines import independent_groups
-    from training.sources import GAME_SEEDS
+    from training.rollout.engines import independent_groups
+    from training.rollout.sources import GAME_SEEDS
     from tsmg.seeding import seed_generator
 
     rollout = equal_cpu.shipped_config(equal_cpu.RL_CONFIG).rollout

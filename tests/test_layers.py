@@ -328,8 +328,11 @@ def test_the_checks_see_an_upward_import_and_a_circle():
     upward = Edge("tsmg.registry", "games.frozen_lake", 1)
     assert upward_imports((upward,)) == [upward]
     assert upward_imports((Edge("games.frozen_lake", "tsmg.core", 1),)) == []
-    circle = (Edge("training.sources", "training.rtpo", 1), Edge("training.rtpo", "training.sources", 2))
-    assert import_circles(circle) == [["training.rtpo", "training.sources"]]
+    circle = (
+        Edge("training.rollout.sources", "training.rollout.rtpo", 1),
+        Edge("training.rollout.rtpo", "training.rollout.sources", 2),
+    )
+    assert import_circles(circle) == [["training.rollout.rtpo", "training.rollout.sources"]]
     # An in-function import is an edge like any other.
     assert any(edge.source == "tsmg.apps.cli" and edge.target == "tsmg.apps.train.cli" for edge in import_edges())
 
@@ -405,7 +408,7 @@ def test_the_layers_are_in_the_stated_order():
         ("tsmg.apps.cli", ["main", "report_error", "validation_problems", "one_line"]),
         ("training.setup", ["set_up", "base_model_source", "tiny_corpus", "BASE_MODEL_DIR", "load_backend"]),
         ("training.trainer", ["train", "base_model_source", "TrainHooks", "build_rollouts"]),
-        ("training.sources", ["GroupRollouts", "RolloutSource", "SAMPLER"]),
+        ("training.rollout.sources", ["GroupRollouts", "RolloutSource", "SAMPLER"]),
         ("training.checkpoint", ["checkpoint_weights", "run_checkpoints"]),
         ("backends", ["load_model", "BackendError", "LanguageModel"]),
     ],

@@ -144,7 +144,7 @@ def tiny_model(tmp_path_factory):
     config = TrainConfig(
         rollout={"game_id": "FrozenLake-v0"}, model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}
     )
-    return base_model_source(config, tmp_path_factory.mktemp("models"))
+    return base_model_source(config.model, tmp_path_factory.mktemp("models"), seed=config.run.seed)
 
 
 def train_config(tmp_path, model_dir, out, updates, tensorboard=False):

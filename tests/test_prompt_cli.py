@@ -212,7 +212,7 @@ def test_training_rollouts_record_the_prompt_tsmg_prompt_shows(tiny_model, monke
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     from backends.hf import HFBackend
     from training.config import RolloutConfig
-    from training.engines import HFRolloutEngine
+    from training.rollout.engines import HFRolloutEngine
     from tsmg.rollout import plan_episodes
 
     lap = LAPConfig(template=PromptTemplate(system="Play well.", history="full"), max_tokens=4)

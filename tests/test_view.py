@@ -168,7 +168,7 @@ def test_training_run_report_has_curves_and_the_chosen_updates(tmp_path):
     from training.trainer import base_model_source, train
 
     lake = {"rollout": {"game_id": "FrozenLake-v0"}, "model": {"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}}
-    model_dir = base_model_source(TrainConfig.model_validate(lake), tmp_path / "models")
+    model_dir = base_model_source(TrainConfig.model_validate(lake).model, tmp_path / "models", seed=0)
     # The trainer tests' 2x2 lake: 3 updates of 2 groups of 4, every update's episodes kept.
     config = make_config(
         tmp_path / "train",

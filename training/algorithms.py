@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from training.annotators import ANNOTATORS
 from training.credit import CREDIT_ASSIGNERS
 from training.loss_specs import AGGREGATIONS, LOSSES
 from training.sampling import SAMPLERS
 
 
-def _params(model: Any) -> dict[str, dict[str, Any]]:
+def _params(model: type[BaseModel]) -> dict[str, dict[str, Any]]:
     return {
         name: {"default": field.get_default(call_default_factory=True), "description": field.description or ""}
         for name, field in model.model_fields.items()

@@ -23,9 +23,9 @@ Built in:
   ``smollm2`` unless ``TSMG_ANNOTATOR_MODEL`` names another spec. ``iapo`` with ``graph: model``.
 
 Annotators run **once per rollout, where it is played**, before it is handed over
-(:meth:`training.sources.RolloutSource` hands over every rollout through ``_handed_over``): in the
+(:meth:`training.rollout.sources.RolloutSource` hands over every rollout through ``_handed_over``): in the
 trainer's process under ``loop.mode: sync``, in the rollout worker's under ``loop.mode: async``
-(:mod:`training.async_loop`, which sends the worker the registered annotators the run lists),
+(:mod:`training.rollout.async_loop`, which sends the worker the registered annotators the run lists),
 so that a slow annotator (a model) overlaps the updates. Register others with
 :func:`register_annotator` before building the configuration that lists them in
 ``rollout.annotators``; under ``async`` an annotator must pickle (a module-level function or an

@@ -10,22 +10,25 @@ import re
 import shutil
 from pathlib import Path
 
-from training.config import TinyModelOptions, TrainConfig
+from training.config import ModelConfig, TinyModelOptions
 from tsmg.model_spec import parse_model_spec
 from tsmg.run_folder import BASE_MODEL_DIR
 
 __all__ = ["BASE_MODEL_DIR", "base_model_source", "tiny_corpus"]  # BASE_MODEL_DIR: the run folder's, re-exported
 
 
-def base_model_source(config: TrainConfig, run_dir: Path) -> str:
-    """Where the initial weights come from (a folder or hub id); builds the tiny model if needed."""
-    spec = config.model.spec
+def base_model_source(model: ModelConfig, run_dir: Path, *, seed: int) -> str:
+    """Where the initial weights of ``model`` come from (a folder or hub id); builds the tiny model if needed.
+
+    ``seed`` (the run's, ``run.seed``) initialises a tiny model built here, into ``run_dir/base_model``.
+    """
+    spec = model.spec
     parsed = parse_model_spec(spec)
     kind, target = parsed.kind, parsed.target
     if kind == "tiny":
         folder = run_dir / BASE_MODEL_DIR
         if not (folder / "config.json").is_file():
-            _build_tiny(config.model.tiny, folder, seed=config.run.seed)
+            _build_tiny(model.tiny, folder, seed=seed)
         return str(folder)
     if kind == "smollm2":
         from backends.embedded import embedded_model_dir

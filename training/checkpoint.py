@@ -56,6 +56,8 @@ from tsmg.run_folder import (
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from backends.base import TrainableModel
 
 _TEMPORARY_PREFIX = ".tmp-"
@@ -160,8 +162,8 @@ def save_checkpoint(
     step: int,
     *,
     save_weights: Callable[[Path], None] | None = None,
-    optimizer: Any = None,
-    scheduler: Any = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     state: Mapping[str, Any] | None = None,
     keep_last: int | None = None,
     temporary: Path | None = None,

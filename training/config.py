@@ -77,12 +77,12 @@ __all__ = [
     "validate_against_game",
 ]
 
-#: Rollout engines that take each new policy version while training (:mod:`training.engines`): the HF
+#: Rollout engines that take each new policy version while training (:mod:`training.rollout.engines`): the HF
 #: backend (a copy of the trained model) and vLLM's in-process engine (weights or adapter pushed).
 ENGINES_TAKING_WEIGHTS = frozenset({"hf", "tiny", "smollm2", "vllm"})
 
 
-def _rtpo_as_rollout_shape(data: Any) -> Any:
+def _rtpo_as_rollout_shape(data: Any) -> Any:  # Any: a before-validator gets the raw input
     """The old spelling ``credit.name: rtpo`` as ``rollout.shape: rtpo`` with ``ms-grpo``, with a warning.
 
     RTPO is where episodes come from (spines, then branch groups turn by turn), not a credit
@@ -128,7 +128,7 @@ class TrainConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _method_aggregation(cls, data: Any) -> Any:
+    def _method_aggregation(cls, data: Any) -> Any:  # Any: a before-validator gets the raw input
         """An unset ``loss.aggregation`` takes the one the loss's or the assigner's paper prescribes."""
         data = _rtpo_as_rollout_shape(data)  # first: the old spelling names no registered assigner
         if not isinstance(data, Mapping):
@@ -143,7 +143,7 @@ class TrainConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _exact_influence_by_default(cls, data: Any) -> Any:
+    def _exact_influence_by_default(cls, data: Any) -> Any:  # Any: a before-validator gets the raw input
         """An assigner that reads the game's own influence graphs gets the ``exact`` annotator listed by default."""
         if not isinstance(data, Mapping):
             return data
@@ -194,7 +194,7 @@ class TrainConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _async_engine_takes_weights(cls, data: Any) -> Any:
+    def _async_engine_takes_weights(cls, data: Any) -> Any:  # Any: a before-validator gets the raw input
         # Before the sections are validated, so that the reason names asynchronous training rather
         # than the model section's generic refusal of a model without local weights.
         loop, model = (data.get(key) if isinstance(data, Mapping) else None for key in ("loop", "model"))

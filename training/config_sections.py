@@ -32,7 +32,7 @@ class Section(BaseModel):
 
 
 class TreeConfig(Section):
-    """The shape of a tree rollout (``rollout.shape: tree``; see :mod:`training.tree`).
+    """The shape of a tree rollout (``rollout.shape: tree``; see :mod:`training.rollout.tree`).
 
     A group of ``rollout.group_size`` leaves from one seed grows from ``roots`` root episodes: an
     episode still playing after ``fork_every``, 2 x ``fork_every``, ... rounds forks into
@@ -127,7 +127,8 @@ class RolloutConfig(Section):
         description=(
             "'groups': group_size independent episodes per seed; 'tree': group_size leaves per seed branched from "
             "shared prefixes (rollout.tree; the game must fork); 'rtpo': RTPO's reverse-turn stages, one spine "
-            "per seed and group_size branches per turn, the last turn first (training/rtpo.py; the game must fork)."
+            "per seed and group_size branches per turn, the last turn first (training/rollout/rtpo.py; the game "
+            "must fork)."
         ),
     )
     tree: TreeConfig = Field(default_factory=TreeConfig, description="The tree's shape, for shape 'tree'.")
@@ -292,7 +293,7 @@ class SamplerConfig(Section):
         description=(
             "DAPO's dynamic sampling: drop the groups whose credit is 0 on every step (equal returns) and play new "
             "groups until the update has rollout.groups_per_update groups with signal, or max_refill_rounds extra "
-            "rounds were played (training/dynamic_sampling.py)."
+            "rounds were played (training/rollout/dynamic_sampling.py)."
         ),
     )
     max_refill_rounds: int = Field(
@@ -403,7 +404,7 @@ class LossConfig(Section):
 
     @field_validator("tis_cap", mode="before")
     @classmethod
-    def _tis_off(cls, value: Any) -> Any:
+    def _tis_off(cls, value: Any) -> Any:  # Any: a before-validator gets the raw input
         # YAML reads a bare `off` as False: both spellings mean no truncated importance sampling.
         if value is False or (isinstance(value, str) and value.strip().lower() in ("off", "none", "null")):
             return None
@@ -678,7 +679,7 @@ class DistillConfig(Section):
 
 
 class LoopConfig(Section):
-    """Whether rollouts and updates alternate or overlap (:mod:`training.async_loop`)."""
+    """Whether rollouts and updates alternate or overlap (:mod:`training.rollout.async_loop`)."""
 
     mode: Literal["sync", "async"] = Field(
         default="sync",

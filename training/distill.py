@@ -31,8 +31,10 @@ from training.loss_specs import Aggregation, row_token_weights
 from tsmg.model_spec import parse_model_spec
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from backends.hf import DType
-    from training.config import DistillConfig, TrainConfig
+    from training.config import DistillConfig, ModelConfig
 
 FloatArray = np.ndarray
 
@@ -113,7 +115,7 @@ def teacher_source(spec: str) -> str:
     raise ValueError(f"distill.teacher {spec!r} is not a local model ('hf:PATH', 'smollm2', 'vllm:PATH')")
 
 
-def _tokenizer(source: str) -> Any:
+def _tokenizer(source: str) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
     try:
@@ -122,40 +124,46 @@ def _tokenizer(source: str) -> Any:
         raise TeacherMismatchError(f"cannot load the tokenizer of {source!r}: {error}") from None
 
 
-def student_tokenizer(config: TrainConfig) -> Any:
-    """The student's tokenizer, without loading its weights (a tiny model's is trained as the run would)."""
-    parsed = parse_model_spec(config.model.spec)
+def student_tokenizer(model: ModelConfig, *, run_dir: Path, seed: int) -> PreTrainedTokenizerBase:
+    """The student's tokenizer (``model``), without loading its weights (a tiny model's is trained as the run would).
+
+    ``run_dir`` and ``seed`` (the run's) are where a tiny model is built and what initialises it
+    (:func:`training.base_model.base_model_source`).
+    """
+    parsed = parse_model_spec(model.spec)
     if parsed.kind == "tiny":
         from backends.tiny import PRESETS, game_corpus, train_tokenizer
         from training.base_model import tiny_corpus
 
-        tiny = config.model.tiny
+        tiny = model.tiny
         corpus = tiny_corpus(tiny)
         return train_tokenizer(corpus or list(game_corpus()), tiny.vocab_size or PRESETS[tiny.preset].vocab_size)
     from training.base_model import base_model_source
 
-    return _tokenizer(base_model_source(config, Path(config.run.out_dir)))
+    return _tokenizer(base_model_source(model, run_dir, seed=seed))
 
 
-def check_teacher(config: TrainConfig) -> None:
-    """Refuse a teacher whose vocabulary differs from the student's, before any model loads.
+def check_teacher(distill: DistillConfig, model: ModelConfig, *, run_dir: Path, seed: int) -> None:
+    """Refuse a ``distill.teacher`` whose vocabulary differs from the student's (``model``), before any model loads.
+
+    ``run_dir`` and ``seed`` are the run's (a tiny student's tokenizer is trained as the run would).
 
     Raises:
         TeacherMismatchError: The two tokenizers map some token to different ids (the message
             names one), or the teacher's tokenizer cannot be loaded.
     """
-    spec = config.distill.teacher
+    spec = distill.teacher
     if spec is None:
         return
     teacher = _tokenizer(teacher_source(spec)).get_vocab()
-    student = student_tokenizer(config).get_vocab()
+    student = student_tokenizer(model, run_dir=run_dir, seed=seed).get_vocab()
     if teacher == student:
         return
     differing = next((token for token in sorted(student) if teacher.get(token) != student[token]), None)
     if differing is None:
         differing = next(token for token in sorted(teacher) if token not in student)
     raise TeacherMismatchError(
-        f"distill.teacher {spec!r} has another tokenizer than the student {config.model.spec!r} "
+        f"distill.teacher {spec!r} has another tokenizer than the student {model.spec!r} "
         f"({len(teacher)} and {len(student)} tokens; {differing!r} is id {teacher.get(differing)} for the teacher "
         f"and {student.get(differing)} for the student): distillation compares both models' log-probabilities of "
         "the same token ids, so pick a teacher of the student's family (e.g. a run trained from the same base)"

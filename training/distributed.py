@@ -40,9 +40,14 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    from training.config import DistributedConfig
 
 T = TypeVar("T")
 
@@ -244,7 +249,7 @@ def resolve_strategy(requested: str, world: World) -> str:
     return requested
 
 
-def fsdp_settings(config: Any, *, lora: bool) -> FSDPSettings:
+def fsdp_settings(config: DistributedConfig, *, lora: bool) -> FSDPSettings:
     """The FSDP2 settings of the run: accelerate's FSDP plugin when accelerate launched with FSDP, else ``config``.
 
     Args:
@@ -465,14 +470,14 @@ class ParallelModel:
         return max(max(counts), 1)
 
 
-def _sharded_options() -> Any:
+def _sharded_options() -> StateDictOptions:
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
     # Frozen weights (a LoRA run's base model) are the base model's, named in config.yaml: not saved.
     return StateDictOptions(ignore_frozen_params=True)
 
 
-def _sum_hook(state: Any, bucket: Any) -> Any:
+def _sum_hook(state: Any, bucket: Any) -> Any:  # Any: DDP's comm-hook types, by signature
     """DDP communication hook: sum the bucket's gradients over ranks (DDP's own hook averages)."""
     future = torch.distributed.all_reduce(bucket.buffer(), async_op=True).get_future()
     return future.then(lambda done: done.value()[0])
@@ -524,6 +529,6 @@ def _fully_shard(model: torch.nn.Module, settings: FSDPSettings) -> list[Any]:
     return units
 
 
-def _unit_reshards(unit: Any, parallel: ParallelModel) -> bool:
+def _unit_reshards(unit: Any, parallel: ParallelModel) -> bool:  # Any: an FSDP2 module (torch's private class)
     """The reshard-after-forward setting a unit had before :meth:`ParallelModel.gathered` (the root: False)."""
     return parallel.fsdp.reshard_after_forward and unit is not parallel.module

@@ -139,7 +139,7 @@ def describe_applied(spec: str, applied: list[tuple[str, Any]]) -> str:
     """The one block ``tsmg train`` prints: the defaults filled in for ``spec`` and how to override one."""
     import yaml
 
-    def shown(value: Any) -> str:
+    def shown(value: Any) -> str:  # Any: any YAML value
         return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
 
     settings = ", ".join(f"{key}={shown(value)}" for key, value in applied)

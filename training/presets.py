@@ -91,7 +91,7 @@ def demo_config(
     )
 
 
-def right_or_down(request: Any) -> str:
+def right_or_down(request: Any) -> str:  # Any: it reads Frozen Lake's own game.state, which Game does not declare
     """A heuristic: right or down at random, never into a hole or against a wall while the other is safe.
 
     It reads the game state (a baseline for scale, not a language policy).

@@ -37,7 +37,6 @@ from training.checkpoint import (
     save_final_model,
     start_checkpoint,
 )
-from training.config import TrainConfig
 from training.distributed import ParallelModel, World
 from training.run_log import RunLog, plot_learning_curve
 from tsmg.episode import Episode
@@ -54,6 +53,8 @@ from tsmg.run_folder import (
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from backends.base import TrainableModel
 
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
@@ -89,11 +90,12 @@ class RunFolder:
         """The checkpoints folder."""
         return self.path / CHECKPOINTS_DIR
 
-    def open(self, config: TrainConfig, resume: bool, prepare: Callable[[], Any]) -> Checkpoint | None:
+    def open(self, config: BaseModel, resume: bool, prepare: Callable[[], object]) -> Checkpoint | None:
         """Check the folder, write the config, and load the checkpoint to resume from (if any).
 
         Args:
-            config: The run's configuration.
+            config: The run's configuration (a :class:`~training.config.TrainConfig`): the folder
+                stores it and compares it on resume, whole, without reading any section of it.
             resume: Continue from the newest complete checkpoint (a fresh start when there is none).
             prepare: Rank 0 runs it once the folder exists, before the other ranks go on (e.g.
                 building a model from scratch that every rank then loads).
@@ -109,7 +111,9 @@ class RunFolder:
         self.world.barrier()
         if self.world.is_main:
             self.path.mkdir(parents=True, exist_ok=True)
-            config.to_yaml(self.path / CONFIG_FILE)
+            # TrainConfig.to_yaml's text: every field, defaults included, in the schema's order.
+            text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+            (self.path / CONFIG_FILE).write_text(text, encoding="utf-8")
             prepare()
         self.world.barrier()
         found = latest_checkpoint(self.checkpoints) if resume else None
@@ -144,8 +148,8 @@ class RunFolder:
         step: int,
         *,
         save_weights: Callable[[Path], None],
-        optimizer: Any,
-        scheduler: Any,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
         state: dict[str, Any],
         parallel: ParallelModel | None = None,
         save_extra: Callable[[Path], None] | None = None,
@@ -243,7 +247,7 @@ def check_run_folder(
         raise ValueError(f"{run_dir} holds a run with another configuration (changed: {', '.join(changed)})")
 
 
-def _field(config: dict[str, Any], section: str, name: str) -> Any:
+def _field(config: dict[str, Any], section: str, name: str) -> Any:  # Any: any YAML value
     """A field of a dumped configuration: ``section.name``, or a top-level field when ``name`` is empty."""
     value = config.get(section)
     return value if not name else (value or {}).get(name)

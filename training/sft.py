@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from training.checkpoint import FINAL_DIR, save_final_model
 from training.config import ModelConfig
-from tsmg.core import Invalid
+from tsmg.core import Game, Invalid
 from tsmg.episode import Episode, read_episodes
 from tsmg.lap import LAP, ActionFormat, LAPConfig, checked_regex
 from tsmg.lm import Completion, GenerationRequest, SamplingParams
@@ -53,6 +53,8 @@ from tsmg.policies import DecisionRequest, Turn
 from tsmg.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, METRICS_FILE, truncate_metrics
 
 if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
     from backends.base import TrainableModel
 
 DATASET_FILE = "dataset.jsonl"
@@ -310,7 +312,7 @@ def _rounds(episode: Episode) -> list[list[Any]]:
     return [grouped[number] for number in sorted(grouped)]
 
 
-def _check_answer(answer: str, move: str, action_format: ActionFormat, game: Any, agent: str, where: str) -> None:
+def _check_answer(answer: str, move: str, action_format: ActionFormat, game: Game, agent: str, where: str) -> None:
     """Refuse an answer the LAP would not read back as ``move``."""
     extracted = action_format.extract(answer)
     if isinstance(extracted, Invalid):
@@ -512,7 +514,14 @@ def run_sft(
     cost = RunCost(cpu_started, config.run.max_cpu_seconds, cpu_before=cpu_before, elapsed_before=elapsed_before)
 
     class _Rows(TrainerCallback):
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
+        def on_log(
+            self,
+            args: TrainingArguments,
+            state: TrainerState,
+            control: TrainerControl,
+            logs: dict[str, Any] | None = None,
+            **_: Any,  # Any: whatever else transformers passes a callback (ignored)
+        ) -> None:
             row = {"step": int(state.global_step), **(logs or {})}
             log.append(row)
             with open(run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:

@@ -109,11 +109,23 @@ class RunCost(TrainerCallback, ExportableState):
         """What a checkpoint stores (the Trainer calls it while saving one)."""
         return {"args": {}, "attributes": {"cpu_s": self.cpu_seconds(), "elapsed_s": self.elapsed_seconds()}}
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **_: Any,  # Any: extra arguments
+    ) -> None:
         """Start the training clock."""
         self.train_started = time.perf_counter()
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        **_: Any,  # Any: extra arguments
+    ) -> None:
         """Stop once the budget is spent; never checkpoint the session's last step (the final model follows)."""
         if self.budget is not None and self.cpu_seconds() >= self.budget:
             control.should_training_stop = True

@@ -2,21 +2,21 @@
 
 What :func:`train` implements, exactly (each stage names the module that does it):
 
-* **Rollout** (:mod:`training.sources`): independent groups by default (below); trees branched
-  from shared prefixes (``rollout.shape: tree``, :mod:`training.tree`), RTPO's reverse-turn stages
-  (``rollout.shape: rtpo``, :mod:`training.rtpo`), or either of the first two played ahead by a
-  worker process with older weights (``loop.mode: async``, :mod:`training.async_loop`).
-* **Rollout: independent groups** (:func:`training.engines.independent_groups`). Update ``u``
+* **Rollout** (:mod:`training.rollout.sources`): independent groups by default (below); trees branched
+  from shared prefixes (``rollout.shape: tree``, :mod:`training.rollout.tree`), RTPO's reverse-turn stages
+  (``rollout.shape: rtpo``, :mod:`training.rollout.rtpo`), or either of the first two played ahead by a
+  worker process with older weights (``loop.mode: async``, :mod:`training.rollout.async_loop`).
+* **Rollout: independent groups** (:func:`training.rollout.engines.independent_groups`). Update ``u``
   plays ``rollout.groups_per_update`` groups of ``rollout.group_size`` episodes; a group's
   episodes share one game seed (one start). Every seed of update ``u`` derives from
   ``(run.seed, u)`` (:mod:`tsmg.seeding`): the game seeds (below ``run.eval_seed_start``, where
   held-out seeds start), the LAP's run seed, the sampler's draws. A group's episodes differ
   because each model call's seed is keyed on the episode's index in its group. The engine plays
   the model through its LAP with the HF model being trained, or on a vLLM engine that gets the
-  new weights (or LoRA adapter) after each update (:mod:`training.engines`). Multi-agent games:
+  new weights (or LoRA adapter) after each update (:mod:`training.rollout.engines`). Multi-agent games:
   self-play, a fixed opponent policy (``rollout.opponent``) in the seats the model does not
   play, or a past checkpoint drawn per group from an opponent pool; with ``rollout.seating:
-  rotate`` the model's seat moves from group to group (:mod:`training.selfplay`; groups seated one
+  rotate`` the model's seat moves from group to group (:mod:`training.rollout.selfplay`; groups seated one
   by one play as synchronous groups, not trees or asynchronous rollouts). Only the seats
   the model played (of ``rollout.train_agents``) are trained.
 * **Credit** (:mod:`training.credit`): any registered assigner; ``ms-grpo`` by default, the
@@ -25,7 +25,7 @@ What :func:`train` implements, exactly (each stage names the module that does it
 * **Sampling** (:func:`training.sampling.draw_steps`): ``aaw`` by default, episodes drawn with
   p proportional to |A|^alpha (every step of a drawn episode trains), or single steps. With
   ``sampler.refill_zero_variance`` the groups without signal are first replaced by new groups
-  (DAPO's dynamic sampling, :mod:`training.dynamic_sampling`).
+  (DAPO's dynamic sampling, :mod:`training.rollout.dynamic_sampling`).
 * **Update** (:class:`training.update.PolicyUpdate`): each sampled step is one sequence, the
   prompt ids and tokens recorded in the episode; the PPO-clipped loss per token (``ppo-clip``,
   eps 0.2, or any registered loss), pi_old the behaviour log-probabilities the rollout recorded
@@ -56,7 +56,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -64,20 +64,22 @@ from typing import Any
 
 import torch
 
+from backends.base import TrainableModel
 from training.checkpoint import restore_rng_state, weights_saver
 from training.config import TrainConfig, validate_against_game
 from training.credit import CreditAssignment, assign_credit, credit_state_metrics
 from training.distill import check_teacher
 from training.distributed import check_world_divides_groups, current_world
-from training.dynamic_sampling import refill_zero_signal
-from training.engines import RolloutEngine, build_engine, check_rollout, play_sharded
-from training.rollout_sources import build_rollouts
+from training.rollout.async_loop import AsyncRollouts
+from training.rollout.build import build_rollouts
+from training.rollout.dynamic_sampling import refill_zero_signal
+from training.rollout.engines import RolloutEngine, build_engine, check_rollout, play_sharded
+from training.rollout.selfplay import Opponents, check_opponents
+from training.rollout.sources import SAMPLER, RolloutSource, mark_trained_steps
 from training.run_folder import RunFolder
 from training.sampling import draw_steps
-from training.selfplay import Opponents, check_opponents
 from training.setup import base_model_source, set_up, unsharded_backend
 from training.signal_watch import SignalWatch
-from training.sources import SAMPLER, mark_trained_steps
 from training.update import PolicyUpdate, TrainingOOMError, training_samples
 from tsmg.core import GameCodeError
 from tsmg.episode import Episode
@@ -100,10 +102,10 @@ class TrainHooks:
             after that update (with a final evaluation when evaluations are on).
         transform_loss: Called with (step, loss) on every micro-batch loss before backward
             (tests use it to inject a NaN).
-        build_engine: Builds the rollout engines in place of :func:`training.engines.build_engine`,
+        build_engine: Builds the rollout engines in place of :func:`training.rollout.engines.build_engine`,
             called with the same arguments (tests wrap it to keep the engine and to pass
             test-sized vLLM options). An asynchronous run's worker process builds its own engine
-            with :func:`~training.engines.build_engine`; this one then builds the evaluations' engine.
+            with :func:`~training.rollout.engines.build_engine`; this one then builds the evaluations' engine.
     """
 
     on_update: Callable[[int, dict[str, float]], None] | None = None
@@ -224,14 +226,16 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
         if os.environ.get("RANK", "0") == "0":  # one process writes (the world is not set up yet)
             record_game_error(run.out_dir, error)
         raise
-    check_teacher(config)  # a distillation teacher must share the student's tokenizer
-    check_opponents(config.rollout)  # who plays the seats the model does not (training/selfplay.py)
+    # A distillation teacher must share the student's tokenizer.
+    check_teacher(config.distill, config.model, run_dir=Path(run.out_dir), seed=run.seed)
+    check_opponents(config.rollout)  # who plays the seats the model does not (training/rollout/selfplay.py)
 
     # --- 2. set up: run folder, model, optimizer, rollout engine, metrics log ------------------
     world = current_world(config.distributed.timeout_s, group_of_one=config.distributed.strategy == "fsdp")
     check_world_divides_groups(world, rollout_config.groups_per_update)
     folder = RunFolder(Path(run.out_dir), world, run.keep_last)
-    checkpoint = folder.open(config, resume, prepare=lambda: base_model_source(config, folder.path))
+    prepare = partial(base_model_source, config.model, folder.path, seed=run.seed)  # a tiny model, built once
+    checkpoint = folder.open(config, resume, prepare=prepare)
     state = RunState.from_checkpoint(checkpoint.state) if checkpoint is not None else RunState()
     setup = set_up(config, folder.path, checkpoint, world, episodes_played=lambda: state.episodes_total)
     update = PolicyUpdate.from_config(setup, config, world, transform_loss=hooks.transform_loss)
@@ -251,12 +255,11 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     )
     train_seats = list(opponents.train_seats)
     # Where each update's episodes come from (groups, trees, RTPO's stages; a worker process when
-    # asynchronous) and the engine evaluations play on (training/rollout_sources.py).
+    # asynchronous) and the engine evaluations play on (training/rollout/build.py).
     make_engine = hooks.build_engine or build_engine
-    rollouts = build_rollouts(
-        config,
-        world,
-        lambda backend, **options: make_engine(
+
+    def engine_of(backend: TrainableModel, *, on_vllm: bool = True) -> RolloutEngine:
+        return make_engine(
             backend,
             folder.path,
             opponents.model_seats,
@@ -267,14 +270,23 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
             vllm_engine=config.distributed.vllm_engine,
             world=world,
             parallel=setup.parallel,
-            **options,
-        ),
-        setup=setup,
-        update=update,
-        run_dir=folder.path,
-        opponents=opponents,
-        start_step=start_step,
-    )
+            on_vllm=on_vllm,
+        )
+
+    rollouts: RolloutSource
+    if config.loop.mode == "async":  # the worker process rebuilds the model and engine from the whole config
+        rollouts = AsyncRollouts(
+            config,
+            engine_of(setup.backend, on_vllm=False),  # evaluations: the trainer's own weights, on its model
+            world,
+            setup=setup,
+            update=update,
+            run_dir=folder.path,
+            model_seats=opponents.model_seats,
+            start_step=start_step,
+        )
+    else:
+        rollouts = build_rollouts(config.rollout, run, engine_of(setup.backend), world, opponents)
     engine = rollouts.eval_engine
     if checkpoint is not None:
         engine.sync()  # an engine with its own copy of the weights starts from the base ones
@@ -285,7 +297,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     log = folder.metrics_log(resume, checkpoint, config)
     watch = SignalWatch(config.rollout.lap.action_format.kind)  # warns once after updates with nothing to learn
 
-    def rollout_weights() -> Any:
+    def rollout_weights() -> AbstractContextManager[None]:
         """FSDP: the whole weights for an engine that plays the trained model (each rank runs its own forwards)."""
         return setup.parallel.gathered() if getattr(engine, "plays_trained_model", True) else nullcontext()
 
@@ -459,7 +471,8 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     if last_checkpoint is None:  # resumed a finished run: nothing was trained, save again
         last_checkpoint = save_checkpoint(step)
     title = f"{config.credit.name} on {rollout_config.game_id}"
-    final_backend = unsharded_backend(setup, config, folder.path, world)  # FSDP: gathered on rank 0
+    # Under FSDP, gathered on rank 0.
+    final_backend = unsharded_backend(setup, config.model, folder.path, world, seed=run.seed)
     final_model, adapter, curve, rows = folder.finish(final_backend, setup.lora, log, title)
     return TrainResult(
         run_dir=folder.path,

@@ -39,7 +39,6 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import torch
@@ -80,7 +79,7 @@ class TrainSample:
             sequence for a sequence-level ratio).
         policy_version: The policy version that sampled it (asynchronous training tells stale samples by it).
         token_mask: Which tokens the loss counts (None: all); asynchronous training masks the
-            off-policy ones (:mod:`training.async_loop`).
+            off-policy ones (:mod:`training.rollout.async_loop`).
         token_weights: Each token's importance weight in the policy term (None: 1); asynchronous
             training weights a stale sample's kept tokens by pi_prox / pi_behaviour (decoupled PPO).
         sampler_logprobs: The log-probabilities the rollout engine reported for the tokens where
@@ -107,7 +106,7 @@ def training_samples(
     """One :class:`TrainSample` per credited step (repeats kept), straight from the episode records.
 
     Steps the record says the update does not train (``StepRecord.trains`` False:
-    :func:`training.sources.mark_trained_steps`), and steps without tokens (a scripted seat, a
+    :func:`training.rollout.sources.mark_trained_steps`), and steps without tokens (a scripted seat, a
     failed model call) or without prompt ids (a backend that does not report them) are left out.
 
     Args:
@@ -337,7 +336,8 @@ class PolicyUpdate:
     :class:`~training.config.TrainConfig` (and loads the teacher).
 
     Args:
-        setup: The model, reference, trained parameters and optimizer (:func:`training.setup.set_up`).
+        setup: The model, reference, trained parameters and optimizer
+            (:meth:`training.setup.TrainingSetup.from_config`).
         world: This process's place among the training processes.
         optim: Optimizer steps, micro-batches, clipping, the target KL.
         loss: The loss, its options, where pi_old comes from and the entropy bonus's scope.
@@ -563,7 +563,7 @@ class PolicyUpdate:
     # ------------------------------------------------------------------ log-probabilities
     def score(
         self,
-        model: Any,
+        model: torch.nn.Module,
         samples: Sequence[TrainSample],
         temperature: float,
         *,
@@ -621,7 +621,7 @@ class PolicyUpdate:
             return self._logprobs_without_grad(self.reference, samples, temperature)
 
     def _logprobs_without_grad(
-        self, model: Any, samples: Sequence[TrainSample], temperature: float
+        self, model: torch.nn.Module, samples: Sequence[TrainSample], temperature: float
     ) -> list[list[float]]:
         """Per-sample log-probabilities without gradient, in micro-batches, each rank computing a share.
 

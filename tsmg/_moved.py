@@ -1,4 +1,4 @@
-"""The import paths that moved (issue 39: one folder per layer), and the finder that keeps the old ones working.
+"""The import paths that moved (issue 39: layer folders, training.rollout), and the finder that keeps them working.
 
 :data:`MOVED` is the one table of old dotted paths and where they went; a path below an old
 package moved with it (``tsmg.serve.app`` is ``tsmg.apps.serve.app``). ``import tsmg`` installs
@@ -25,6 +25,19 @@ from tsmg import loading
 
 #: Old dotted path -> new dotted path (a package's submodules follow it).
 MOVED: dict[str, str] = {
+    "training.async_loop": "training.rollout.async_loop",
+    "training.cli": "tsmg.apps.train.cli",
+    "training.demo": "tsmg.apps.train.demo",
+    "training.dynamic_sampling": "training.rollout.dynamic_sampling",
+    "training.engines": "training.rollout.engines",
+    "training.export": "tsmg.apps.train.export",
+    "training.rollout_sources": "training.rollout.build",
+    "training.rtpo": "training.rollout.rtpo",
+    "training.selfplay": "training.rollout.selfplay",
+    "training.sft_cli": "tsmg.apps.train.sft_cli",
+    "training.sources": "training.rollout.sources",
+    "training.tree": "training.rollout.tree",
+    "training.vllm_sync": "training.rollout.vllm_sync",
     "tsmg.adapters.openspiel_exploitability": "tsmg.apps.openspiel_exploitability",
     "tsmg.cli": "tsmg.apps.cli",
     "tsmg.cli_parser": "tsmg.apps.cli_parser",
@@ -33,10 +46,6 @@ MOVED: dict[str, str] = {
     "tsmg.remote": "tsmg.apps.remote",
     "tsmg.serve": "tsmg.apps.serve",
     "tsmg.view": "tsmg.apps.view",
-    "training.cli": "tsmg.apps.train.cli",
-    "training.demo": "tsmg.apps.train.demo",
-    "training.export": "tsmg.apps.train.export",
-    "training.sft_cli": "tsmg.apps.train.sft_cli",
 }
 _ROOTS = frozenset(old.split(".")[0] for old in MOVED)
 _warned: set[str] = set()

@@ -12,7 +12,8 @@ from training.trainer import base_model_source, train  # noqa: E402
 
 def test_training_on_a_served_game_matches_in_process_training(served, tmp_path):
     tiny = {"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}
-    model = base_model_source(TrainConfig(rollout={"game_id": "FrozenLake-v0"}, model=tiny), tmp_path / "model")
+    config = TrainConfig(rollout={"game_id": "FrozenLake-v0"}, model=tiny)
+    model = base_model_source(config.model, tmp_path / "model", seed=config.run.seed)
     for name, game_id in (("remote", served.url("FrozenLake-v0")), ("local", "FrozenLake-v0")):
         train(make_config(tmp_path / name, model, rollout={"game_id": game_id}, run={"updates": 2}))
 

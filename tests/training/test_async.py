@@ -17,13 +17,13 @@ from tests.training.test_trainer import (  # noqa: F401  (tiny_model: the sessio
     make_config,
     tiny_model,
 )
-from training.async_loop import AsyncRollouts
 from training.checkpoint import latest_checkpoint
 from training.config import TrainConfig
 from training.distributed import World
-from training.engines import HFRolloutEngine
+from training.rollout.async_loop import AsyncRollouts
+from training.rollout.engines import HFRolloutEngine
+from training.rollout.sources import GroupRollouts
 from training.setup import set_up
-from training.sources import GroupRollouts
 from training.trainer import TrainHooks, train
 from training.update import PolicyUpdate, UpdateData, plan_optimizer_steps
 from tsmg.apps.cli import main
@@ -127,7 +127,7 @@ def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model,
 def test_at_temperature_0_7_pi_prox_is_recomputed_at_the_rollout_temperature(tiny_model, tmp_path):  # noqa: F811
     """pi_prox of a stale sample is log softmax(logits / T) at the rollout's T, not at T = 1.
 
-    Kills the mutation that recomputes pi_prox at temperature 1 (``training/async_loop.py``,
+    Kills the mutation that recomputes pi_prox at temperature 1 (``training/rollout/async_loop.py``,
     :meth:`AsyncRollouts.training_samples`: ``self.update.old_logprobs(unrecorded, 1.0)``, or
     ``temperature = 1.0``): the other async tests sample at T = 1, where both agree. The version that
     played the samples has the trainer's weights here, so pi_prox must equal the sampler's own
@@ -242,7 +242,7 @@ def test_killing_an_async_run_and_resuming_it_loses_and_repeats_nothing(tiny_mod
 
 def test_a_run_stopped_early_closes_its_worker_without_waiting(tiny_model, tmp_path, monkeypatch, caplog):  # noqa: F811
     """The worker's rollouts played ahead fill its results pipe; closing reads them so that it can exit."""
-    monkeypatch.setattr("training.async_loop._STOP_TIMEOUT_S", 20.0)
+    monkeypatch.setattr("training.rollout.async_loop._STOP_TIMEOUT_S", 20.0)
     config = make_config(
         tmp_path / "run",
         tiny_model,
@@ -250,7 +250,7 @@ def test_a_run_stopped_early_closes_its_worker_without_waiting(tiny_model, tmp_p
         run={"updates": 6},
         loop={"mode": "async", "max_staleness": 2},
     )
-    with caplog.at_level("WARNING", logger="training.async_loop"):
+    with caplog.at_level("WARNING", logger="training.rollout.async_loop"):
         result = train(config, hooks=TrainHooks(should_stop=lambda step, metrics: step >= 1))
     assert result.steps == 1
     assert not [record for record in caplog.records if "did not stop" in record.getMessage()]

@@ -66,13 +66,13 @@ def test_rtpo_is_a_rollout_shape_and_the_old_spelling_still_works_with_a_warning
 
 
 def test_the_rollout_sources_import_in_one_direction():
-    # training.sources is the base the other sources build on: it imports none of them, not even
-    # inside a function (the choice among them is training.rollout_sources').
+    # training.rollout.sources is the base the other sources build on: it imports none of them, not even
+    # inside a function (the choice among them is training.rollout.build').
     import ast
     from pathlib import Path
 
-    import training.sources
+    import training.rollout.sources
 
-    tree = ast.parse(Path(training.sources.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(training.rollout.sources.__file__).read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert not imported & {"training.rtpo", "training.async_loop", "training.rollout_sources"}
+    assert not imported & {"training.rollout.rtpo", "training.rollout.async_loop", "training.rollout.build"}

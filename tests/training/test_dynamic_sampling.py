@@ -75,7 +75,7 @@ def test_a_first_round_where_every_group_has_signal_is_trained_as_it_is(tiny_mod
     """Every group of the first round carries signal: the update takes exactly those groups, no refill round.
 
     Kills the mutation ``kept = with_signal[: target_groups - 1]`` in
-    ``training/dynamic_sampling.py:refill_zero_signal`` (one group with signal dropped, then a refill
+    ``training/rollout/dynamic_sampling.py:refill_zero_signal`` (one group with signal dropped, then a refill
     round played to replace it), which no other test sees: their first rounds always lack signal somewhere.
     """
     # Groups of 8 on the 2x2 lake: with a success rate near one half, a group whose 8 episodes

@@ -4,7 +4,7 @@ from test_trainer import make_config
 
 from backends.hf import HFBackend
 from backends.tiny import build_tiny_model
-from training.engines import HFRolloutEngine
+from training.rollout.engines import HFRolloutEngine
 from tsmg.rollout import plan_episodes
 
 

@@ -5,7 +5,7 @@ import torch
 
 from tests.training.test_trainer import make_config, tiny_model  # noqa: F401  (the session's tiny model)
 from training.distributed import World
-from training.engines import HFRolloutEngine, build_engine
+from training.rollout.engines import HFRolloutEngine, build_engine
 from training.setup import set_up
 from training.update import PolicyUpdate, training_samples
 from tsmg.rollout import plan_episodes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.training.test_trainer import comparable, make_config, tiny_model  # noqa: F401  (the session's tiny model)
-from training.rtpo import ReverseTurnRollouts
+from training.rollout.rtpo import ReverseTurnRollouts
 from training.trainer import train
 
 RTPO = {"rollout": {"shape": "rtpo", "group_size": 4, "groups_per_update": 3}}

@@ -1,6 +1,6 @@
 """Training components take their own config sections, not the whole TrainConfig.
 
-Only :class:`training.async_loop.AsyncRollouts` keeps the whole configuration: its worker process
+Only :class:`training.rollout.async_loop.AsyncRollouts` keeps the whole configuration: its worker process
 rebuilds the backend and engine from it.
 """
 
@@ -12,16 +12,20 @@ from pathlib import Path
 import pytest
 from test_trainer import make_config, tiny_model  # noqa: F401  (tiny_model: the session's model)
 
-from training.async_loop import AsyncRollouts
+from training.base_model import base_model_source
 from training.config import DistillConfig, LossConfig
-from training.distill import Teacher
+from training.distill import Teacher, check_teacher, student_tokenizer
 from training.distributed import World
-from training.engines import check_rollout
 from training.losses import LossSettings
-from training.rtpo import ReverseTurnRollouts
-from training.setup import set_up
-from training.sources import GroupRollouts, RolloutSource
+from training.rollout.async_loop import AsyncRollouts
+from training.rollout.build import build_rollouts
+from training.rollout.engines import check_rollout
+from training.rollout.rtpo import ReverseTurnRollouts
+from training.rollout.sources import GroupRollouts, RolloutSource
+from training.run_folder import RunFolder
+from training.setup import add_lora, load_backend, set_up, unsharded_backend
 from training.update import PolicyUpdate
+from tsmg.apps.train.demo import success_on_seeds
 
 
 def annotations(function):
@@ -38,6 +42,15 @@ def annotations(function):
         (GroupRollouts.__init__, {"rollout": "RolloutConfig", "run": "RunConfig"}),
         (ReverseTurnRollouts.__init__, {"rollout": "RolloutConfig", "run": "RunConfig"}),
         (check_rollout, {"rollout": "RolloutConfig"}),
+        (base_model_source, {"model": "ModelConfig", "seed": "int"}),
+        (load_backend, {"model": "ModelConfig", "run": "RunConfig", "max_concurrent": "int"}),
+        (add_lora, {"model": "ModelConfig", "seed": "int"}),
+        (unsharded_backend, {"model": "ModelConfig", "seed": "int"}),
+        (check_teacher, {"distill": "DistillConfig", "model": "ModelConfig"}),
+        (student_tokenizer, {"model": "ModelConfig"}),
+        (build_rollouts, {"rollout": "RolloutConfig", "run": "RunConfig"}),
+        (success_on_seeds, {"rollout": "RolloutConfig", "run": "RunConfig"}),
+        (RunFolder.open, {"config": "BaseModel"}),  # stores and compares the config whole, reads no section
     ],
 )
 def test_components_take_their_sections_not_the_whole_config(function, sections):
@@ -49,26 +62,17 @@ def test_components_take_their_sections_not_the_whole_config(function, sections)
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Every function of training/ and tsmg/ with a parameter annotated with the whole TrainConfig (issue 39
-#: counted 22 functions in 12 modules; 24 before this was pinned). What remains: the trainer and what
-#: it hands the whole run to (the set-up that loads the model, the run folder that stores the config,
-#: the rollout source, the update, the async worker that rebuilds both from it), the check against
-#: the game, the base model and teacher checks that read model, run and distill together, and the
-#: demo's evaluation.
+#: counted 22 functions in 12 modules; 24 before this was pinned, 14 after the config split, 5 now).
+#: What remains: the trainer, the two ``from_config`` stages it hands the whole run to (the set-up,
+#: which reads six sections, and the update), the asynchronous source, whose worker process rebuilds
+#: the model and engine from the whole configuration, and the public check of a configuration against
+#: its game (``training.validate_against_game(config)``, which users call with the config they built).
 WHOLE_CONFIG_TAKERS = {
-    "training/async_loop.py AsyncRollouts.__init__",
-    "training/base_model.py base_model_source",
     "training/config.py validate_against_game",
-    "training/distill.py student_tokenizer",
-    "training/distill.py check_teacher",
-    "training/rollout_sources.py build_rollouts",
-    "training/run_folder.py RunFolder.open",
-    "training/setup.py set_up",
-    "training/setup.py unsharded_backend",
-    "training/setup.py load_backend",
-    "training/setup.py add_lora",
+    "training/rollout/async_loop.py AsyncRollouts.__init__",
+    "training/setup.py TrainingSetup.from_config",
     "training/trainer.py train",
     "training/update.py PolicyUpdate.from_config",
-    "tsmg/apps/train/demo.py success_on_seeds",
 }
 
 
@@ -99,7 +103,7 @@ def test_few_functions_take_the_whole_train_config():
     found = whole_config_takers()
     assert found - WHOLE_CONFIG_TAKERS == set(), "these take the whole TrainConfig: pass them the sections they read"
     assert found == WHOLE_CONFIG_TAKERS  # one that stopped: take it off the list, so that the count stays true
-    assert len(found) == 14
+    assert len(found) == 5
 
 
 def test_the_count_sees_a_function_that_takes_the_whole_config(tmp_path, monkeypatch):
@@ -153,3 +157,49 @@ def test_the_update_built_from_sections_is_the_one_from_config(tiny_model, tmp_p
 def test_teacher_load_refuses_an_unset_teacher():
     with pytest.raises(ValueError, match="distill.teacher is unset"):
         Teacher.load(DistillConfig(), dtype="float32", threads=1)
+
+
+#: Modules whose bare ``Any`` annotations are left for now: the metrics writer, which another change
+#: (a W&B logger) is rewriting this round (its three are JSON values and the optional TensorBoard writer).
+ANY_LEFT_FOR_NOW = {"training/run_log.py"}
+
+
+def unexplained_any(root: Path = ROOT) -> list[str]:
+    """``path:line name`` of each parameter or return of training/ annotated with a bare ``Any`` (``Any`` or
+    ``X | Any``, not ``dict[str, Any]``) whose line carries no comment saying why (issue 39 counted 63)."""
+    found = []
+    for path in sorted((root / "training").rglob("*.py")):
+        if path.relative_to(root).as_posix() in ANY_LEFT_FOR_NOW:
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            arguments = node.args
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            every += [argument for argument in (arguments.vararg, arguments.kwarg) if argument]
+            annotated = [(a.arg, a.annotation, a.lineno) for a in every if a.annotation is not None]
+            if node.returns is not None:
+                annotated.append(("return", node.returns, node.returns.lineno))
+            for name, annotation, line in annotated:
+                bare = "Any" in re.split(r"\s*\|\s*", ast.unparse(annotation).strip("'\""))
+                if bare and "#" not in lines[line - 1]:
+                    found.append(f"{path.relative_to(root).as_posix()}:{line} {node.name} {name}")
+    return found
+
+
+def test_every_bare_any_in_training_says_why():
+    assert unexplained_any() == [], (
+        "type these (TrainableModel, torch.nn.Module, a section), or say on the line why not"
+    )
+
+
+def test_the_any_count_sees_an_unexplained_one(tmp_path):
+    module = tmp_path / "training" / "extra.py"
+    module.parent.mkdir()
+    module.write_text(
+        "def f(a: Any, b: dict[str, Any], c: 'int | Any') -> Any:  # Any: why\n    ...\n"
+        "def g(a: Any) -> None:\n    ...\n"
+        "def h(\n    a: int | Any,  # Any: why\n    b: Any,\n) -> None: ...\n"
+    )
+    assert unexplained_any(tmp_path) == ["training/extra.py:3 g a", "training/extra.py:7 h b"]

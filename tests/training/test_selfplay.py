@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from training.config import IncompatibleGameError, TrainConfig
-from training.selfplay import OpponentPoolError
+from training.rollout.selfplay import OpponentPoolError
 from training.trainer import base_model_source, train
 from tsmg.episode import read_episodes
 
@@ -17,7 +17,8 @@ CHOICE_LAP = {"template": {"system": None, "user": "{observation}"}, "action_for
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("models")
-    return base_model_source(TrainConfig(rollout={"game_id": "TicTacToe-v0"}, model={"spec": "tiny"}), folder)
+    config = TrainConfig(rollout={"game_id": "TicTacToe-v0"}, model={"spec": "tiny"})
+    return base_model_source(config.model, folder, seed=config.run.seed)
 
 
 def make_config(out_dir, model_dir, *, game="TicTacToe-v0", **sections):

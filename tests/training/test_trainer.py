@@ -16,7 +16,7 @@ import torch
 import tsmg
 from training.checkpoint import latest_checkpoint
 from training.config import IncompatibleGameError, TrainConfig
-from training.engines import build_engine
+from training.rollout.engines import build_engine
 from training.run_log import METRICS_FILE, read_metrics
 from training.trainer import RunState, TrainHooks, TrainingOOMError, base_model_source, train
 from tsmg.apps.train.cli import add_commands, config_from_args
@@ -34,7 +34,7 @@ def tiny_model(tmp_path_factory):
     config = TrainConfig(
         rollout={"game_id": "FrozenLake-v0"}, model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}
     )
-    return base_model_source(config, folder)
+    return base_model_source(config.model, folder, seed=config.run.seed)
 
 
 def make_config(out_dir, model_dir, **sections):

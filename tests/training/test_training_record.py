@@ -8,8 +8,8 @@ decided in four places and recorded nowhere.
 from __future__ import annotations
 
 from training.credit import assign_credit
-from training.engines import RolloutBatch, record_sampling
-from training.sources import mark_trained_steps
+from training.rollout.engines import RolloutBatch, record_sampling
+from training.rollout.sources import mark_trained_steps
 from training.update import training_samples
 from tsmg.episode import Episode, StepRecord
 

@@ -12,8 +12,8 @@ from tests.training.test_trainer import SMALL_LAKE, make_config, tiny_model  # n
 from training.advantages import ms_grpo, shared_step_advantage, tree_grpo
 from training.config import IncompatibleGameError, TrainConfig, TreeConfig
 from training.credit import assign_credit
+from training.rollout.tree import TreeBrancher, share_prefix_steps, tree_plans
 from training.trainer import train
-from training.tree import TreeBrancher, share_prefix_steps, tree_plans
 from tsmg.episode import Episode, StepRecord
 from tsmg.policies import RandomPolicy
 from tsmg.rollout import EpisodeSnapshot, rollout

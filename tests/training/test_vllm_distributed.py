@@ -32,7 +32,7 @@ import os
 import sys
 from pathlib import Path
 
-from training.engines import build_engine
+from training.rollout.engines import build_engine
 from backends.base import GenerationRequest, SamplingParams
 from backends.hf import HFBackend
 from training.config import TrainConfig

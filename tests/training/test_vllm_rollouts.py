@@ -24,8 +24,8 @@ import pytest
 from safetensors import safe_open
 
 from training.config import TrainConfig
-from training.engines import build_engine
-from training.vllm_sync import AdapterFolders, checkpoint_state_dict, engine_options, lora_rank_slot
+from training.rollout.engines import build_engine
+from training.rollout.vllm_sync import AdapterFolders, checkpoint_state_dict, engine_options, lora_rank_slot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
 from vllm_env import require_vllm_python, run_in_vllm_env, vllm_model_dir  # noqa: E402
@@ -49,7 +49,7 @@ def main():
     from backends.base import GenerationRequest, SamplingParams
     from backends.hf import HFBackend
     from training.config import TrainConfig
-    from training.engines import build_engine
+    from training.rollout.engines import build_engine
     from training.trainer import TrainHooks, train
     from tsmg.rollout import plan_episodes
 
@@ -107,7 +107,7 @@ def main():
             }
             if mode == "full":  # a push vLLM refuses (a layer it does not have) must stop training, loudly
                 from transformers import AutoConfig, AutoModelForCausalLM
-                from training.vllm_sync import EngineSyncError
+                from training.rollout.vllm_sync import EngineSyncError
 
                 deeper = AutoConfig.from_pretrained(model_dir)
                 deeper.num_hidden_layers += 1

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training.config import TrainConfig
+from training.config import RolloutConfig, RunConfig
 from training.presets import RANDOM_MAPS_GAME, TEST_SEED_START, demo_config, right_or_down
 from tsmg.apps.cli_parser import examples
 from tsmg.run_folder import CONFIG_FILE
@@ -90,17 +90,17 @@ def baseline_success(game_id: str, seeds: list[int]) -> dict[str, float]:
     }
 
 
-def success_on_seeds(model_dir: str | Path, config: TrainConfig, seeds: list[int]) -> float:
+def success_on_seeds(model_dir: str | Path, rollout: RolloutConfig, run: RunConfig, seeds: list[int]) -> float:
     """Success of the model in ``model_dir`` on ``seeds``, played as the demo trains (one episode per seed)."""
     from backends.hf import HFBackend
-    from training.engines import HFRolloutEngine
+    from training.rollout.engines import HFRolloutEngine
     from tsmg.rollout import plan_episodes
     from tsmg.summary import summarize
 
-    backend = HFBackend(model_dir, threads=config.run.threads, max_batch_size=len(seeds))
-    engine = HFRolloutEngine(backend, config.rollout, model_seats=["player"])
-    plans = plan_episodes(config.rollout.game_id, seeds, group_size=1, id_prefix="test")
-    batch = engine.play(plans, seed=config.run.seed + 1, temperature=config.run.eval_temperature)
+    backend = HFBackend(model_dir, threads=run.threads, max_batch_size=len(seeds))
+    engine = HFRolloutEngine(backend, rollout, model_seats=["player"])
+    plans = plan_episodes(rollout.game_id, seeds, group_size=1, id_prefix="test")
+    batch = engine.play(plans, seed=run.seed + 1, temperature=run.eval_temperature)
     return summarize(batch.episodes).success_rate or 0.0
 
 
@@ -162,8 +162,8 @@ def run_demo(
         + "  ".join(f"{name} {100 * value:.1f}%" for name, value in baselines.items())
     )
     began = time.perf_counter()
-    base_model = base_model_source(config, folder)
-    before = success_on_seeds(base_model, config, test_seeds)
+    base_model = base_model_source(config.model, folder, seed=config.run.seed)
+    before = success_on_seeds(base_model, config.rollout, config.run, test_seeds)
     echo(f"  untrained model on the test seeds: {100 * before:.1f}%")
 
     def on_update(step: int, metrics: dict[str, float]) -> None:
@@ -183,7 +183,7 @@ def run_demo(
 
     result = train(config, hooks=TrainHooks(on_update=on_update, should_stop=should_stop))
     assert result.final_model is not None
-    after = success_on_seeds(result.final_model, config, test_seeds)
+    after = success_on_seeds(result.final_model, config.rollout, config.run, test_seeds)
     seconds = time.perf_counter() - began
     episodes = int(max((row.get("rollout/episodes_total") or 0 for row in result.metrics), default=0))
     echo("")

@@ -7,12 +7,12 @@ samples (:meth:`~RolloutSource.training_samples`). Sources:
 
 * :class:`GroupRollouts`: independent groups of ``rollout.group_size`` episodes per seed
   (``rollout.shape: groups``), or trees of as many leaves (``rollout.shape: tree``,
-  :mod:`training.tree`: each shared prefix step trained once, weighted by ``rollout.tree.shared_steps``);
-* :class:`training.rtpo.ReverseTurnRollouts`: RTPO's reverse-turn stages (``rollout.shape: rtpo``);
-* :class:`training.async_loop.AsyncRollouts`: any of the first kind played ahead by a worker
+  :mod:`training.rollout.tree`: each shared prefix step trained once, weighted by ``rollout.tree.shared_steps``);
+* :class:`training.rollout.rtpo.ReverseTurnRollouts`: RTPO's reverse-turn stages (``rollout.shape: rtpo``);
+* :class:`training.rollout.async_loop.AsyncRollouts`: any of the first kind played ahead by a worker
   process with older weights (``loop.mode: async``).
 
-:func:`training.rollout_sources.build_rollouts` picks the run's source; it lives apart from this
+:func:`training.rollout.build.build_rollouts` picks the run's source; it lives apart from this
 module so that the sources (which build on :class:`RolloutSource`) and the choice among them
 import in one direction.
 
@@ -20,7 +20,7 @@ Each episode records the policy version that played it (:func:`stamp_policy_vers
 is the weights after v updates, so the synchronous loop plays update u with version u - 1.
 Annotators (:mod:`training.annotators`, e.g. IAPO's influence-graph annotators) run once on every
 rollout as it is handed over (``_handed_over``), in the process that played it: the trainer's
-under ``loop.mode: sync``, the rollout worker's under ``async`` (:mod:`training.async_loop`: the
+under ``loop.mode: sync``, the rollout worker's under ``async`` (:mod:`training.rollout.async_loop`: the
 trainer then runs none).
 """
 
@@ -34,9 +34,9 @@ from training.annotators import annotate
 from training.config import RolloutConfig, RunConfig
 from training.credit import CreditAssignment, StepCredit
 from training.distributed import World
-from training.engines import RolloutBatch, RolloutEngine, check_rollout, independent_groups, play_sharded
-from training.selfplay import Opponents
-from training.tree import TreeBrancher, share_prefix_steps, tree_plans
+from training.rollout.engines import RolloutBatch, RolloutEngine, check_rollout, independent_groups, play_sharded
+from training.rollout.selfplay import Opponents
+from training.rollout.tree import TreeBrancher, share_prefix_steps, tree_plans
 from training.update import TrainSample, training_samples
 from tsmg.episode import Episode
 from tsmg.seeding import derive_seed, seed_generator
@@ -83,7 +83,7 @@ class RolloutSource:
         run: The run section (its ``seed`` and ``eval_seed_start``: the game seeds it draws from).
         engine: Plays episodes with the current policy (and evaluations: :attr:`eval_engine`).
         world: This process's place among the training processes.
-        opponents: Who plays the seats the model does not, group by group (:mod:`training.selfplay`;
+        opponents: Who plays the seats the model does not, group by group (:mod:`training.rollout.selfplay`;
             None: the engine's own seating).
     """
 
@@ -171,7 +171,7 @@ class GroupRollouts(RolloutSource):
         """Dynamic sampling's refill round ``refill`` (from 1) of update ``step``: new groups, new seeds, new ids.
 
         Independent groups only (the configuration refuses refills with trees, seats chosen group by
-        group, RTPO or asynchronous rollouts); see :mod:`training.dynamic_sampling`.
+        group, RTPO or asynchronous rollouts); see :mod:`training.rollout.dynamic_sampling`.
         """
         rollout, run = self.rollout, self.run
         rng = seed_generator(run.seed, step, REFILL, refill)

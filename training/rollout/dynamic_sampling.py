@@ -5,7 +5,7 @@ returned the same) adds nothing to the policy gradient, yet it counts in the upd
 the batch's effective size shrinks as the policy gets uniformly good or bad. With
 ``sampler.refill_zero_variance`` the trainer (:func:`refill_zero_signal`) keeps the rollout's
 groups that carry signal, then plays rounds of ``rollout.groups_per_update`` new groups (new
-seeds; :meth:`training.sources.GroupRollouts.play_refill`) and adds their groups with signal,
+seeds; :meth:`training.rollout.sources.GroupRollouts.play_refill`) and adds their groups with signal,
 until the update has ``groups_per_update`` of them or ``sampler.max_refill_rounds`` extra rounds
 were played (the cap: the update then trains on the groups it has, and
 ``sampler/refill_cap_reached`` says so). Groups with signal beyond the target are left out, as
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from training.credit import CreditAssignment, carries_signal
-from training.selfplay import group_key
+from training.rollout.selfplay import group_key
 from tsmg.episode import Episode
 
 if TYPE_CHECKING:
-    from training.engines import RolloutBatch
+    from training.rollout.engines import RolloutBatch
 
 
 @dataclass

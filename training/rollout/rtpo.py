@@ -39,9 +39,9 @@ import numpy as np
 from training.config import RolloutConfig, RunConfig
 from training.credit import CreditAssignment, comparison_sets
 from training.distributed import World
-from training.engines import RolloutBatch, RolloutEngine, play_sharded
-from training.sources import BRANCH_SAMPLING, RolloutSource
-from training.tree import with_trajectories
+from training.rollout.engines import RolloutBatch, RolloutEngine, play_sharded
+from training.rollout.sources import BRANCH_SAMPLING, RolloutSource
+from training.rollout.tree import with_trajectories
 from tsmg.episode import Episode, read_episodes, write_episodes
 from tsmg.registry import make
 from tsmg.rollout import EpisodePlan, EpisodeSnapshot
@@ -55,7 +55,7 @@ class ReverseTurnRollouts(RolloutSource):
     """RTPO's rollouts: spines, then one reverse stage (a turn's branch groups) per update."""
 
     def __init__(self, rollout: RolloutConfig, run: RunConfig, engine: RolloutEngine, world: World) -> None:
-        """As :class:`training.sources.RolloutSource`; the first update starts a cycle."""
+        """As :class:`training.rollout.sources.RolloutSource`; the first update starts a cycle."""
         super().__init__(rollout, run, engine, world)
         self.spines: list[Episode] = []
         self.turn = -1  # the next stage's turn; below 0: a new cycle starts

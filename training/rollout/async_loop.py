@@ -12,7 +12,7 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   interpreter lock with the trainer, and a rollout of a small model is mostly Python). It builds
   the same rollout engine as the synchronous loop (HF on its own copy of the model, or vLLM
   pushed from that copy) and plays each update's rollout exactly as the synchronous loop would
-  (independent groups or trees, :class:`training.sources.GroupRollouts`), stamping the version
+  (independent groups or trees, :class:`training.rollout.sources.GroupRollouts`), stamping the version
   on every episode and model step. The trainer sends it update u's request as soon as version
   ``u - 1 - eta`` is published, with that version's trained parameters (shared memory, once per
   version). A whole episode is played by one version, so a long episode is admitted by the
@@ -31,7 +31,7 @@ What ``loop.mode: async`` does, with eta = ``loop.max_staleness`` (:class:`Async
   until they are trained. Fresh samples keep their recorded log-probabilities, as in the
   synchronous loop.
 * **Annotators** (``rollout.annotators``, :mod:`training.annotators`) run once per rollout, in the
-  worker, as the rollout is handed over (:class:`training.sources.GroupRollouts`), so that a slow
+  worker, as the rollout is handed over (:class:`training.rollout.sources.GroupRollouts`), so that a slow
   one (a model annotator) overlaps the trainer's update; the trainer receives annotated episodes
   and runs none. The trainer sends the worker the annotator objects the run lists (pickled: a
   function or object registered at run time in the trainer reaches the worker too).
@@ -56,7 +56,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.multiprocessing as multiprocessing
@@ -65,12 +65,16 @@ from training.annotators import ANNOTATORS, Annotator, register_annotator
 from training.config import TrainConfig
 from training.credit import StepCredit
 from training.distributed import World
-from training.engines import RolloutBatch, RolloutEngine
 from training.losses import importance_weights, off_policy_mask
-from training.sources import GroupRollouts
+from training.rollout.engines import RolloutBatch, RolloutEngine
+from training.rollout.sources import GroupRollouts
 from training.update import PolicyUpdate, TrainSample, training_samples
 from tsmg.core import GameCodeError
 from tsmg.episode import Episode
+
+if TYPE_CHECKING:
+    from training.setup import TrainingSetup
+    from tsmg.registry import GameSpec
 
 logger = logging.getLogger(__name__)
 
@@ -81,12 +85,12 @@ _POLL_S = 0.5
 _STOP_TIMEOUT_S = 120.0
 
 
-def trained_parameters(model: Any) -> dict[str, torch.Tensor]:
+def trained_parameters(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A copy of ``model``'s trained parameters (the frozen ones never change), by name."""
     return {name: value.detach().clone() for name, value in model.named_parameters() if value.requires_grad}
 
 
-def load_parameters(weights: Mapping[str, torch.Tensor], model: Any) -> None:
+def load_parameters(weights: Mapping[str, torch.Tensor], model: torch.nn.Module) -> None:
     """Copy ``weights`` into ``model``'s parameters of the same names."""
     parameters = dict(model.named_parameters())
     with torch.no_grad():
@@ -98,15 +102,15 @@ def worker_main(
     config_data: dict[str, Any],
     run_dir: str,
     model_seats: list[str],
-    game_spec: Any,
-    requests: Any,
-    results: Any,
+    game_spec: GameSpec | None,
+    requests: Any,  # Any: torch.multiprocessing queues (untyped)
+    results: Any,  # Any: as requests
     annotators: Mapping[str, Annotator] | None = None,
 ) -> None:
     """The rollout worker process: build the engine, then play each requested update's rollout.
 
     ``annotators`` (the run's ``rollout.annotators``, by name) are registered here first: the
-    worker annotates every rollout it plays (:class:`training.sources.GroupRollouts`).
+    worker annotates every rollout it plays (:class:`training.rollout.sources.GroupRollouts`).
 
     Requests are ``(step, version, weights or None)`` (None weights: the version already loaded),
     or None to stop; results are ``("batch", step, batch, seconds, finished_at)`` (``time.time()``),
@@ -114,7 +118,7 @@ def worker_main(
     checkpoints, as in a synchronous run) or ``("error", step, text)``.
     The worker also stops when the trainer's process is gone (killed).
     """
-    from training.engines import build_engine
+    from training.rollout.engines import build_engine
     from training.setup import add_lora, load_backend, own_storage
     from tsmg import registry
     from tsmg.policies import policy_from_spec
@@ -127,9 +131,10 @@ def worker_main(
         if game_spec is not None and game_spec.id not in {spec.id for spec in registry.specs()}:
             spec = game_spec
             registry.register(spec.id, spec.entry_point, description=spec.description, **spec.kwargs)
-        backend = load_backend(config, Path(run_dir))
-        if config.model.finetune == "lora":
-            add_lora(backend, config)
+        model, run = config.model, config.run
+        backend = load_backend(model, run, Path(run_dir), max_concurrent=config.rollout.max_concurrent)
+        if model.finetune == "lora":
+            add_lora(backend, model, seed=run.seed)
         own_storage(backend.model)  # as the trainer's model: the same numerics
         rollout = config.rollout
         opponent = policy_from_spec(rollout.opponent, seed=config.run.seed) if rollout.opponent else None
@@ -182,7 +187,7 @@ def _portable_game_error(error: GameCodeError) -> GameCodeError:
 
 
 class AsyncRollouts(GroupRollouts):
-    """The groups or trees of :class:`~training.sources.GroupRollouts`, played ahead by a worker process.
+    """The groups or trees of :class:`~training.rollout.sources.GroupRollouts`, played ahead by a worker process.
 
     Bounded staleness, off-policy correction and checkpoints: see the module docstring.
 
@@ -207,7 +212,7 @@ class AsyncRollouts(GroupRollouts):
         engine: RolloutEngine,
         world: World,
         *,
-        setup: Any,
+        setup: TrainingSetup,
         update: PolicyUpdate,
         run_dir: Path,
         model_seats: Sequence[str],

@@ -49,7 +49,7 @@ from tsmg.rollout import EpisodePlan, RoundEnd
 def tree_plans(config: RolloutConfig, update: int, rng: np.random.Generator, seed_limit: int) -> list[EpisodePlan]:
     """The root episodes of one update's trees: ``tree.roots`` per group, ``groups_per_update`` groups.
 
-    Seeds are drawn as :func:`training.engines.independent_groups` draws them; ids are
+    Seeds are drawn as :func:`training.rollout.engines.independent_groups` draws them; ids are
     ``u{update}/s{seed}/g{k}``, the branches taking the next ``k`` of their group.
     """
     seeds = rng.choice(seed_limit, size=config.groups_per_update, replace=False)

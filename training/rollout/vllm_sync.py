@@ -10,7 +10,7 @@ every update the engine gets the new policy:
 * **LoRA**: the adapter, saved into a new folder ``run_dir/vllm_adapter/step-N``
   (:class:`AdapterFolders`) and served with :meth:`~backends.vllm_engine.VLLMBackend.set_adapter`.
 
-The engine-side code is :class:`training.engines.VLLMRolloutEngine`.
+The engine-side code is :class:`training.rollout.engines.VLLMRolloutEngine`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,14 @@ import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from training.config import ModelConfig
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from backends.base import TrainableModel
 
 #: Where LoRA adapters for the engine are written, under the run folder.
 ADAPTER_ROOT = "vllm_adapter"
@@ -70,7 +75,12 @@ def lora_rank_slot(rank: int) -> int:
 
 
 def engine_options(
-    model: ModelConfig, trained: Any, overrides: Mapping[str, Any] | None = None, *, seed: int, processes: int = 1
+    model: ModelConfig,
+    trained: TrainableModel,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    seed: int,
+    processes: int = 1,
 ) -> dict[str, Any]:
     """Keyword arguments of :class:`~backends.vllm_engine.VLLMBackend` for the rollout engine of the ``model`` section.
 
@@ -115,7 +125,10 @@ def _on_gpus() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def checkpoint_state_dict(model: Any, state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def checkpoint_state_dict(
+    model: PreTrainedModel,
+    state: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The weights of a plain transformers model under the names of its Hugging Face checkpoint.
 
     Those are the names vLLM's model loaders read. A tied output embedding is left out (it is the
@@ -175,7 +188,7 @@ class AdapterFolders:
         self.count = 0
         self._prune(keep=None)
 
-    def save(self, trained: Any, state: Mapping[str, Any] | None = None) -> Path:
+    def save(self, trained: TrainableModel, state: Mapping[str, Any] | None = None) -> Path:
         """Save the adapter of ``trained`` (an HF backend with a PEFT adapter) into the next folder.
 
         ``state``: its trainable weights gathered as plain tensors (an FSDP run's), PEFT names.
@@ -206,7 +219,7 @@ class AdapterFolders:
                 shutil.rmtree(child, ignore_errors=True)
 
 
-def save_adapter_state(model: Any, state: Mapping[str, Any], folder: Path) -> None:
+def save_adapter_state(model: Any, state: Mapping[str, Any], folder: Path) -> None:  # Any: a (lazy) PEFT model
     """Write a PEFT adapter folder (what ``save_pretrained`` writes) from gathered adapter weights.
 
     An FSDP-sharded PEFT model cannot save itself (its weights are shards); its adapter weights,

@@ -31,7 +31,7 @@ from backends.base import TrainableModel
 from training.checkpoint import checkpoint_weights, run_checkpoints, weights_saver
 from training.config import ModelConfig, RolloutConfig, RunConfig
 from training.distributed import World
-from training.engines import RolloutBatch, RolloutEngine
+from training.rollout.engines import RolloutBatch, RolloutEngine
 from tsmg.episode import Episode
 from tsmg.policies import CompactView, Policy
 from tsmg.rollout import Brancher, EpisodePlan
@@ -217,7 +217,7 @@ class SeatedEngine:
         seating: The seating of every group (by :func:`group_key`).
     """
 
-    def __init__(self, engine: Any, seating: Mapping[str, Seating]) -> None:
+    def __init__(self, engine: Any, seating: Mapping[str, Seating]) -> None:  # Any: with_seats is the HF/vLLM engines'
         self.engine = engine
         self.seating = seating
 
@@ -229,7 +229,7 @@ class SeatedEngine:
         temperature: float | None = None,
         branch: Brancher | None = None,
     ) -> RolloutBatch:
-        """Play ``plans``, each group with its seating; see :meth:`training.engines.RolloutEngine.play`.
+        """Play ``plans``, each group with its seating; see :meth:`training.rollout.engines.RolloutEngine.play`.
 
         Raises:
             ValueError: ``branch`` is given: trees are not seated group by group (the configuration refuses it).

@@ -6,7 +6,7 @@ weights. :class:`HFRolloutEngine` plays with the trained HF model itself, or a L
 copy that :meth:`~RolloutEngine.sync` refreshes (``rollout.merged_adapter``);
 :class:`VLLMRolloutEngine` plays on a vLLM engine started from the same folder (``model.spec:
 vllm:PATH``) and pushes the new weights, or the LoRA adapter, into it after every update
-(:mod:`training.vllm_sync`). Every engine drives the model through its LAP; the episode records
+(:mod:`training.rollout.vllm_sync`). Every engine drives the model through its LAP; the episode records
 hold all the trainer needs (prompt ids, offered choices, tokens, behaviour log-probabilities).
 """
 
@@ -24,8 +24,7 @@ import torch
 
 from training.config import ModelConfig, RolloutConfig
 from training.distributed import ParallelModel, World
-from training.update import TrainingOOMError
-from training.vllm_sync import (
+from training.rollout.vllm_sync import (
     AdapterFolders,
     EngineSyncError,
     adapter_root,
@@ -33,6 +32,7 @@ from training.vllm_sync import (
     engine_options,
     require_vllm,
 )
+from training.update import TrainingOOMError
 from tsmg.episode import Episode, StepRecord
 from tsmg.lap import LAP
 from tsmg.model_spec import parse_model_spec
@@ -45,6 +45,7 @@ from tsmg.rollout import Brancher, EpisodePlan, plan_episodes, rollout
 if TYPE_CHECKING:
     from backends.base import TrainableModel
     from backends.hf_lora import MergedAdapter
+    from backends.vllm_engine import VLLMBackend
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,11 @@ class _LAPRolloutEngine:
     plays_trained_model: bool = True
 
     def __init__(
-        self, backend: Any, config: RolloutConfig, model_seats: Sequence[str], opponent: Policy | None = None
+        self,
+        backend: Any,  # Any: an HF backend or a VLLMBackend (None on a shared engine's other ranks)
+        config: RolloutConfig,
+        model_seats: Sequence[str],
+        opponent: Policy | None = None,
     ) -> None:
         self.backend = backend
         self.config = config
@@ -184,7 +189,7 @@ class _LAPRolloutEngine:
     def with_seats(self, model_seats: Sequence[str], opponent: Policy | None) -> _LAPRolloutEngine:
         """This engine with another seating: the model in ``model_seats``, ``opponent`` in the rest (None: self-play).
 
-        The copy shares the backend (and its weights); :mod:`training.selfplay` plays each group of
+        The copy shares the backend (and its weights); :mod:`training.rollout.selfplay` plays each group of
         an update with its own seating through it.
         """
         seated = copy.copy(self)
@@ -293,7 +298,7 @@ class HFRolloutEngine(_LAPRolloutEngine):
 
     def __init__(
         self,
-        backend: Any,
+        backend: Any,  # Any: an HFBackend, whose chat and batch size TrainableModel does not declare
         config: RolloutConfig,
         model_seats: Sequence[str],
         opponent: Policy | None = None,
@@ -324,7 +329,7 @@ class HFRolloutEngine(_LAPRolloutEngine):
             self.merged.refresh()
 
 
-def merges_adapter(rollout: RolloutConfig, backend: Any, parallel: ParallelModel | None) -> bool:
+def merges_adapter(rollout: RolloutConfig, backend: TrainableModel, parallel: ParallelModel | None) -> bool:
     """Whether the HF rollout engine samples from a merged copy of the LoRA model (``rollout.merged_adapter``).
 
     Raises:
@@ -347,7 +352,7 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
     (vLLM has its own kernels, and for a constrained answer its own token mask), so batches say
     ``exact_logprobs=False``: the trainer recomputes pi_old under its weights, and weighs each token
     by min(pi_old / pi_vLLM, ``loss.tis_cap``) (truncated importance sampling; the engine reports
-    the log-probabilities it sampled from, :func:`training.vllm_sync.engine_options`).
+    the log-probabilities it sampled from, :func:`training.rollout.vllm_sync.engine_options`).
 
     Args:
         trained: The :class:`backends.hf.HFBackend` being trained (a PEFT adapter when ``lora``).
@@ -373,8 +378,8 @@ class VLLMRolloutEngine(_LAPRolloutEngine):
 
     def __init__(
         self,
-        trained: Any,
-        engine: Any,
+        trained: TrainableModel,
+        engine: VLLMBackend | None,
         config: RolloutConfig,
         model_seats: Sequence[str],
         opponent: Policy | None = None,
@@ -458,7 +463,7 @@ def build_engine(
         seed: The run's seed (``run.seed``), which seeds a vLLM engine.
         vllm_engine: ``distributed.vllm_engine``: one engine per process, or one shared by them all.
         vllm_options: Options of :class:`backends.vllm_engine.VLLMBackend` over the defaults of
-            :func:`training.vllm_sync.engine_options` (e.g. ``gpu_memory_utilization``,
+            :func:`training.rollout.vllm_sync.engine_options` (e.g. ``gpu_memory_utilization``,
             ``max_model_len``, ``enforce_eager``), over the config's ``model.vllm_options``.
         on_vllm: False plays on ``backend`` whatever the spec (asynchronous training evaluates so).
         world: This process's place among the training processes (None: one process).
