@@ -63,7 +63,7 @@ CURVE_LABELS = {
 }
 
 
-def _json_value(value: Any) -> Any:
+def _json_value(value: Any) -> Any:  # Any: any JSON value a metrics row holds
     """Floats as JSON allows them: NaN and infinities become None (a skipped update's loss, say)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -144,7 +144,7 @@ class RunLog:
         self.close()
 
 
-def _tensorboard_writer(folder: Path, resume_step: int | None) -> Any:
+def _tensorboard_writer(folder: Path, resume_step: int | None) -> Any:  # Any: SummaryWriter, imported only here
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:  # tensorboard is optional (the 'train' extra)
@@ -170,7 +170,9 @@ def wandb_missing() -> str | None:
     return None
 
 
-def _wandb_run(run_dir: Path, settings: WandbConfig, config: Mapping[str, Any], *, resumed: bool) -> Any:
+def _wandb_run(
+    run_dir: Path, settings: WandbConfig, config: Mapping[str, Any], *, resumed: bool
+) -> Any:  # Any: a wandb Run, imported only here (wandb is an optional extra)
     """A started W&B run whose files live under ``run_dir/wandb`` (the id kept there for a resume)."""
     missing = wandb_missing()
     if missing is not None:
