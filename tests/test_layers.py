@@ -389,7 +389,7 @@ def test_the_layers_are_in_the_stated_order():
     assert layer_of("tsmg.adapters.openspiel") == "adapters"
     assert layer_of("tsmg.apps") == "applications"
     assert layer_of("tsmg.apps.train.cli") == "applications"
-    assert layer_of("tsmg.apps.openspiel_exploitability") == "applications"
+    assert layer_of("tsmg.apps.evaluation.cli") == "applications"
     assert layer_of("tsmg.apps.remote") == "applications"
     assert layer_of("tsmg.apps.serve.app") == "applications"
 

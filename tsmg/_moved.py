@@ -25,7 +25,9 @@ from tsmg import loading
 
 #: Old dotted path -> new dotted path (a package's submodules follow it).
 MOVED: dict[str, str] = {
-    "tsmg.adapters.openspiel_exploitability": "tsmg.apps.openspiel_exploitability",
+    "tsmg.adapters.openspiel_exploitability": "tsmg.adapters.openspiel_tabular",
+    "tsmg.apps.evaluation.exploitability": "games.kuhn_poker_exploitability",
+    "tsmg.apps.openspiel_exploitability": "tsmg.adapters.openspiel_tabular",
     "tsmg.cli": "tsmg.apps.cli",
     "tsmg.cli_parser": "tsmg.apps.cli_parser",
     "tsmg.evaluation": "tsmg.apps.evaluation",
@@ -43,13 +45,20 @@ _warned: set[str] = set()
 
 
 def new_path(old: str) -> str | None:
-    """Where the module ``old`` moved (``tsmg.serve.app`` -> ``tsmg.apps.serve.app``), or None if it did not."""
+    """Where the module ``old`` moved (``tsmg.serve.app`` -> ``tsmg.apps.serve.app``), or None if it did not.
+
+    The longest old prefix wins, and a path that moved twice goes to where it is now
+    (``tsmg.evaluation.exploitability`` -> ``tsmg.apps.evaluation.exploitability`` ->
+    ``games.kuhn_poker_exploitability``).
+    """
     if old.partition(".")[0] not in _ROOTS:
         return None
-    for prefix, target in MOVED.items():
-        if old == prefix or old.startswith(prefix + "."):
-            return target + old[len(prefix) :]
-    return None
+    prefixes = [prefix for prefix in MOVED if old == prefix or old.startswith(prefix + ".")]
+    if not prefixes:
+        return None
+    prefix = max(prefixes, key=len)
+    moved = MOVED[prefix] + old[len(prefix) :]
+    return new_path(moved) or moved
 
 
 class _Alias(importlib.abc.Loader):
