@@ -11,6 +11,10 @@ The oracle plays the Nash equilibrium with parameter ``oracle_alpha``. Its rando
 made with a generator seeded from ``deal_seed``, a number drawn with the deal and kept in the
 state, and from the betting history, so the oracle is a function of the state: the same seed
 gives the same choices, and different seeds different ones.
+
+:class:`KuhnPoker` measures a policy's exact exploitability (``exploitability(policy)``, the
+capability :class:`tsmg.exploitability.HasExploitability`; :mod:`games.kuhn_poker_exploitability`
+solves the 12 information sets), and that of the average of several (``average_exploitability``).
 """
 
 from __future__ import annotations
