@@ -126,8 +126,9 @@ def student_tokenizer(config: TrainConfig) -> Any:
     """The student's tokenizer, without loading its weights (a tiny model's is trained as the run would)."""
     parsed = parse_model_spec(config.model.spec)
     if parsed.kind == "tiny":
-        from backends.tiny import PRESETS, game_corpus, train_tokenizer
+        from backends.tiny import PRESETS, train_tokenizer
         from training.base_model import tiny_corpus
+        from training.tiny_corpus import game_corpus
 
         tiny = config.model.tiny
         corpus = tiny_corpus(tiny)

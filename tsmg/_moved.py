@@ -6,9 +6,11 @@ package moved with it (``tsmg.serve.app`` is ``tsmg.apps.serve.app``). ``import 
 and imports nothing itself), so that ``import training.cli`` returns the very module object of
 ``tsmg.apps.train.cli`` (one module, one set of globals: a patch through either name is seen by
 both) and warns once per old path with a :class:`DeprecationWarning` naming the new one.
+:data:`MOVED_NAMES` does the same for a name that left a module that stayed
+(``backends.tiny.game_corpus``): the old module's ``__getattr__`` asks :func:`moved_attribute`.
 
 This is the only module of the kernel that names the layers above it, and only as the strings of
-the table: ``tests/test_layers.py`` exempts exactly this module from the string check.
+the tables: ``tests/test_layers.py`` exempts exactly this module from the string check.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ MOVED: dict[str, str] = {
     "training.export": "tsmg.apps.train.export",
     "training.sft_cli": "tsmg.apps.train.sft_cli",
 }
+#: Old dotted path of a module-level name -> its new ``"module:name"`` (the old module's
+#: ``__getattr__`` asks :func:`moved_attribute`; the module itself stayed).
+MOVED_NAMES: dict[str, str] = {
+    "backends.tiny.game_corpus": "training.tiny_corpus:game_corpus",
+}
 _ROOTS = frozenset(old.split(".")[0] for old in MOVED)
 _warned: set[str] = set()
 
@@ -59,6 +66,26 @@ def new_path(old: str) -> str | None:
     prefix = max(prefixes, key=len)
     moved = MOVED[prefix] + old[len(prefix) :]
     return new_path(moved) or moved
+
+
+def moved_attribute(module: str, name: str) -> Any:
+    """The name ``module.name`` that moved (:data:`MOVED_NAMES`), warning once; for the old module's ``__getattr__``.
+
+    Raises:
+        AttributeError: ``module`` has no such name, and none moved away from it.
+    """
+    old = f"{module}.{name}"
+    new = MOVED_NAMES.get(old)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    if old not in _warned:
+        _warned.add(old)
+        warnings.warn(
+            f"{old} moved to {new.replace(':', '.')}; import it from there (the old path will be removed)",
+            DeprecationWarning,
+            stacklevel=3,  # the caller of the module's __getattr__
+        )
+    return loading.load(new)
 
 
 class _Alias(importlib.abc.Loader):
