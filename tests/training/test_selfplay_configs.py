@@ -105,4 +105,4 @@ def test_tsmg_exploitability_averages_the_policies_of_several_models(kuhn_run, c
     assert average["exploitability"] == pytest.approx(rules.exploitability(expected), abs=1e-9)
     assert average["strategy"]["J:kb"]["call"] == pytest.approx(expected[(rules.JACK, "kb")][0], abs=1e-9)
     assert main(["exploitability", "--game", "openspiel:kuhn_poker", "--model", "random", "--average"]) == 2
-    assert "--average is for Kuhn poker" in capsys.readouterr().err
+    assert "openspiel:kuhn_poker cannot measure an average policy" in capsys.readouterr().err

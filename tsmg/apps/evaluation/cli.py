@@ -369,7 +369,6 @@ def _dry_run_cost(config: EvalConfig, bounds: dict[tuple[str, str], tuple[int, i
 
 def cmd_exploitability(args: argparse.Namespace) -> int:
     """Print each model's exact exploitability in a game that measures it (and its best responses' value per seat)."""
-    import games  # noqa: F401  (registers the catalog)
     from tsmg.apps.evaluation.runner import trained_game_options, trained_policy
     from tsmg.exploitability import HasAverageExploitability, HasExploitability
     from tsmg.registry import make
@@ -411,17 +410,22 @@ def cmd_exploitability(args: argparse.Namespace) -> int:
 
 
 def _games_with_exploitability() -> str:
-    """The games that measure exploitability, for a refusal: the registered ones, and OpenSpiel's if it is installed."""
-    from tsmg.exploitability import HasExploitability, games_with_exploitability
+    """The games that measure exploitability, for a refusal: the registered ones, and where namespaced ones are.
 
-    found = ", ".join(games_with_exploitability()) or "none registered"
-    try:  # a namespace's ids cannot be listed: its game class is asked instead
-        from tsmg.adapters.openspiel import OpenSpielGame
-    except ImportError:
-        return found
-    if issubclass(OpenSpielGame, HasExploitability):
-        found += ", or a small two-player zero-sum OpenSpiel game (openspiel:NAME)"
-    return found
+    Registered ids of one family (``OpenSpiel/NAME-v0``, over a hundred) are counted, not listed; a
+    namespace's ids cannot be listed at all (``openspiel:NAME`` names any of OpenSpiel's games), so
+    they are pointed at, not checked: the command asks the game itself once it is made.
+    """
+    from tsmg.exploitability import games_with_exploitability
+
+    families: dict[str, list[str]] = {}
+    for game_id in games_with_exploitability():
+        families.setdefault(game_id.rpartition("/")[0], []).append(game_id)
+    named = list(families.pop("", []))
+    for family, ids in sorted(families.items()):
+        named += ids if len(ids) <= 3 else [f"the {len(ids)} {family}/NAME-v0 games"]
+    listed = ", ".join(named) or "no registered game"
+    return f"{listed} (one that cannot be solved says why), or openspiel:NAME"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
