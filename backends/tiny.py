@@ -1,7 +1,8 @@
 """Tiny language models built on the spot, for tests and fast demos (no download, a few seconds).
 
 :func:`build_tiny_model` trains a byte-level BPE tokenizer on game text (Frozen Lake observations,
-the LAP's instructions, the action words and the chat markers), builds a randomly initialised
+the LAP's instructions, the action words and the chat markers: :func:`default_corpus`, which the
+training package renders for the backends through an entry point), builds a randomly initialised
 ``LlamaForCausalLM`` of the requested size, and saves both with ``save_pretrained`` so that they
 load back through ``from_pretrained`` exactly like a user's model (``HFBackend(folder)``).
 
@@ -20,10 +21,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -66,38 +67,37 @@ PRESETS: dict[str, TinySize] = {
 
 PresetName = Literal["0.15m", "4m"]
 
+#: The entry-point group whose entry ``game`` names the default corpus of a tiny tokenizer (a
+#: function returning texts; pyproject.toml fills it with the training package's game corpus).
+CORPUS_GROUP = "tsmg.tiny_corpus"
 
-def game_corpus(seeds: Iterable[int] = range(24)) -> Iterator[str]:
-    """Texts a tiny tokenizer should cover: Frozen Lake observations, LAP instructions, actions.
 
-    Args:
-        seeds: Seeds of the Frozen Lake episodes whose observations are rendered.
+def default_corpus() -> list[str]:
+    """The texts a tiny tokenizer is trained on when :func:`build_tiny_model` is given none.
 
-    Yields:
-        Pieces of text (observations, prompts, action words).
+    The corpus the :data:`CORPUS_GROUP` entry point names: this project's training package renders
+    games of the catalog for it (Frozen Lake observations, the LAP's instructions, the action
+    words). The backends sit below the games, so they reach it through the entry point, never by name.
+
+    Raises:
+        LookupError: No package names a corpus (pass ``corpus=`` to :func:`build_tiny_model`).
     """
-    import games  # noqa: F401  (registers the catalog)
-    from tsmg.lap import DEFAULT_SYSTEM, ActionFormat
-    from tsmg.registry import make
+    from tsmg import loading
 
-    actions = ["left", "down", "right", "up"]
-    yield DEFAULT_SYSTEM
-    for kind in ("tag", "choice", "raw"):
-        yield ActionFormat(kind=kind).instructions_for(actions)
-    yield "That answer was invalid: expected one of left, down, right, up."
-    for action in actions:
-        yield f"<action>{action}</action> {action} {action.capitalize()} {action.upper()}"
-    yield "<think></think><plan></plan>"
-    for game_id in ("FrozenLake-v0", "FrozenLake-NoSlip-v0", "FrozenLake-BigSlippery-v0"):
-        game = make(game_id)
-        for seed in seeds:
-            observations, _ = game.reset(seed=seed)
-            yield observations["player"]
-            for step in range(3):
-                if game.done:
-                    break
-                result = game.step({"player": actions[(seed + step) % 4]})
-                yield result.observations.get("player", "")
+    references = [entry.reference for entry in loading.plugin_entries(CORPUS_GROUP) if entry.name == "game"]
+    if not references:
+        raise LookupError(
+            f"no package names a default corpus for a tiny tokenizer (entry point 'game' of {CORPUS_GROUP}): "
+            "pass corpus=[texts] to build_tiny_model"
+        )
+    return list(loading.load(references[-1])())  # the source tree's, when tsmg runs from a checkout
+
+
+def __getattr__(name: str) -> Any:
+    """The names that moved away keep working, with a warning (``game_corpus``: see ``tsmg/_moved.py``)."""
+    from tsmg import _moved
+
+    return _moved.moved_attribute(__name__, name)
 
 
 def build_tiny_model(
@@ -122,7 +122,7 @@ def build_tiny_model(
     Args:
         out_dir: Folder to write (created if missing).
         preset: ``"0.15m"`` (tests) or ``"4m"`` (benchmarks).
-        corpus: Texts to train the tokenizer on (default: :func:`game_corpus`).
+        corpus: Texts to train the tokenizer on (default: :func:`default_corpus`, the game corpus).
         vocab_size: Target vocabulary size of the tokenizer.
         hidden_size: Model width.
         layers: Number of transformer blocks.
@@ -148,7 +148,7 @@ def build_tiny_model(
     )
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    tokenizer = train_tokenizer(list(corpus) if corpus is not None else list(game_corpus()), size.vocab_size)
+    tokenizer = train_tokenizer(list(corpus) if corpus is not None else default_corpus(), size.vocab_size)
     if chat_template:
         tokenizer.chat_template = CHATML_TEMPLATE
     config = LlamaConfig(

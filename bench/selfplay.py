@@ -29,7 +29,7 @@ and every arm trains from it.
 Before and after training each model plays, on held-out seeds, both seats (``--eval-episodes``
 per seat) against the random policy and against the catalog's strong opponent (perfect minimax
 in tic-tac-toe, the Nash strategy in Kuhn poker), greedy and sampled at temperature 1; in Kuhn
-poker its exact exploitability is computed too (``tsmg.apps.evaluation.exploitability``), in
+poker its exact exploitability is computed too (``games.kuhn_poker_exploitability``), in
 tic-tac-toe the share of the opponent's lines of two that the model blocked when it had no win
 of its own (against random play, greedy: every missed block loses to an opponent that sees it). Printed:
 per game and arm, the mean over seeds (and the spread), the seeds where an arm beat plain
@@ -174,7 +174,7 @@ def evaluate(game: str, model_dir: str, episodes: int) -> dict[str, Any]:
             "strong": play_against(game, lap, OraclePolicy(), episodes),
         }
         if game == "kuhn":
-            from tsmg.apps.evaluation.exploitability import kuhn_exploitability
+            from games.kuhn_poker_exploitability import kuhn_exploitability
 
             figures[label]["exploitability"] = kuhn_exploitability(lap, game_options=VIEW).exploitability
     return figures

@@ -11,13 +11,17 @@ The oracle plays the Nash equilibrium with parameter ``oracle_alpha``. Its rando
 made with a generator seeded from ``deal_seed``, a number drawn with the deal and kept in the
 state, and from the betting history, so the oracle is a function of the state: the same seed
 gives the same choices, and different seeds different ones.
+
+:class:`KuhnPoker` measures a policy's exact exploitability (``exploitability(policy)``, the
+capability :class:`tsmg.exploitability.HasExploitability`; :mod:`games.kuhn_poker_exploitability`
+solves the 12 information sets), and that of the average of several (``average_exploitability``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field
@@ -27,6 +31,10 @@ from games.opponents import OpponentConfig, VsFixedOpponent
 from games.views import ViewConfig
 from tsmg.answers import MoveNames
 from tsmg.core import AgentID, Invalid, RulesGame
+
+if TYPE_CHECKING:
+    from tsmg.exploitability import ExploitabilityReport
+    from tsmg.policies import Policy
 
 _ACTIONS = MoveNames.indexed(rules.ACTION_NAMES)
 _DONE_TEXT = {"k": "checked", "b": "bet 1 chip", "c": "called", "f": "folded"}
@@ -199,6 +207,28 @@ class KuhnPoker(RulesGame[KuhnPokerState, int]):
     def action_text(self, agent: AgentID, action: int) -> str:
         """The action's name."""
         return rules.ACTION_NAMES[action]
+
+    def exploitability(self, policy: Policy) -> ExploitabilityReport:
+        """The exact exploitability of ``policy`` in this game (:mod:`games.kuhn_poker_exploitability`).
+
+        The game is Kuhn poker as these options show it: the policy is asked at every information
+        set in games built as this one was.
+
+        Raises:
+            ValueError: The policy's probabilities cannot be read (only a LAP with constrained
+                choice over a local model, the random policy and the oracle), or its prompt at an
+                information set depends on the other seat's card.
+        """
+        from games.kuhn_poker_exploitability import strategy_of, strategy_report
+        from tsmg.strategy import policy_temperature
+
+        return strategy_report(strategy_of(self, policy), policy_temperature(policy))
+
+    def average_exploitability(self, reports: Sequence[ExploitabilityReport]) -> ExploitabilityReport:
+        """The exploitability of the average of the measured policies, one drawn per hand (``--average``)."""
+        from games.kuhn_poker_exploitability import average_report
+
+        return average_report(reports)
 
 
 def _checked_cards(cards: Any) -> rules.Cards:

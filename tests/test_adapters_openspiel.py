@@ -511,8 +511,8 @@ class KuhnNash:
 
 def test_openspiels_exploitability_equals_the_hand_written_kuhn_solver():
     from games import kuhn_poker_rules as rules
-    from tsmg.apps.evaluation.exploitability import kuhn_exploitability
-    from tsmg.apps.openspiel_exploitability import openspiel_exploitability
+    from games.kuhn_poker_exploitability import kuhn_exploitability
+    from tsmg.adapters.openspiel_tabular import openspiel_exploitability
     from tsmg.policies import FixedPolicy
 
     random_play = openspiel_exploitability(RandomPolicy(), "openspiel:kuhn_poker")
@@ -560,7 +560,7 @@ def sharp_backend(tmp_path_factory):
 def test_a_models_exploitability_through_openspiel_is_the_hand_written_solvers(sharp_backend):
     """The model's exact choice probabilities at every information state; both solvers on that strategy agree."""
     from games import kuhn_poker_rules as rules
-    from tsmg.apps.openspiel_exploitability import openspiel_exploitability
+    from tsmg.adapters.openspiel_tabular import openspiel_exploitability
 
     lap = LAP(sharp_backend, LAPConfig.model_validate({"action_format": {"kind": "choice"}}))
     report = openspiel_exploitability(lap, "openspiel:kuhn_poker")

@@ -123,6 +123,9 @@ EXPECTED_OUTPUT = {
         and "player_0 | player_1 is played by OpenSpiel's MCTS bot (50 simulations per move)." in out
         and re.search(r"random play against the best response: -0\.(3[6-9]|4\d|5[0-6]) a hand\n$", out) is not None
     ),
+    'main(["exploitability", "--game", "my/Pennies-v0"': lambda out: (
+        out.splitlines() == _quoted_output(ROOT / "docs" / "define-a-game.md", "| model | temperature | exploitability")
+    ),
     'for view in ("raw", "full")': lambda out: (
         [line for line in out.splitlines() if line.strip()]
         == _quoted_output(ROOT / "docs" / "openspiel.md", "--- OpenSpiel/kuhn_poker-v0, view=raw")
@@ -152,7 +155,7 @@ EXPECTED_OUTPUT = {
 RUN_AGAINST_A_SERVER = ("GenericEnvClient", 'rollout("http://')
 
 # The game ids the blocks register, unregistered after each block.
-REGISTERED_BY_BLOCKS = ("my/GuessNumber-v0", "my/Nim-v0", "my/CoinGuess-v0", "my/Vault-v0")
+REGISTERED_BY_BLOCKS = ("my/GuessNumber-v0", "my/Nim-v0", "my/CoinGuess-v0", "my/Vault-v0", "my/Pennies-v0")
 
 
 def test_every_python_block_is_tested():

@@ -7,12 +7,13 @@ import from its own layer and the layers below, and the longest prefix that matc
    the LAP and the language-model protocol, decisions and policies, the episode record, the
    registry, the checker, seeding, the rollout engine, the run folder, model specs, and
    :mod:`tsmg.loading`, the one helper that imports by string;
-2. **adapters** -- ``tsmg.adapters.*``: games of other libraries (Gymnasium, PettingZoo,
+2. **backends** -- ``backends.*``: language models behind one protocol, on the kernel alone (a
+   tiny model's tokenizer is trained on the catalog's texts, which the training package renders
+   for it through the ``tsmg.tiny_corpus`` entry point);
+3. **adapters** -- ``tsmg.adapters.*``: games of other libraries (Gymnasium, PettingZoo,
    OpenSpiel, TextArena) made ours, and ours exported to them;
-3. **games** -- ``games.*``: the catalog (it registers OpenSpiel's and TextArena's games through
+4. **games** -- ``games.*``: the catalog (it registers OpenSpiel's and TextArena's games through
    the adapters);
-4. **backends** -- ``backends.*``: language models behind one protocol (a tiny model's tokenizer
-   is trained on the catalog's texts, so backends stand above games);
 5. **training** -- ``training.*``: MS-GRPO and its credit assigners, losses, trainer, checkpoints;
 6. **applications** -- ``tsmg.apps.*``: what users run: the CLI, evaluation, the viewer, serving
    and its client, the integrations with other trainers, the training commands.
@@ -22,7 +23,7 @@ a module name a module of a layer above its own in a string (``"module:attribute
 ``"module"``): where a lower layer must reach a higher one (the registry making an OpenSpiel game
 or a served one, a model spec that names a backend or a bot), it keeps a registry that the layer
 above fills through an entry point in ``pyproject.toml`` (``tsmg.games``, ``tsmg.namespaces``,
-``tsmg.players``, ``tsmg.models``). The one exemption is the table of moved import paths,
+``tsmg.players``, ``tsmg.models``, ``tsmg.tiny_corpus``). The one exemption is the table of moved import paths,
 :data:`MOVED_TABLE`.
 """
 
@@ -42,9 +43,9 @@ PACKAGES = ("tsmg", "games", "backends", "training")
 #: The layers, lowest first, each with its dotted prefixes (a prefix covers the module itself and those below it).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernel", ("tsmg",)),
+    ("backends", ("backends",)),
     ("adapters", ("tsmg.adapters",)),
     ("games", ("games",)),
-    ("backends", ("backends",)),
     ("training", ("training",)),
     ("applications", ("tsmg.apps",)),
 )
@@ -348,9 +349,14 @@ def test_only_the_moved_table_names_a_layer_above_and_it_names_what_exists():
     from tsmg import _moved
 
     exempt = [value for module, _, value in string_references() if module == MOVED_TABLE]
-    assert sorted(exempt) == sorted(_moved.MOVED.values())  # only its new paths, each a module of the packages
+    # only its new paths, each a module of the packages (or a name of one, for the names that moved)
+    assert sorted(exempt) == sorted([*_moved.MOVED.values(), *_moved.MOVED_NAMES.values()])
     for old, new in _moved.MOVED.items():
         assert old not in modules() and new in modules(), (old, new)
+    for old, new in _moved.MOVED_NAMES.items():
+        module, name = new.split(":")
+        assert old.rpartition(".")[0] in modules() and name in _top_level_names(module), (old, new)
+        assert old.rpartition(".")[2] not in _top_level_names(old.rpartition(".")[0]), old  # it left
     assert upward_strings([(MOVED_TABLE, 1, "tsmg.apps.cli"), ("tsmg.registry", 1, "tsmg.apps.cli")]) == [
         "tsmg.registry:1 (kernel) names 'tsmg.apps.cli' (applications)"
     ]
@@ -387,12 +393,12 @@ def test_docs_layout_draws_the_layers_of_the_code():
 
 
 def test_the_layers_are_in_the_stated_order():
-    assert [name for name, _ in LAYERS] == ["kernel", "adapters", "games", "backends", "training", "applications"]
+    assert [name for name, _ in LAYERS] == ["kernel", "backends", "adapters", "games", "training", "applications"]
     assert layer_of("tsmg.policies") == "kernel"
     assert layer_of("tsmg.adapters.openspiel") == "adapters"
     assert layer_of("tsmg.apps") == "applications"
     assert layer_of("tsmg.apps.train.cli") == "applications"
-    assert layer_of("tsmg.apps.openspiel_exploitability") == "applications"
+    assert layer_of("tsmg.apps.evaluation.cli") == "applications"
     assert layer_of("tsmg.apps.remote") == "applications"
     assert layer_of("tsmg.apps.serve.app") == "applications"
 

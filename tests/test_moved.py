@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tsmg import _moved
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -96,3 +98,38 @@ def test_unmoved_paths_are_left_to_the_ordinary_finders():
     assert _moved.new_path("training.config") is None
     assert _moved.new_path("tsmg.serve_extra") is None  # a prefix of a name is not its package
     assert _moved.new_path("tsmg.serve.app") == "tsmg.apps.serve.app"
+
+
+def test_every_moved_name_is_the_new_object_and_warns_once():
+    # backends.tiny.game_corpus went to training (issue 39 stage 2): the module stayed, the name moved.
+    found = _run(
+        f"""
+        import importlib, json, warnings
+        from tsmg import _moved, loading
+        out = {{}}
+        for old, new in {sorted(_moved.MOVED_NAMES.items())!r}:
+            module, _, name = old.rpartition(".")
+            with warnings.catch_warnings(record=True) as first:
+                warnings.simplefilter("always")
+                value = getattr(importlib.import_module(module), name)
+            with warnings.catch_warnings(record=True) as again:
+                warnings.simplefilter("always")
+                getattr(importlib.import_module(module), name)
+            out[old] = {{"same": value is loading.load(new), "warned": [str(w.message) for w in first],
+                        "again": [str(w.message) for w in again], "file": [w.filename for w in first]}}
+        print(json.dumps(out))
+        """
+    )
+    assert set(found) == set(_moved.MOVED_NAMES)
+    for old, seen in found.items():
+        new = _moved.MOVED_NAMES[old].replace(":", ".")
+        assert seen["same"], old
+        assert seen["warned"] == [f"{old} moved to {new}; import it from there (the old path will be removed)"], old
+        assert seen["again"] == [] and seen["file"] == ["<string>"], old  # the warning points at the caller
+
+
+def test_a_name_that_never_lived_in_a_module_is_an_attribute_error():
+    import backends.tiny
+
+    with pytest.raises(AttributeError, match="module 'backends.tiny' has no attribute 'no_such_name'"):
+        backends.tiny.no_such_name  # noqa: B018

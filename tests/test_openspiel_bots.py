@@ -12,8 +12,8 @@ pyspiel = pytest.importorskip("pyspiel")
 
 import tsmg  # noqa: E402
 from tsmg.adapters.openspiel_bots import BestResponsePolicy, OpenSpielVsBot, count_histories  # noqa: E402
+from tsmg.adapters.openspiel_tabular import openspiel_exploitability  # noqa: E402
 from tsmg.apps.cli import main  # noqa: E402
-from tsmg.apps.openspiel_exploitability import openspiel_exploitability  # noqa: E402
 from tsmg.checker import check_game  # noqa: E402
 from tsmg.policies import FixedPolicy, RandomPolicy, policy_from_spec  # noqa: E402
 from tsmg.registry import GameOptionsError  # noqa: E402
@@ -41,7 +41,7 @@ def kuhn_value(rows_0, rows_1) -> float:
 # ------------------------------------------------------------------------------ openspiel-br
 def test_the_best_response_earns_exactly_the_best_response_value_against_random_play():
     """openspiel-br's moves, read at every information state, are worth the exploitability's best responses."""
-    from tsmg.apps.evaluation.exploitability import kuhn_exploitability
+    from games.kuhn_poker_exploitability import kuhn_exploitability
 
     br = policy_from_spec("openspiel-br")
     assert isinstance(br, BestResponsePolicy)

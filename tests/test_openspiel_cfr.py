@@ -17,7 +17,7 @@ from tsmg.policies import DecisionRequest, policy_from_spec
 pyspiel = pytest.importorskip("pyspiel")
 
 from tsmg.adapters.openspiel_cfr import CFRPolicy  # noqa: E402  (needs pyspiel)
-from tsmg.apps.openspiel_exploitability import openspiel_exploitability  # noqa: E402
+from tsmg.adapters.openspiel_tabular import openspiel_exploitability  # noqa: E402
 
 
 def _openspiels_own(game_string: str, iterations: int) -> float:

@@ -98,9 +98,12 @@ def test_the_installed_metadata_fills_the_kernels_registries(installed, tmp_path
         "for group in ('tsmg.namespaces', 'tsmg.players', 'tsmg.models'):\n"
         "    print(group, *sorted(entry.name for entry in loading.plugin_entries(group)))\n"
         "print(registry.namespace_of('https://host/Game-v0'), policies._registered('hf')[0])\n"
+        "from backends.tiny import default_corpus\n"  # the backends' one registry, filled by training
+        "print('tsmg.tiny_corpus', len(default_corpus()))\n"
     )
     lines = _run([str(installed / "python"), "-c", code], tmp_path).splitlines()
     assert lines[0] == "tsmg.namespaces http https openspiel textarena ws wss"
     assert lines[1] == "tsmg.players openspiel-br openspiel-cfr openspiel-mcts"
     assert lines[2] == "tsmg.models hf openai smollm2 tiny vllm"
     assert lines[3] == "https: model"
+    assert lines[4] == "tsmg.tiny_corpus 285"  # the texts a tiny tokenizer is trained on (training.tiny_corpus)

@@ -43,7 +43,7 @@ def base_model_source(model: ModelConfig, run_dir: Path, *, seed: int) -> str:
 
 def tiny_corpus(tiny: TinyModelOptions) -> list[str] | None:
     """The texts the tokenizer of ``model.spec: tiny`` is trained on (None: the game corpus)."""
-    from backends.tiny import game_corpus
+    from training.tiny_corpus import game_corpus
 
     if tiny.tokenizer_corpus != "prose":
         return None

@@ -484,7 +484,7 @@ class TinyModelOptions(Section):
     tokenizer_corpus: Literal["game", "prose"] = Field(
         default="game",
         description=(
-            "Text the tokenizer is trained on: 'game' (backends.tiny.game_corpus) or 'prose' (the same without "
+            "Text the tokenizer is trained on: 'game' (training.tiny_corpus.game_corpus) or 'prose' (the same without "
             "board lines, so that every board cell stays its own token)."
         ),
     )

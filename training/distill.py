@@ -132,8 +132,9 @@ def student_tokenizer(model: ModelConfig, *, run_dir: Path, seed: int) -> PreTra
     """
     parsed = parse_model_spec(model.spec)
     if parsed.kind == "tiny":
-        from backends.tiny import PRESETS, game_corpus, train_tokenizer
+        from backends.tiny import PRESETS, train_tokenizer
         from training.base_model import tiny_corpus
+        from training.tiny_corpus import game_corpus
 
         tiny = model.tiny
         corpus = tiny_corpus(tiny)

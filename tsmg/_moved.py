@@ -6,9 +6,11 @@ package moved with it (``tsmg.serve.app`` is ``tsmg.apps.serve.app``). ``import 
 and imports nothing itself), so that ``import training.cli`` returns the very module object of
 ``tsmg.apps.train.cli`` (one module, one set of globals: a patch through either name is seen by
 both) and warns once per old path with a :class:`DeprecationWarning` naming the new one.
+:data:`MOVED_NAMES` does the same for a name that left a module that stayed
+(``backends.tiny.game_corpus``): the old module's ``__getattr__`` asks :func:`moved_attribute`.
 
 This is the only module of the kernel that names the layers above it, and only as the strings of
-the table: ``tests/test_layers.py`` exempts exactly this module from the string check.
+the tables: ``tests/test_layers.py`` exempts exactly this module from the string check.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ MOVED: dict[str, str] = {
     "training.sources": "training.rollout.sources",
     "training.tree": "training.rollout.tree",
     "training.vllm_sync": "training.rollout.vllm_sync",
-    "tsmg.adapters.openspiel_exploitability": "tsmg.apps.openspiel_exploitability",
+    "tsmg.adapters.openspiel_exploitability": "tsmg.adapters.openspiel_tabular",
+    "tsmg.apps.evaluation.exploitability": "games.kuhn_poker_exploitability",
+    "tsmg.apps.openspiel_exploitability": "tsmg.adapters.openspiel_tabular",
     "tsmg.cli": "tsmg.apps.cli",
     "tsmg.cli_parser": "tsmg.apps.cli_parser",
     "tsmg.evaluation": "tsmg.apps.evaluation",
@@ -47,18 +51,50 @@ MOVED: dict[str, str] = {
     "tsmg.serve": "tsmg.apps.serve",
     "tsmg.view": "tsmg.apps.view",
 }
+#: Old dotted path of a module-level name -> its new ``"module:name"`` (the old module's
+#: ``__getattr__`` asks :func:`moved_attribute`; the module itself stayed).
+MOVED_NAMES: dict[str, str] = {
+    "backends.tiny.game_corpus": "training.tiny_corpus:game_corpus",
+}
 _ROOTS = frozenset(old.split(".")[0] for old in MOVED)
 _warned: set[str] = set()
 
 
 def new_path(old: str) -> str | None:
-    """Where the module ``old`` moved (``tsmg.serve.app`` -> ``tsmg.apps.serve.app``), or None if it did not."""
+    """Where the module ``old`` moved (``tsmg.serve.app`` -> ``tsmg.apps.serve.app``), or None if it did not.
+
+    The longest old prefix wins, and a path that moved twice goes to where it is now
+    (``tsmg.evaluation.exploitability`` -> ``tsmg.apps.evaluation.exploitability`` ->
+    ``games.kuhn_poker_exploitability``).
+    """
     if old.partition(".")[0] not in _ROOTS:
         return None
-    for prefix, target in MOVED.items():
-        if old == prefix or old.startswith(prefix + "."):
-            return target + old[len(prefix) :]
-    return None
+    prefixes = [prefix for prefix in MOVED if old == prefix or old.startswith(prefix + ".")]
+    if not prefixes:
+        return None
+    prefix = max(prefixes, key=len)
+    moved = MOVED[prefix] + old[len(prefix) :]
+    return new_path(moved) or moved
+
+
+def moved_attribute(module: str, name: str) -> Any:
+    """The name ``module.name`` that moved (:data:`MOVED_NAMES`), warning once; for the old module's ``__getattr__``.
+
+    Raises:
+        AttributeError: ``module`` has no such name, and none moved away from it.
+    """
+    old = f"{module}.{name}"
+    new = MOVED_NAMES.get(old)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    if old not in _warned:
+        _warned.add(old)
+        warnings.warn(
+            f"{old} moved to {new.replace(':', '.')}; import it from there (the old path will be removed)",
+            DeprecationWarning,
+            stacklevel=3,  # the caller of the module's __getattr__
+        )
+    return loading.load(new)
 
 
 class _Alias(importlib.abc.Loader):

@@ -1,8 +1,16 @@
-"""A policy's strategy read exactly: the probability a LAP with constrained choice gives each legal move.
+"""A policy's strategy read exactly: the probability it gives each legal move of a decision.
 
-Whoever measures a strategy (the Kuhn-poker solver of :mod:`tsmg.apps.evaluation.exploitability`, the
-OpenSpiel tables of :mod:`tsmg.adapters.openspiel_tabular`) asks here, so the reading has one home
-below both.
+Whoever measures a strategy (a game with exploitability, :mod:`tsmg.exploitability`: the
+Kuhn-poker solver of ``games.kuhn_poker_exploitability``, the OpenSpiel tables of
+:mod:`tsmg.adapters.openspiel_tabular`, a game of one's own) asks here, so the reading has one
+home below all of them.
+
+Which probabilities can be read (:func:`move_probabilities`): a policy's own
+``move_probabilities(request) -> {move: probability}`` method (OpenSpiel's CFR has one); the
+random policy's (uniform); a fixed answer's (all on the move it names, which must be legal at
+every decision asked); a LAP with constrained choice over a local model (its exact choice
+probabilities at its temperature, :func:`choice_probabilities`, or its greedy move at 0). Others
+are refused: their probabilities can only be sampled.
 """
 
 from __future__ import annotations
@@ -11,9 +19,64 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from tsmg.policies import DecisionRequest, Policy
+from tsmg.core import Invalid
+from tsmg.policies import DecisionRequest, FixedPolicy, OraclePolicy, Policy, RandomPolicy
 
-__all__ = ["choice_probabilities", "lap_of"]
+__all__ = ["at_temperature", "choice_probabilities", "lap_of", "move_probabilities", "policy_temperature"]
+
+
+def move_probabilities(policy: Policy, request: DecisionRequest) -> dict[str, float]:
+    """The probability ``policy`` gives each legal move of ``request`` (see the module docstring for which policies).
+
+    Raises:
+        ValueError: The policy's probabilities cannot be read, or they are no distribution over the legal moves.
+    """
+    legal = list(request.legal_actions or ())
+    reader = getattr(policy, "move_probabilities", None)
+    if callable(reader):
+        probabilities: dict[str, float] = dict(reader(request))
+    elif isinstance(policy, RandomPolicy):
+        probabilities = dict.fromkeys(legal, 1 / len(legal))
+    elif isinstance(policy, FixedPolicy):  # all on the move its text names, which must be legal here
+        move = request.game.parse(request.agent, policy.text)
+        if isinstance(move, Invalid):
+            raise ValueError(
+                f"{policy.name!r} names no legal move of {request.agent} at some information state "
+                f"({move.reason}): it is no strategy of this game"
+            )
+        probabilities = {text: float(request.game.parse(request.agent, text) == move) for text in legal}
+    else:
+        lap = lap_of(policy)
+        if lap.config.temperature == 0:
+            [decision] = lap.act([request])
+            probabilities = {text: float(text == decision.action) for text in legal}
+        else:
+            probabilities = choice_probabilities(lap, request)
+    if set(probabilities) != set(legal) or abs(sum(probabilities.values()) - 1) > 1e-6:
+        raise ValueError(f"{policy.name!r} gave probabilities {probabilities} over the legal moves {legal}")
+    return probabilities
+
+
+def policy_temperature(policy: Policy) -> float:
+    """The temperature ``policy``'s move probabilities are for: its LAP's (0: greedy); 1 for scripted policies.
+
+    Scripted policies (random play, the oracle, a fixed answer, OpenSpiel's CFR) are reported at 1,
+    the temperature at which their probabilities are what they play.
+    """
+    if isinstance(policy, RandomPolicy | OraclePolicy):
+        return 1.0
+    inner: Any = policy
+    while not hasattr(inner, "config") and hasattr(inner, "policy"):  # a wrapper around a LAP
+        inner = inner.policy
+    config = getattr(inner, "config", None)
+    return float(getattr(config, "temperature", 1.0)) if config is not None else 1.0
+
+
+def at_temperature(lap: Any, temperature: float) -> Any:
+    """A copy of ``lap`` that samples at ``temperature`` (0: greedy)."""
+    from tsmg.lap import LAP
+
+    return LAP(lap.model, lap.config.model_copy(update={"temperature": temperature}), name=lap.name)
 
 
 def choice_probabilities(lap: Any, request: DecisionRequest) -> dict[str, float]:

@@ -19,7 +19,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.chat_template_utils import qwen2_5_chat_template  # noqa: E402
 
-from backends.tiny import build_tiny_model, game_corpus  # noqa: E402
+from backends.tiny import build_tiny_model  # noqa: E402
+from training.tiny_corpus import game_corpus  # noqa: E402
 from tsmg.apps.integrations.trl import GameEnvironment, GameTools  # noqa: E402
 from tsmg.episode import read_episodes  # noqa: E402
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import games  # noqa: F401  (registers the catalog)
+from games.kuhn_poker_exploitability import kuhn_exploitability
 from tsmg.apps.cli import main
-from tsmg.apps.evaluation.exploitability import kuhn_exploitability
 from tsmg.lap import LAP, LAPConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def test_the_tictactoe_configs_train_from_the_cli(tmp_path):
 
 def test_tsmg_exploitability_averages_the_policies_of_several_models(kuhn_run, capsys):
     from games import kuhn_poker_rules as rules
-    from tsmg.apps.evaluation.exploitability import kuhn_strategy
+    from games.kuhn_poker_exploitability import kuhn_strategy
     from tsmg.apps.evaluation.runner import trained_policy
 
     models = [f"hf:{kuhn_run}/base_model", f"hf:{kuhn_run}/final"]
@@ -105,4 +105,4 @@ def test_tsmg_exploitability_averages_the_policies_of_several_models(kuhn_run, c
     assert average["exploitability"] == pytest.approx(rules.exploitability(expected), abs=1e-9)
     assert average["strategy"]["J:kb"]["call"] == pytest.approx(expected[(rules.JACK, "kb")][0], abs=1e-9)
     assert main(["exploitability", "--game", "openspiel:kuhn_poker", "--model", "random", "--average"]) == 2
-    assert "--average is for Kuhn poker" in capsys.readouterr().err
+    assert "openspiel:kuhn_poker cannot measure an average policy" in capsys.readouterr().err

@@ -62,7 +62,7 @@ import sys
 import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyspiel
@@ -75,6 +75,10 @@ from tsmg.answers import MoveNames
 from tsmg.core import AgentID, ForkMode, GameConfig, GameError, Invalid, RefereedGame, StepResult
 from tsmg.lap import MAX_LISTED_ACTIONS
 from tsmg.registry import OPENSPIEL_PREFIX, GameOptionsError, GameSpec, UnknownGameError
+
+if TYPE_CHECKING:
+    from tsmg.exploitability import ExploitabilityReport
+    from tsmg.policies import Policy
 
 __all__ = [
     "MAX_LISTED_MOVES",
@@ -95,6 +99,8 @@ __all__ = [
 PREFIX = OPENSPIEL_PREFIX
 #: The single-agent game against a bot that ``vs=BOT`` builds (:mod:`tsmg.adapters.openspiel_bots`).
 VS_BOT_GAME = "tsmg.adapters.openspiel_bots:OpenSpielVsBot"
+#: What measures a policy's exploitability in an OpenSpiel game (:meth:`OpenSpielGame.exploitability`).
+EXPLOITABILITY = "tsmg.adapters.openspiel_tabular:exploitability"
 #: Decisions with more legal moves than this do not list them in the prompt (the LAP's rule too).
 MAX_LISTED_MOVES = MAX_LISTED_ACTIONS
 #: The games OpenSpiel registers that load with default parameters and are still refused, with the
@@ -364,14 +370,28 @@ class OpenSpielGame(RefereedGame[int]):
     def reset_to(self, state: Any) -> None:
         """Start an episode at a copy of the OpenSpiel ``state`` (chance after it drawn from the game's generator).
 
-        Exact exploitability (:mod:`tsmg.apps.openspiel_exploitability`) asks a policy what it
-        plays at every information state this way.
+        Exact exploitability (:meth:`exploitability`) asks a policy what it plays at every
+        information state this way.
         """
         self.reset()
         self._state = state.clone()
         _resolve_chance(self._state, self.np_random)
         self._judge_endings(self._require_tally())
         self._refresh()
+
+    def exploitability(self, policy: Policy) -> ExploitabilityReport:
+        """The exact exploitability of ``policy`` in this game, by OpenSpiel's best responses.
+
+        The capability :class:`tsmg.exploitability.HasExploitability` of every OpenSpiel game
+        (:func:`tsmg.adapters.openspiel_tabular.exploitability`); a game that is not two-player
+        zero-sum, or too large to enumerate, refuses in one sentence.
+
+        Raises:
+            ValueError: Not such a game, or a policy whose move probabilities cannot be read.
+        """
+        measure: Any = loading.load(EXPLOITABILITY)  # by string: that module builds on this one
+        report: ExploitabilityReport = measure(policy, self)
+        return report
 
     def move_name(self, agent: AgentID, action: int) -> str:
         """The name of ``agent``'s legal move with OpenSpiel's action number ``action`` (as legal_actions lists it).

@@ -5,7 +5,7 @@
 * :class:`BestResponsePolicy` (model spec ``openspiel-br``): OpenSpiel's exact best response
   (``open_spiel.python.algorithms.best_response``) to a fixed strategy, by default uniform random
   play (model option ``against``: any policy whose move probabilities can be read, see
-  :func:`tsmg.adapters.openspiel_tabular.move_probabilities`). It plays sequential games
+  :func:`tsmg.strategy.move_probabilities`). It plays sequential games
   small enough to enumerate (at most :data:`MAX_HISTORIES` histories); a larger game is refused
   in one sentence.
 * :class:`OpenSpielVsBot`: any two-player OpenSpiel game made single-agent, its other seat

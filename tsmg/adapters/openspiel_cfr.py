@@ -5,7 +5,7 @@ iterations on the whole game tree, once per game and N in a process; the player 
 solver's **average policy**, the strategy whose exploitability falls towards 0 as N grows. Its move
 probabilities at a decision are the average policy's at the acting seat's information state, so
 ``tsmg exploitability --model openspiel-cfr:1000`` measures, through tsmg's own path (every
-information state reset to and asked, :mod:`tsmg.apps.openspiel_exploitability`), the policy
+information state reset to and asked, :meth:`~tsmg.adapters.openspiel.OpenSpielGame.exploitability`), the policy
 OpenSpiel's ``exploitability`` measures directly; the two agree to 1e-6 (``tests/test_openspiel_cfr.py``).
 
 It plays turn-based OpenSpiel games with information-state strings and at most

@@ -1,64 +1,100 @@
-"""A policy's strategy in an OpenSpiel game as OpenSpiel's ``TabularPolicy``, asked at every information state.
+"""A policy's strategy in an OpenSpiel game as OpenSpiel's ``TabularPolicy``, and its exact exploitability.
 
-What OpenSpiel's exact best responses take: the exploitability measurement
-(:mod:`tsmg.apps.openspiel_exploitability`) and the best-response bot against a given strategy
+What OpenSpiel's exact best responses take: the exploitability capability of the OpenSpiel games
+(:meth:`tsmg.adapters.openspiel.OpenSpielGame.exploitability`, :func:`exploitability`: a
+:class:`tsmg.exploitability.HasExploitability`) and the best-response bot against a given strategy
 (:class:`tsmg.adapters.openspiel_bots.BestResponsePolicy`) both read a policy's table here.
 
-Which probabilities (:func:`move_probabilities`): the random policy's (uniform); a fixed answer's
-(all on the move it names, which must be legal at every information state); a LAP with
-constrained choice (its exact choice probabilities at its temperature, or its greedy move at 0);
-or any policy with a ``move_probabilities(request) -> {move: probability}`` method. Others are
-refused: their probabilities can only be sampled.
+The policy is asked, at every information state of the game (:func:`tabular_policy`), how likely
+each legal move is, seeing the prompt it plays with there: the observation of the game as its
+options make it (its ``view``: ``tsmg exploitability`` passes a training run's options and
+``--option``), which the readable views make faithful to the information state
+(:mod:`tsmg.adapters.openspiel_infostates`); those probabilities become an OpenSpiel
+``TabularPolicy``, and OpenSpiel's best responses give each seat's best-response value and the
+exploitability ``(BR_0 + BR_1) / 2`` (NashConv / 2). On Kuhn poker this is the figure of the
+hand-written solver (``games.kuhn_poker_exploitability``), 0.4583 for random play.
+
+Which probabilities: those :func:`tsmg.strategy.move_probabilities` reads (the random policy's,
+a fixed answer's, a LAP with constrained choice, OpenSpiel's CFR ``openspiel-cfr:N``
+(:mod:`tsmg.adapters.openspiel_cfr`) or any policy with a ``move_probabilities(request)``
+method). Others are refused: their probabilities can only be sampled.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pyspiel
 
 from tsmg.adapters.openspiel import OpenSpielGame
-from tsmg.core import Invalid
-from tsmg.policies import DecisionRequest, FixedPolicy, Policy, RandomPolicy
-from tsmg.strategy import choice_probabilities, lap_of
+from tsmg.exploitability import ExploitabilityReport
+from tsmg.policies import DecisionRequest, Policy
+from tsmg.strategy import move_probabilities, policy_temperature
 
-__all__ = ["MAX_INFORMATION_STATES", "move_probabilities", "tabular_policy"]
+__all__ = [
+    "MAX_INFORMATION_STATES",
+    "exploitability",
+    "move_probabilities",
+    "openspiel_exploitability",
+    "tabular_policy",
+]
 
 #: Information states beyond this are too many to ask a policy about one by one.
 MAX_INFORMATION_STATES = 100_000
 
 
-def move_probabilities(policy: Policy, request: DecisionRequest) -> dict[str, float]:
-    """The probability ``policy`` gives each legal move of ``request`` (see the module docstring for which policies).
+def exploitability(policy: Policy, game: OpenSpielGame) -> ExploitabilityReport:
+    """The exact exploitability of ``policy`` in the OpenSpiel ``game`` (both seats played by it).
+
+    Args:
+        policy: A policy whose move probabilities can be read (:func:`move_probabilities`).
+        game: A two-player zero-sum (or constant-sum) game small enough to enumerate; simultaneous
+            moves are solved in OpenSpiel's turn-based form (:func:`tabular_policy`). Its options
+            (its view) make the prompt the policy is asked with; they do not change OpenSpiel's rules.
+
+    Returns:
+        The report: exploitability, each seat's best-response value, and the strategy read
+        (information-state string -> move -> probability).
 
     Raises:
-        ValueError: The policy's probabilities cannot be read, or a fixed answer names no legal move.
+        ValueError: Not two-player zero-sum, too large, or a policy whose probabilities cannot be read.
     """
-    legal = list(request.legal_actions or ())
-    reader = getattr(policy, "move_probabilities", None)
-    if callable(reader):
-        probabilities: dict[str, float] = dict(reader(request))
-    elif isinstance(policy, RandomPolicy):
-        probabilities = dict.fromkeys(legal, 1 / len(legal))
-    elif isinstance(policy, FixedPolicy):
-        move = request.game.parse(request.agent, policy.text)
-        if isinstance(move, Invalid) or not isinstance(request.game, OpenSpielGame):
-            raise ValueError(
-                f"{policy.name!r} names no legal move of {request.agent} at some information state "
-                f"({getattr(move, 'reason', 'not an OpenSpiel game')}): it is no strategy of this game"
-            )
-        named = request.game.move_name(request.agent, int(move))
-        probabilities = {text: float(text == named) for text in legal}
-    else:
-        lap = lap_of(policy)
-        if lap.config.temperature == 0:
-            [decision] = lap.act([request])
-            probabilities = {text: float(text == decision.action) for text in legal}
-        else:
-            probabilities = choice_probabilities(lap, request)
-    if set(probabilities) != set(legal) or abs(sum(probabilities.values()) - 1) > 1e-6:
-        raise ValueError(f"{policy.name!r} gave probabilities {probabilities} over the legal moves {legal}")
-    return probabilities
+    from open_spiel.python.algorithms import best_response
+
+    spiel = game.pyspiel_game
+    game_type = spiel.get_type()
+    zero_sum = game_type.utility in (pyspiel.GameType.Utility.ZERO_SUM, pyspiel.GameType.Utility.CONSTANT_SUM)
+    if spiel.num_players() != 2 or not zero_sum:
+        raise ValueError(f"exploitability needs a two-player zero-sum game; {game.game_id} is not one")
+    table, strategy = tabular_policy(policy, game)
+    solved = table.game  # the game itself, or its turn-based form (simultaneous games)
+    root = solved.new_initial_state()
+    values = tuple(best_response.BestResponsePolicy(solved, seat, table).value(root) for seat in range(2))
+    return ExploitabilityReport(
+        exploitability=(sum(values) - spiel.utility_sum()) / 2,
+        best_response=(float(values[0]), float(values[1])),
+        strategy=strategy,
+        temperature=policy_temperature(policy),
+    )
+
+
+def openspiel_exploitability(
+    policy: Policy, game_id: str, *, game_options: Mapping[str, Any] | None = None
+) -> ExploitabilityReport:
+    """:func:`exploitability` in ``game_id`` (``openspiel:NAME(PARAMS)``, ``OpenSpiel/NAME-v0``) with ``game_options``.
+
+    Raises:
+        ValueError: Not a two-seat OpenSpiel game, or as :func:`exploitability`.
+    """
+    from tsmg.registry import make
+
+    game = make(game_id, **dict(game_options or {}))
+    if not isinstance(game, OpenSpielGame):
+        raise ValueError(
+            f"{game_id} is not a two-seat OpenSpiel game (without vs=): use openspiel:NAME or an OpenSpiel/NAME-v0 id"
+        )
+    return exploitability(policy, game)
 
 
 def tabular_policy(policy: Policy, game: OpenSpielGame) -> tuple[Any, dict[str, dict[str, float]]]:

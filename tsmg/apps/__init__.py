@@ -3,7 +3,6 @@
 The command line (:mod:`tsmg.apps.cli`, with the parser every command shares,
 :mod:`tsmg.apps.cli_parser`), evaluation (:mod:`tsmg.apps.evaluation`), the viewer
 (:mod:`tsmg.apps.view`), serving and its client (:mod:`tsmg.apps.serve`, :mod:`tsmg.apps.remote`),
-the integrations with other trainers (:mod:`tsmg.apps.integrations`), the training commands
-(:mod:`tsmg.apps.train`) and the exploitability of a policy in an OpenSpiel game
-(:mod:`tsmg.apps.openspiel_exploitability`). Nothing below imports from here or names it.
+the integrations with other trainers (:mod:`tsmg.apps.integrations`) and the training commands
+(:mod:`tsmg.apps.train`). Nothing below imports from here or names it.
 """

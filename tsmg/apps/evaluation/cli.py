@@ -19,7 +19,6 @@ from tsmg.apps.next_steps import interrupted_text, view_text
 from tsmg.assignments import parse_assignments
 from tsmg.lap import ActionFormat, LAPConfig
 from tsmg.model_spec import DEFAULT_MODEL, parse_model_spec
-from tsmg.registry import is_openspiel
 from tsmg.run_folder import REPORT_FILE, SUMMARY_FILE
 
 if TYPE_CHECKING:  # the estimate imports the runner: only when a dry run asks for it
@@ -119,10 +118,12 @@ def add_commands(commands: Any) -> None:
 
     exploit = commands.add_parser(
         "exploitability",
-        help="exact exploitability of models in Kuhn poker (best responses over the 12 information sets)",
+        help="exact exploitability of models in a game that measures it (Kuhn poker, small OpenSpiel games)",
         description=(
-            "How much a best response wins against each model in Kuhn poker, per hand: 0 at a Nash equilibrium, "
-            "0.458 for random play. The model answers under constrained choice with the default prompt (as "
+            "How much a best response wins against each model, per game, in a game that measures exploitability "
+            "(its game has an exploitability(policy) method: Kuhn poker, small two-player zero-sum OpenSpiel "
+            "games): 0 at a Nash equilibrium, 0.458 for random play in Kuhn poker. The model answers under "
+            "constrained choice with the default prompt (as "
             "`tsmg eval --action-format choice` plays it), or, a model a training run wrote (hf:RUN/final, "
             "hf:RUN/checkpoints/step-N), with the prompt it was trained with, on the game with the options it was "
             "trained with (a compact view, say); its exact move probabilities at --temperature are read from the "
@@ -147,7 +148,8 @@ def add_commands(commands: Any) -> None:
         "--game",
         default="KuhnPoker-v0",
         metavar="ID",
-        help="a two-player Kuhn poker game, or a small two-player zero-sum OpenSpiel game (openspiel:NAME)",
+        help="a game that measures exploitability: KuhnPoker-v0, a small two-player zero-sum OpenSpiel game "
+        "(openspiel:NAME), or a game of your own with an exploitability(policy) method",
     )
     exploit.add_argument(
         "--model-option",
@@ -166,7 +168,8 @@ def add_commands(commands: Any) -> None:
     exploit.add_argument(
         "--average",
         action="store_true",
-        help="one more row: the average policy of the models (one of them drawn per hand), e.g. a run's checkpoints",
+        help="one more row: the average policy of the models (one of them drawn per game), e.g. a run's checkpoints "
+        "(games with an average_exploitability method: Kuhn poker)",
     )
     exploit.add_argument("--json", action="store_true", help="print a JSON list (strategies included)")
     exploit.set_defaults(handler=cmd_exploitability)
@@ -387,36 +390,36 @@ def _dry_run_cost(config: EvalConfig, bounds: dict[tuple[str, str], tuple[int, i
 
 
 def cmd_exploitability(args: argparse.Namespace) -> int:
-    """Print each model's exact exploitability in Kuhn poker (and its best responses' value per seat)."""
-    import games  # noqa: F401  (registers the catalog)
-    from games.kuhn_poker_rules import average_strategy
-    from tsmg.apps.evaluation.exploitability import kuhn_strategy, policy_temperature, strategy_report
+    """Print each model's exact exploitability in a game that measures it (and its best responses' value per seat)."""
     from tsmg.apps.evaluation.runner import trained_game_options, trained_policy
+    from tsmg.exploitability import HasAverageExploitability, HasExploitability
+    from tsmg.registry import make
 
     options = model_options_from_flags(args.model_option, args.model)
     lap = LAPConfig(action_format=ActionFormat(kind="choice"), temperature=args.temperature)
     given = parse_assignments(args.option, "--option")
-    on_openspiel = is_openspiel(args.game) or args.game.startswith("OpenSpiel/")  # OpenSpiel computes it
-    if args.average and on_openspiel:
-        raise ValueError("--average is for Kuhn poker (KuhnPoker-v0); leave it out with an OpenSpiel game")
+    game = make(args.game, **given)  # the game is asked for the capability before any model loads
+    if not isinstance(game, HasExploitability):
+        raise ValueError(
+            f"{args.game} does not measure exploitability (its game has no exploitability(policy) method, "
+            f"tsmg.exploitability.HasExploitability): use {_games_with_exploitability()}"
+        )
+    if args.average and not isinstance(game, HasAverageExploitability):
+        raise ValueError(
+            f"{args.game} cannot measure an average policy (its game has no average_exploitability method): "
+            "leave --average out"
+        )
     reports = []
-    strategies = []
     for spec in args.model:
         parse_model_spec(spec)
         # a training run's model answers with its training prompt, on the game as it was trained on it
         policy = trained_policy(spec, lap, model_options=options.get(spec))
         # the game as the model plays it: its training run's options (its view), then --option
-        game_options = trained_game_options([spec], args.game, given)
-        if on_openspiel:  # tsmg[openspiel]
-            from tsmg.apps.openspiel_exploitability import openspiel_exploitability
-
-            reports.append((spec, openspiel_exploitability(policy, args.game, game_options=game_options)))
-        else:
-            strategies.append(kuhn_strategy(policy, game_id=args.game, game_options=game_options))
-            reports.append((spec, strategy_report(strategies[-1], policy_temperature(policy))))
+        played: Any = make(args.game, **trained_game_options([spec], args.game, given))
+        reports.append((spec, played.exploitability(policy)))
     if args.average:  # the average of the rows above, at the temperature of the last (all share --temperature)
-        average = strategy_report(average_strategy(strategies), reports[-1][1].temperature)
-        reports.append((f"average of {len(strategies)}", average))
+        measured = [report for _, report in reports]
+        reports.append((f"average of {len(measured)}", game.average_exploitability(measured)))  # type: ignore[attr-defined]
     if args.json:
         print(json.dumps([{"model": spec, **report.as_dict()} for spec, report in reports], indent=2))
         return 0
@@ -426,6 +429,25 @@ def cmd_exploitability(args: argparse.Namespace) -> int:
         first, second = report.best_response
         print(f"| {spec} | {report.temperature:g} | {report.exploitability:.4f} | {first:+.4f} | {second:+.4f} |")
     return 0
+
+
+def _games_with_exploitability() -> str:
+    """The games that measure exploitability, for a refusal: the registered ones, and where namespaced ones are.
+
+    Registered ids of one family (``OpenSpiel/NAME-v0``, over a hundred) are counted, not listed; a
+    namespace's ids cannot be listed at all (``openspiel:NAME`` names any of OpenSpiel's games), so
+    they are pointed at, not checked: the command asks the game itself once it is made.
+    """
+    from tsmg.exploitability import games_with_exploitability
+
+    families: dict[str, list[str]] = {}
+    for game_id in games_with_exploitability():
+        families.setdefault(game_id.rpartition("/")[0], []).append(game_id)
+    named = list(families.pop("", []))
+    for family, ids in sorted(families.items()):
+        named += ids if len(ids) <= 3 else [f"the {len(ids)} {family}/NAME-v0 games"]
+    listed = ", ".join(named) or "no registered game"
+    return f"{listed} (one that cannot be solved says why), or openspiel:NAME"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
