@@ -1,6 +1,7 @@
 """The Text-Mediated Stochastic Game (TSMG) interface and the referee every game shares.
 
-(Past 600 lines, half docstrings: the interface, its referee and RulesGame read as one, as Gymnasium's core.py.)
+(Past 600 lines, a third of them docstrings: the interface, its referee and RulesGame read as one,
+as Gymnasium's core.py.)
 
 A TSMG is a stochastic game (agents, states, chance, transitions, per-agent rewards) in which
 every agent observes text and acts in text. Three layers live here:
