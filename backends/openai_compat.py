@@ -1,6 +1,6 @@
 """A backend for any OpenAI-compatible server (OpenAI itself, ``vllm serve``, ...) on the official ``openai`` SDK.
 
-(Past 600 lines, half of them docstrings: one backend, its wire format and its failure handling read together.)
+(Past 600 lines, a quarter of them docstrings: one backend, its wire format and its failure handling read together.)
 
 The HTTP work is the SDK's (:class:`openai.AsyncOpenAI`): its retries with backoff on 408, 409,
 429, 5xx, timeouts and dropped connections, its handling of ``Retry-After``, its timeouts and

@@ -49,41 +49,26 @@ def state_bytes(model: Any, optimizer: Any) -> dict[str, int]:
 
 
 def run_config(out: Path, updates: int, preset: str, strategy: str) -> Any:
-    """The bench's run: the trainer tests' small lake, a tiny model built into ``out/../model`` once."""
-    from training.config import TrainConfig
-    from training.setup import base_model_source
+    """The bench's run: the trainer tests' small lake (tests/small_lake.py), a tiny model made once in ``out/..``."""
+    if str(REPO) not in sys.path:  # the small lake lives with the tests, which are no installed package
+        sys.path.insert(0, str(REPO))
+    from tests.small_lake import build_lake_model, make_config
 
-    config = TrainConfig(
-        rollout={"game_id": "FrozenLake-v0"},
-        model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose", "preset": preset}},
-    )
-    model = base_model_source(config.model, out.parent / f"model-{preset}", seed=config.run.seed)
-    return TrainConfig.model_validate(
-        {
-            "rollout": {
-                "game_id": "FrozenLake-v0",
-                "game_options": {"desc": ["SF", "FG"], "max_steps": 4},
-                "group_size": 4,
-                "groups_per_update": 4,
-                "observation_lines": "[_OPG]+",
-                "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
-            },
-            "model": {"spec": f"hf:{model}", "finetune": "full"},
-            # micro-batches of 4, so that each process's share of a step spans several of them
-            "optim": {"lr": 1e-3, "micro_batch_size": 4},
-            "run": {
-                "out_dir": str(out),
-                "updates": updates,
-                "threads": 1,
-                "tensorboard": False,
-                "eval_every": updates,
-                "eval_episodes": 8,
-                "checkpoint_every": 1,
-                "keep_last": 2,
-                "episodes_every": 1,
-            },
-            "distributed": {"strategy": strategy},
-        }
+    model = build_lake_model(out.parent / f"model-{preset}", preset=preset)
+    return make_config(
+        out,
+        model,
+        # micro-batches of 4, so that each process's share of a step spans several of them; one optimizer step
+        optim={"micro_batch_size": 4, "grad_accumulation": None},
+        run={
+            "updates": updates,
+            "eval_every": updates,
+            "eval_episodes": 8,
+            "checkpoint_every": 1,
+            "keep_last": 2,
+            "episodes_every": 1,
+        },
+        distributed={"strategy": strategy},
     )
 
 

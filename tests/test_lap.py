@@ -7,23 +7,10 @@ these tests pin down exactly what the LAP sends and how it reads the answers.
 import pytest
 from pydantic import ValidationError
 
+from tests.scripted_models import ScriptedModel
 from tsmg.lap import LAP, ActionFormat, LAPConfig, PromptTemplate
 from tsmg.lm import Completion
 from tsmg.rollout import rollout
-
-
-class ScriptedModel:
-    """Answers with ``answer(messages, request)``; records every batch."""
-
-    name = "scripted"
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.batches = []
-
-    def generate(self, requests, sampling):
-        self.batches.append(list(requests))
-        return [Completion(text=self.answer(r.messages, r), completion_tokens=3, prompt_tokens=10) for r in requests]
 
 
 def test_tag_format_and_one_model_call_per_round():

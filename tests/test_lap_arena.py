@@ -6,26 +6,12 @@ end-to-end run over HTTP lives in tests/evaluation/test_eval_arena.py.
 
 import pytest
 
+from tests.scripted_models import ScriptedModel
 from tsmg.core import Invalid
 from tsmg.lap import LAP, ActionFormat, LAPConfig
-from tsmg.lm import Completion
 from tsmg.rollout import rollout
 
 FINAL = ActionFormat(kind="final")
-
-
-class ScriptedModel:
-    """Answers with ``answer(messages, request)``; records every batch."""
-
-    name = "scripted"
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.batches = []
-
-    def generate(self, requests, sampling):
-        self.batches.append(list(requests))
-        return [Completion(text=self.answer(r.messages, r), completion_tokens=5, prompt_tokens=10) for r in requests]
 
 
 @pytest.mark.parametrize(
@@ -87,7 +73,7 @@ class CyclingModel(ScriptedModel):
 
     def __init__(self, answers):
         self.sent = 0
-        super().__init__(self._next)
+        super().__init__(self._next, completion_tokens=5)
         self.answers = answers
 
     def _next(self, messages, request):

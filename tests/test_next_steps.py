@@ -16,8 +16,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 from tsmg.apps.cli import main
 from tsmg.run_folder import EPISODES_FILE
 
@@ -135,41 +133,19 @@ def test_an_interrupted_eval_prints_the_command_that_resumes_it(tmp_path, capsys
     assert len(episodes) == len(set(episodes)) == 300
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    """The demo's tiny model, built once (as tests/training/test_trainer.py builds it)."""
-    from training.config import TrainConfig
-    from training.trainer import base_model_source
-
-    config = TrainConfig(
-        rollout={"game_id": "FrozenLake-v0"}, model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}
-    )
-    return base_model_source(config.model, tmp_path_factory.mktemp("models"), seed=config.run.seed)
-
-
 def train_config(tmp_path, model_dir, out, updates, tensorboard=False):
-    """A config file for a few quick updates on a 2x2 lake (every update carries signal)."""
+    """A config file for a few quick updates of the small lake (every update carries signal)."""
     import yaml
 
-    config = {
-        "rollout": {
-            "game_id": "FrozenLake-v0",
-            "game_options": {"desc": ["SF", "FG"], "max_steps": 4},
-            "group_size": 4,
-            "groups_per_update": 2,
-            "observation_lines": "[_OPG]+",
-            "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
-        },
-        "model": {"spec": f"hf:{model_dir}", "finetune": "full"},
-        "optim": {"lr": 1e-3, "micro_batch_size": 8, "grad_accumulation": 1},
-        "run": {
-            "out_dir": str(out),
-            "updates": updates,
-            "threads": 1,
-            "tensorboard": tensorboard,
-            "checkpoint_every": 1,
-        },
-    }
+    from tests.small_lake import small_lake_data
+
+    config = small_lake_data(
+        out,
+        model_dir,
+        rollout={"groups_per_update": 2},
+        optim={"micro_batch_size": 8},
+        run={"updates": updates, "tensorboard": tensorboard, "checkpoint_every": 1},
+    )
     path = tmp_path / f"{out.name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

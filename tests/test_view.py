@@ -163,7 +163,7 @@ def test_cli_refuses_what_is_not_a_run_in_one_sentence(tmp_path, capsys, eval_ru
 
 def test_training_run_report_has_curves_and_the_chosen_updates(tmp_path):
     pytest.importorskip("torch")
-    from tests.training.test_trainer import make_config
+    from tests.small_lake import make_config
     from training.config import TrainConfig
     from training.trainer import base_model_source, train
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.small_lake import small_lake_data
 from tsmg.apps.cli import main
 
 pytest.importorskip("wandb")
@@ -89,18 +90,6 @@ def logged_config(records) -> dict:
     return config
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    """The demo's tiny model, built once (as tests/training/test_trainer.py builds it)."""
-    from training.config import TrainConfig
-    from training.trainer import base_model_source
-
-    config = TrainConfig(
-        rollout={"game_id": "FrozenLake-v0"}, model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}
-    )
-    return base_model_source(config, tmp_path_factory.mktemp("models"))
-
-
 @pytest.fixture
 def offline_wandb(tmp_path, monkeypatch):
     """W&B kept offline and away from the home folder (its settings and caches go to tmp_path)."""
@@ -113,27 +102,18 @@ def offline_wandb(tmp_path, monkeypatch):
 
 def write_config(tmp_path: Path, model_dir: Path, out: Path) -> Path:
     """2 updates on a 2x2 lake, evaluated before and after each (step 0 is the evaluation before training)."""
-    config = {
-        "rollout": {
-            "game_id": "FrozenLake-v0",
-            "game_options": {"desc": ["SF", "FG"], "max_steps": 4},
-            "group_size": 4,
-            "groups_per_update": 2,
-            "observation_lines": "[_OPG]+",
-            "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
-        },
-        "model": {"spec": f"hf:{model_dir}", "finetune": "full"},
-        "optim": {"lr": 1e-3, "micro_batch_size": 8, "grad_accumulation": 1},
-        "run": {
-            "out_dir": str(out),
+    config = small_lake_data(
+        out,
+        model_dir,
+        rollout={"groups_per_update": 2},
+        optim={"micro_batch_size": 8},
+        run={
             "updates": 2,
-            "threads": 1,
-            "tensorboard": False,
             "eval_every": 1,
             "eval_episodes": 2,
             "wandb": {"enabled": True, "project": "tsmg-test", "tags": ["test"]},
         },
-    }
+    )
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -15,7 +15,7 @@ may skip them) and adds, in place, what it found:
 Built in:
 
 - ``exact`` (:func:`exact_influence`), which reads the game's own influence record: a game that
-  knows its data flow (:attr:`tsmg.core.Game.provides_influence`, the service games) has the
+  knows its data flow (:attr:`tsmg.tools.ToolGame.provides_influence`, the service games) has the
   rollout write ``episode.influence["exact"]`` at each episode's end, and this annotator checks
   that every finished episode carries it. ``iapo`` with ``graph: exact`` lists it by default.
 - ``model`` (:class:`training.model_annotator.ModelAnnotator`): a language model asked, in one
@@ -80,7 +80,7 @@ def annotate(names: Sequence[str], episodes: list[Episode]) -> None:
 def exact_influence(episodes: list[Episode]) -> None:
     """The ``exact`` annotator: every finished episode carries the game's own influence graph, fitting its steps.
 
-    The rollout already wrote ``influence["exact"]`` from the game (:meth:`tsmg.core.Game.influence_graph`);
+    The rollout already wrote ``influence["exact"]`` from the game (:meth:`tsmg.tools.ToolGame.influence_graph`);
     this checks it is there and names the steps the record has, so that credit never routes along a
     graph of another episode. Episodes that failed (``error`` set) are skipped.
 
@@ -94,8 +94,8 @@ def exact_influence(episodes: list[Episode]) -> None:
         if graph is None:
             raise ValueError(
                 f"annotator {EXACT!r} reads the game's own influence record, and episode {episode.episode_id!r} of "
-                f"{episode.game_id} has none (its game keeps no influence graph: tsmg.core.Game.provides_influence); "
-                "use a model-based influence annotator for this game"
+                f"{episode.game_id} has none (its game keeps no influence graph: "
+                "tsmg.tools.ToolGame.provides_influence); use a model-based influence annotator for this game"
             )
         graph.check_steps(len(episode.steps))
 

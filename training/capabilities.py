@@ -18,6 +18,7 @@ from training.config_sections import CreditConfig, RolloutConfig, SamplerConfig
 from training.sampling import sampler as sampler_spec
 from tsmg.core import Game
 from tsmg.influence import EXACT
+from tsmg.tools import provides_influence
 
 
 class IncompatibleGameError(ValueError):
@@ -39,7 +40,7 @@ class GameCapabilities:
         next_state_keys_reason: Why not, when it does not.
         fork_mode: How the game forks an episode in progress (:attr:`tsmg.core.Game.fork_mode`).
         influence: Whether the game keeps each episode's exact influence graph
-            (:attr:`tsmg.core.Game.provides_influence`).
+            (:attr:`tsmg.tools.ToolGame.provides_influence`).
     """
 
     agents: tuple[str, ...]
@@ -152,7 +153,7 @@ def game_capabilities(
         next_keys,
         next_reason,
         fork_mode=game.fork_mode,
-        influence=bool(game.provides_influence),
+        influence=provides_influence(game),
     )
 
 
@@ -187,7 +188,7 @@ def incompatibilities(
     if "influence" in needs and credit.params.get("graph", EXACT) == EXACT and not capabilities.influence:
         reasons.append(
             f"credit assigner {name!r} routes advantage along each episode's influence graph, and {game_id} keeps "
-            "no influence record of its own (tsmg.core.Game.provides_influence): list an influence annotator in "
+            "no influence record of its own (tsmg.tools.ToolGame.provides_influence): list an influence annotator in "
             f"rollout.annotators and name it in credit.params.graph (registered annotators: {sorted(ANNOTATORS)})"
         )
     forking = {"tree": "tree rollouts (rollout.shape: tree)", "rtpo": "RTPO's branches (rollout.shape: rtpo)"}.get(

@@ -21,7 +21,7 @@ resumed run neither skips nor repeats one. Only rank 0 writes; every rank reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import torch
 
     from backends.base import TrainableModel
+    from training.config_sections import RunConfig
 
 #: Fields that may change between a run and its resumption (how long and how fast, not what).
 RESUMABLE_CHANGES = frozenset(
@@ -122,10 +123,13 @@ class RunFolder:
             truncate_episodes(self.path / EPISODES_FILE, checkpoint.step if checkpoint else -1)
         return checkpoint
 
-    def metrics_log(self, resume: bool, checkpoint: Checkpoint | None, config: TrainConfig) -> RunLog | None:
+    def metrics_log(
+        self, resume: bool, checkpoint: Checkpoint | None, run: RunConfig, settings: Mapping[str, Any]
+    ) -> RunLog | None:
         """Rank 0's metrics log (cut back to the checkpoint when resuming); None on the other ranks.
 
-        It writes TensorBoard events and W&B rows as ``config.run`` asks (W&B also gets ``config``).
+        It writes TensorBoard events and W&B rows as ``run`` asks; W&B also records ``settings``,
+        the whole run's configuration as JSON values.
         """
         if not self.world.is_main:
             return None
@@ -133,9 +137,9 @@ class RunFolder:
         return RunLog(
             self.path,
             resume_step=resume_step,
-            tensorboard=config.run.tensorboard,
-            wandb=config.run.wandb,
-            config=config.model_dump(mode="json"),
+            tensorboard=run.tensorboard,
+            wandb=run.wandb,
+            config=settings,
         )
 
     def write_episodes(self, episodes: Iterable[Episode]) -> None:

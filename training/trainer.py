@@ -294,7 +294,7 @@ def train(config: TrainConfig, *, resume: bool = False, hooks: TrainHooks | None
     opponents.start(start_step, setup.backend)
     eval_plans = plan_episodes(rollout_config.game_id, run.resolved_eval_seeds(), group_size=1, id_prefix="eval")
     save_weights = weights_saver(setup.backend, config.model.finetune)
-    log = folder.metrics_log(resume, checkpoint, config)
+    log = folder.metrics_log(resume, checkpoint, config.run, config.model_dump(mode="json"))
     watch = SignalWatch(config.rollout.lap.action_format.kind)  # warns once after updates with nothing to learn
 
     def rollout_weights() -> AbstractContextManager[None]:

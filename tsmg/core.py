@@ -1,6 +1,7 @@
 """The Text-Mediated Stochastic Game (TSMG) interface and the referee every game shares.
 
-(Past 600 lines, half docstrings: the interface, its referee and RulesGame read as one, as Gymnasium's core.py.)
+(Past 600 lines, a third of them docstrings: the interface, its referee and RulesGame read as one,
+as Gymnasium's core.py.)
 
 A TSMG is a stochastic game (agents, states, chance, transitions, per-agent rewards) in which
 every agent observes text and acts in text. Three layers live here:
@@ -27,14 +28,10 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-
-if TYPE_CHECKING:
-    from tsmg.influence import InfluenceGraph
-    from tsmg.tools import ToolSpec
 
 AgentID = str
 StateT = TypeVar("StateT")
@@ -214,6 +211,9 @@ class Game(ABC):
     Single-agent games are the case with one agent. Turn-based games list, in
     :attr:`active_agents`, only the agent(s) whose turn it is; simultaneous games list every
     agent still playing.
+
+    A tool-using game's own members (its tools, its episodes' influence graphs) are not part of
+    this interface: they form :class:`tsmg.tools.ToolGame`, which such a game adds.
     """
 
     #: Identifier the game was made under (set by :func:`tsmg.make`).
@@ -231,9 +231,6 @@ class Game(ABC):
     #: win/draw/loss rule a seat that forfeits (by invalid answers) loses and is counted as a
     #: forfeit. None: ``"win_draw_loss"`` for a game of several agents, ``"goal"`` for one.
     outcome: ClassVar[OutcomeKind | None] = None
-    #: Whether :meth:`influence_graph` gives every finished episode's exact influence graph (the
-    #: service games); training's ``iapo`` credit then reads it without an annotator model.
-    provides_influence: ClassVar[bool] = False
 
     @property
     @abstractmethod
@@ -344,25 +341,6 @@ class Game(ABC):
 
     def oracle_action(self, agent: AgentID) -> str | None:
         """An optimal (or strong heuristic) action text for ``agent``, or None without oracle."""
-        return None
-
-    def tool_specs(self) -> Sequence[ToolSpec] | None:
-        """The tools a tool-using game's moves call (typed schemas, :mod:`tsmg.tools`), or None for other games.
-
-        Its moves are then calls in the text form ``name(arg="value")``; under the ``tool`` action
-        format a hosted model gets these schemas (one function per tool) instead of ``make_move``.
-        """
-        return None
-
-    def influence_graph(self) -> InfluenceGraph | None:
-        """The exact influence graph of the finished episode, or None for a game that keeps none.
-
-        A game that knows its own data flow (which fields of which tool result or user message each
-        action's arguments came from: the service games) returns it here; the rollout calls it once the
-        episode is over and stores it in the record's ``influence["exact"]``. Node ``step`` values
-        index the episode's decisions in order (for a single-agent game, the round). See
-        :mod:`tsmg.influence` for the graph's contract.
-        """
         return None
 
     @property

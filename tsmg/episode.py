@@ -180,7 +180,7 @@ class Episode(BaseModel):
             were played by an opponent).
         influence: Typed influence graphs between the episode's actions and the user and tool
             messages they used (:class:`tsmg.influence.InfluenceGraph`), keyed by who made them:
-            ``"exact"`` is the game's own record (:meth:`tsmg.core.Game.influence_graph`), other keys
+            ``"exact"`` is the game's own record (:meth:`tsmg.tools.ToolGame.influence_graph`), other keys
             are annotators' names. Empty where nobody made one.
     """
 

@@ -33,7 +33,7 @@ adds the bound on ``step`` once the episode's length is known.
 
 The graph is a field of the episode record, keyed by who made it
 (``Episode.influence = {"exact": graph, "model": graph}``): ``"exact"`` is written by the rollout from
-the game's own :meth:`tsmg.core.Game.influence_graph`; annotators (:mod:`training.annotators`)
+the game's own :meth:`tsmg.tools.ToolGame.influence_graph`; annotators (:mod:`training.annotators`)
 write theirs under their own name. JSON round trip: :meth:`InfluenceGraph.to_json` and
 :meth:`InfluenceGraph.from_json` (or the pydantic model's own dump and validate).
 

@@ -35,7 +35,7 @@ from tsmg.core import Invalid
 from tsmg.decisions import Decision, DecisionRequest, Turn
 from tsmg.lm import Completion, GenerationRequest, LanguageModel, SamplingParams, ToolCall
 from tsmg.seeding import decision_seed
-from tsmg.tools import ToolSpec, call_from_json
+from tsmg.tools import ToolSpec, call_from_json, game_tools
 
 DEFAULT_SYSTEM = (
     "You are playing a text game. Read the observation, think briefly if you need to, then answer with your move."
@@ -153,7 +153,7 @@ class ActionFormat(BaseModel):
     def instructions_for(self, legal_actions: Sequence[str] | None, tools: Sequence[ToolSpec] | None = None) -> str:
         """The format instructions shown to the model (the valid actions listed up to :data:`MAX_LISTED_ACTIONS`).
 
-        ``tools``: a tool-using game's tools (:meth:`tsmg.core.Game.tool_specs`), called directly under kind 'tool'.
+        ``tools``: a tool-using game's tools (:func:`tsmg.tools.game_tools`), called directly under kind 'tool'.
         """
         if self.instructions is not None:
             return self.instructions
@@ -447,7 +447,7 @@ class LAP:
         """A tool-using game's own tools, which the ``tool`` action format offers instead of ``make_move``."""
         if self.config.action_format.kind != "tool":
             return None
-        return request.game.tool_specs() or None
+        return game_tools(request.game) or None
 
     def _earlier_answer(self, turn: Turn, tools: Sequence[ToolSpec] | None = None) -> str:
         """An earlier answer as the model sees it again: without its thinking (as chat templates do)."""

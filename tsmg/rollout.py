@@ -52,6 +52,7 @@ from tsmg.influence import EXACT, InfluenceGraph
 from tsmg.policies import Decision, DecisionRequest, Policy, Turn
 from tsmg.registry import make
 from tsmg.run_folder import GAME_ERRORS_FILE as GAME_ERRORS_FILE  # importable from here as before
+from tsmg.tools import exact_influence
 
 logger = logging.getLogger(__name__)
 
@@ -876,7 +877,7 @@ def _close_record(episode: _LiveEpisode) -> None:
 
 def _checked_influence(game: Game, num_steps: int) -> InfluenceGraph | None:
     """The game's own influence graph of the finished episode, its steps checked against the record's."""
-    graph = game.influence_graph()
+    graph = exact_influence(game)
     if graph is not None:
         graph.check_steps(num_steps)  # a ValueError here is the game's bug: the record has these steps
     return graph

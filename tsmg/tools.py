@@ -23,6 +23,13 @@ Example:
     'lookup_order takes order_id; got id'
     >>> call_from_json("lookup_order", '{"order_id": "A12"}', [lookup])
     'lookup_order(order_id="A12")'
+
+**The service-game members** live here too, apart from :class:`~tsmg.core.Game`: a game whose moves
+call tools, and that may keep each episode's exact influence graph (:mod:`tsmg.influence`), is a
+:class:`ToolGame` by having its three members, with no base class to inherit (the service games of
+:mod:`games.service`, and such a game served over HTTP, ``tsmg.make(URL)``). ``Game`` keeps
+the core every game has; code that plays any game reads these members through :func:`game_tools`,
+:func:`provides_influence` and :func:`exact_influence`, which answer None or False for the others.
 """
 
 from __future__ import annotations
@@ -30,9 +37,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from tsmg.influence import InfluenceGraph
 
 #: The argument types a tool may take (JSON Schema's names).
 ParamType = Literal["string", "integer"]
@@ -172,3 +182,54 @@ def call_from_json(name: str, arguments: str, tools: Sequence[ToolSpec]) -> str:
             pass
     shown = (f"{key}={value if isinstance(value, int) else json.dumps(str(value))}" for key, value in values.items())
     return f"{name}({', '.join(shown)})"
+
+
+@runtime_checkable
+class ToolGame(Protocol):
+    """A tool-using game (a service game): its moves call typed tools, and it may keep each episode's data flow.
+
+    A game is one by having these members (``isinstance(game, ToolGame)`` checks them; no base class
+    to inherit). Code that plays any game reads them through :func:`game_tools`,
+    :func:`provides_influence` and :func:`exact_influence`.
+    """
+
+    #: Whether :meth:`influence_graph` gives every finished episode's exact influence graph; training's
+    #: ``iapo`` credit then reads it without an annotator model.
+    provides_influence: ClassVar[bool]
+
+    def tool_specs(self) -> Sequence[ToolSpec] | None:
+        """The tools the game's moves call (typed schemas), or None.
+
+        Its moves are then calls in the text form ``name(arg="value")``; under the ``tool`` action
+        format a hosted model gets these schemas (one function per tool) instead of ``make_move``.
+        """
+        ...
+
+    def influence_graph(self) -> InfluenceGraph | None:
+        """The exact influence graph of the finished episode, or None for a game that keeps none.
+
+        A game that knows its own data flow (which fields of which tool result or user message each
+        action's arguments came from) returns it here; the rollout calls it once the episode is over
+        and stores it in the record's ``influence["exact"]``. Node ``step`` values index the
+        episode's decisions in order (for a single-agent game, the round). See :mod:`tsmg.influence`
+        for the graph's contract.
+        """
+        ...
+
+
+def game_tools(game: object) -> Sequence[ToolSpec] | None:
+    """The tools of a tool-using game (:meth:`ToolGame.tool_specs`); None for any other game."""
+    return game.tool_specs() if isinstance(game, ToolGame) else None
+
+
+def provides_influence(game: object) -> bool:
+    """Whether ``game`` keeps every finished episode's exact influence graph (:attr:`ToolGame.provides_influence`)."""
+    return isinstance(game, ToolGame) and bool(game.provides_influence)
+
+
+def exact_influence(game: object) -> InfluenceGraph | None:
+    """The finished episode's exact influence graph of a game that keeps one (:meth:`ToolGame.influence_graph`).
+
+    None for a game that keeps none, and before the episode is over.
+    """
+    return game.influence_graph() if isinstance(game, ToolGame) and game.provides_influence else None

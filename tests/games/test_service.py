@@ -157,3 +157,34 @@ def test_tool_schemas_and_the_text_form():
         "issue_refund",
         "deny_refund",
     ]
+
+
+def test_the_service_members_form_their_own_protocol_and_other_games_answer_none():
+    """``ToolGame`` holds tools and influence graphs, not ``Game``; the readers answer for any game.
+
+    Mutations that fail it: ``game_tools`` returning ``game.tool_specs()`` without the protocol check (a
+    Frozen Lake has no such member), ``exact_influence`` ignoring ``provides_influence``, the members put
+    back on ``Game``.
+    """
+    from tsmg.core import Game
+    from tsmg.tools import ToolGame, exact_influence, game_tools, provides_influence
+
+    assert not {"tool_specs", "influence_graph", "provides_influence"} & set(dir(Game))
+    # docs/layout.md ("The game interface") gives these counts: 7 abstract members, 23 in all.
+    members = {name for name in [*vars(Game), *Game.__annotations__] if not name.startswith("_")}
+    assert (len(Game.__abstractmethods__), len(members)) == (7, 23), sorted(members)
+    service, lake = ServiceGame(task="address", distractors=0), make("FrozenLake-v0")
+    assert isinstance(service, ToolGame) and not isinstance(lake, ToolGame)
+    assert game_tools(service) == service.tool_specs() and game_tools(lake) is None
+    assert provides_influence(service) and not provides_influence(lake)
+    service.reset(seed=3)
+    lake.reset(seed=3)
+    while not service.done:
+        service.step({"player": service.oracle_action("player")})
+    assert exact_influence(service) == service.influence_graph() and exact_influence(lake) is None
+
+    class Quiet(ServiceGame):  # the members, but no graph promised: none is read
+        provides_influence = False
+
+    quiet = Quiet(task="address", distractors=0)
+    assert game_tools(quiet) == quiet.tool_specs() and exact_influence(quiet) is None

@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.training.test_trainer import make_config  # noqa: E402
+from tests.small_lake import make_config  # noqa: E402
 from training.config import TrainConfig  # noqa: E402
 from training.run_log import METRICS_FILE, read_metrics  # noqa: E402
 from training.trainer import base_model_source, train  # noqa: E402

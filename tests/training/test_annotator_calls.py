@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.test_trainer import make_config, tiny_model  # noqa: F401  (tiny_model: the session's model)
+from tests.small_lake import make_config
 from training.annotators import ANNOTATORS, register_annotator
 from training.trainer import train
 from tsmg.episode import Episode, read_episodes
@@ -40,7 +40,7 @@ def counting(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_annotators_run_once_per_rollout_where_it_is_played(tiny_model, tmp_path, counting, mode):  # noqa: F811
+def test_annotators_run_once_per_rollout_where_it_is_played(tiny_model, tmp_path, counting, mode):
     config = make_config(
         tmp_path / "run",
         tiny_model,

@@ -11,12 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.training.test_trainer import (  # noqa: F401  (tiny_model: the session's model)
-    comparable,
-    killed_after_a_checkpoint,
-    make_config,
-    tiny_model,
-)
+from tests.small_lake import comparable, killed_after_a_checkpoint, make_config
 from training.checkpoint import latest_checkpoint
 from training.config import TrainConfig
 from training.distributed import World
@@ -43,7 +38,7 @@ def without_timing(rows: list[dict]) -> list[dict]:
     return [{key: value for key, value in row.items() if key != "async/worker_play_s"} for row in comparable(rows)]
 
 
-def test_eta_0_gives_exactly_the_synchronous_episodes_and_weights(tiny_model, tmp_path):  # noqa: F811
+def test_eta_0_gives_exactly_the_synchronous_episodes_and_weights(tiny_model, tmp_path):
     run = {"updates": 4, "episodes_every": 1, "eval_every": 2, "eval_episodes": 8}
     synchronous = train(make_config(tmp_path / "sync", tiny_model, run=run))
     asynchronous = train(
@@ -60,7 +55,7 @@ def test_eta_0_gives_exactly_the_synchronous_episodes_and_weights(tiny_model, tm
 
 
 @pytest.mark.parametrize("eta", [1, 2])
-def test_no_sample_is_older_than_eta_under_a_slow_trainer(tiny_model, tmp_path, monkeypatch, eta):  # noqa: F811
+def test_no_sample_is_older_than_eta_under_a_slow_trainer(tiny_model, tmp_path, monkeypatch, eta):
     early = []  # per update: whether the worker had finished its rollout before the trainer asked for it
     take = AsyncRollouts.play
 
@@ -91,7 +86,7 @@ def test_no_sample_is_older_than_eta_under_a_slow_trainer(tiny_model, tmp_path, 
     assert any(early)  # the worker played ahead while the trainer was busy
 
 
-def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model, tmp_path):  # noqa: F811
+def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model, tmp_path):
     config = make_config(tmp_path / "run", tiny_model, **ASYNC)
     setup = set_up(config, tmp_path, None, World())
     update = PolicyUpdate.from_config(setup, config, World())
@@ -124,7 +119,7 @@ def test_stale_tokens_outside_the_trust_range_are_masked_not_clipped(tiny_model,
     assert samples[0].token_mask == [True]
 
 
-def test_at_temperature_0_7_pi_prox_is_recomputed_at_the_rollout_temperature(tiny_model, tmp_path):  # noqa: F811
+def test_at_temperature_0_7_pi_prox_is_recomputed_at_the_rollout_temperature(tiny_model, tmp_path):
     """pi_prox of a stale sample is log softmax(logits / T) at the rollout's T, not at T = 1.
 
     Kills the mutation that recomputes pi_prox at temperature 1 (``training/rollout/async_loop.py``,
@@ -167,7 +162,7 @@ def test_at_temperature_0_7_pi_prox_is_recomputed_at_the_rollout_temperature(tin
     assert losses["optim/steps"] == 1 and losses["loss/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
 
 
-def test_a_stale_samples_kept_tokens_are_weighted_by_pi_prox_over_pi_behaviour(tiny_model, tmp_path):  # noqa: F811
+def test_a_stale_samples_kept_tokens_are_weighted_by_pi_prox_over_pi_behaviour(tiny_model, tmp_path):
     # Decoupled PPO: loss = -w min(r A, clip(r) A), r = pi_theta / pi_prox, w = pi_prox / pi_behaviour
     # (no gradient). At the update's first optimizer step pi_theta = pi_prox, so the gradient of a
     # token-mean loss is -(1/N) sum_t w_t A_t grad log pi_theta(y_t): compare with that, by hand.
@@ -219,7 +214,7 @@ def test_a_stale_samples_kept_tokens_are_weighted_by_pi_prox_over_pi_behaviour(t
         torch.testing.assert_close(trained[name], parameter.grad, rtol=1e-4, atol=1e-7, msg=name)
 
 
-def test_killing_an_async_run_and_resuming_it_loses_and_repeats_nothing(tiny_model, tmp_path):  # noqa: F811
+def test_killing_an_async_run_and_resuming_it_loses_and_repeats_nothing(tiny_model, tmp_path):
     out = tmp_path / "killed"
     config = make_config(
         out, tiny_model, run={"updates": 1000, "checkpoint_every": 2, "keep_last": 2, "episodes_every": 1}, **ASYNC
@@ -240,7 +235,7 @@ def test_killing_an_async_run_and_resuming_it_loses_and_repeats_nothing(tiny_mod
     ]
 
 
-def test_a_run_stopped_early_closes_its_worker_without_waiting(tiny_model, tmp_path, monkeypatch, caplog):  # noqa: F811
+def test_a_run_stopped_early_closes_its_worker_without_waiting(tiny_model, tmp_path, monkeypatch, caplog):
     """The worker's rollouts played ahead fill its results pipe; closing reads them so that it can exit."""
     monkeypatch.setattr("training.rollout.async_loop._STOP_TIMEOUT_S", 20.0)
     config = make_config(

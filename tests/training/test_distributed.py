@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_trainer import REPO
 
+from tests.small_lake import REPO
 from training.checkpoint import latest_checkpoint
 from training.config import DistributedConfig, TrainConfig
 from training.distributed import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tests.training.test_trainer import make_config, tiny_model  # noqa: F401  (the session's tiny model)
+from tests.small_lake import make_config
 from training.config import TrainConfig
 from training.trainer import train
 from tsmg.episode import read_episodes
@@ -14,7 +14,7 @@ from tsmg.episode import read_episodes
 PAIRS = {"rollout": {"group_size": 2, "groups_per_update": 4}}
 
 
-def test_with_refill_every_group_an_update_trains_on_carries_signal(tiny_model, tmp_path):  # noqa: F811
+def test_with_refill_every_group_an_update_trains_on_carries_signal(tiny_model, tmp_path):
     plain = train(make_config(tmp_path / "plain", tiny_model, run={"updates": 4}, **PAIRS))
     assert any(row["credit/zero_signal_fraction"] > 0 for row in plain.metrics if row["step"])  # the problem is there
 
@@ -37,7 +37,7 @@ def test_with_refill_every_group_an_update_trains_on_carries_signal(tiny_model, 
     assert rows[-1]["rollout/episodes_total"] == len(played)
 
 
-def test_the_cap_is_reported_when_no_group_can_carry_signal(tiny_model, tmp_path):  # noqa: F811
+def test_the_cap_is_reported_when_no_group_can_carry_signal(tiny_model, tmp_path):
     # One step on the 2x2 lake never reaches the goal: every return is 0, no group carries signal.
     config = make_config(
         tmp_path / "run",
@@ -71,7 +71,7 @@ def test_refill_configurations_that_cannot_work_are_refused(sections, reason):
         TrainConfig.model_validate({**data, "sampler": sampler})
 
 
-def test_a_first_round_where_every_group_has_signal_is_trained_as_it_is(tiny_model, tmp_path):  # noqa: F811
+def test_a_first_round_where_every_group_has_signal_is_trained_as_it_is(tiny_model, tmp_path):
     """Every group of the first round carries signal: the update takes exactly those groups, no refill round.
 
     Kills the mutation ``kept = with_signal[: target_groups - 1]`` in

@@ -1,9 +1,8 @@
 """The HF rollout engine: a share of a rollout samples as it does within the whole rollout."""
 
-from test_trainer import make_config
-
 from backends.hf import HFBackend
 from backends.tiny import build_tiny_model
+from tests.small_lake import make_config
 from training.rollout.engines import HFRolloutEngine
 from tsmg.rollout import plan_episodes
 

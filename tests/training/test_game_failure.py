@@ -11,7 +11,7 @@ import pytest
 import tsmg
 from games.frozen_lake import FrozenLake
 from tests.failing_games import OldSignatureLake, WorkerOnlyFailingLake
-from tests.training.test_trainer import SMALL_LAKE, make_config, tiny_model  # noqa: F401  (the session's tiny model)
+from tests.small_lake import SMALL_LAKE, make_config
 from training.run_log import METRICS_FILE, read_metrics
 from training.trainer import TrainHooks, train
 from tsmg import GameCodeError
@@ -27,7 +27,7 @@ class SwitchableLake(FrozenLake):
 
 
 def test_a_game_failure_stops_training_with_a_checkpoint_and_the_run_resumes_once_the_game_is_fixed(
-    tiny_model,  # noqa: F811  (the session's fixture)
+    tiny_model,
     tmp_path,
     capsys,
 ):
@@ -103,7 +103,7 @@ def test_tsmg_train_of_a_game_that_fails_its_check_says_where_the_traceback_is(t
 
 
 def test_an_async_workers_game_failure_is_recorded_and_checkpointed_like_a_synchronous_one(
-    tiny_model,  # noqa: F811  (the session's fixture)
+    tiny_model,
     tmp_path,
 ):
     out = tmp_path / "run"

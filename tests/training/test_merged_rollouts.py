@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.training.test_trainer import make_config, tiny_model  # noqa: F401  (the session's tiny model)
+from tests.small_lake import make_config
 from training.distributed import World
 from training.rollout.engines import HFRolloutEngine, build_engine
 from training.setup import set_up
@@ -71,7 +71,7 @@ def base_weights(setup):
     }
 
 
-def test_float32_rollouts_from_the_merged_copy_give_ratio_one_at_the_first_micro_step(tiny_model, tmp_path):  # noqa: F811
+def test_float32_rollouts_from_the_merged_copy_give_ratio_one_at_the_first_micro_step(tiny_model, tmp_path):
     config, setup = lora_setup(tmp_path, tiny_model)
     move_adapter(setup, 1)
     before = base_weights(setup)
@@ -98,7 +98,7 @@ def test_float32_rollouts_from_the_merged_copy_give_ratio_one_at_the_first_micro
     assert setup.backend.has_adapter
 
 
-def test_a_merged_copy_not_refreshed_would_sample_stale_weights(tiny_model, tmp_path):  # noqa: F811
+def test_a_merged_copy_not_refreshed_would_sample_stale_weights(tiny_model, tmp_path):
     # What sync() is for: without it the recorded log-probabilities are no longer the trainer's.
     config, setup = lora_setup(tmp_path, tiny_model)
     move_adapter(setup, 1)
@@ -113,7 +113,7 @@ def test_a_merged_copy_not_refreshed_would_sample_stale_weights(tiny_model, tmp_
     assert (first_micro_step_ratios(update, samples, batch.temperature) - 1).abs().max() < 1e-4
 
 
-def test_outside_float32_the_merged_copy_leaves_pi_old_to_be_recomputed(tiny_model, tmp_path):  # noqa: F811
+def test_outside_float32_the_merged_copy_leaves_pi_old_to_be_recomputed(tiny_model, tmp_path):
     config, setup = lora_setup(tmp_path, tiny_model, dtype="bfloat16")
     engine = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config))
     assert engine.merged is not None and not engine.exact_logprobs
@@ -123,7 +123,7 @@ def test_outside_float32_the_merged_copy_leaves_pi_old_to_be_recomputed(tiny_mod
 
 
 @pytest.mark.parametrize(("dtype", "exact"), [("float32", True), ("bfloat16", False)])
-def test_sampling_through_the_trained_model_is_pi_old_in_float32_only(tiny_model, tmp_path, dtype, exact):  # noqa: F811
+def test_sampling_through_the_trained_model_is_pi_old_in_float32_only(tiny_model, tmp_path, dtype, exact):
     # bfloat16's cached decode and the training forward round differently: pi_old is recomputed there
     config, setup = lora_setup(tmp_path, tiny_model, merged="off", dtype=dtype)
     engine = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config))
@@ -134,7 +134,7 @@ def test_sampling_through_the_trained_model_is_pi_old_in_float32_only(tiny_model
 
 
 @pytest.mark.parametrize(("merged", "dtype", "expected"), [("auto", "float32", True), ("auto", "bfloat16", False)])
-def test_auto_merges_float32_lora_on_a_cpu_only(tiny_model, tmp_path, merged, dtype, expected):  # noqa: F811
+def test_auto_merges_float32_lora_on_a_cpu_only(tiny_model, tmp_path, merged, dtype, expected):
     config, setup = lora_setup(tmp_path, tiny_model, merged=merged, dtype=dtype)
     engine = build_engine(setup.backend, tmp_path / "run", ["player"], None, **sections(config))
     assert (engine.merged is not None) == expected
@@ -142,6 +142,6 @@ def test_auto_merges_float32_lora_on_a_cpu_only(tiny_model, tmp_path, merged, dt
     assert evaluation.merged is None  # asynchronous training's evaluation engine is never synced
 
 
-def test_merged_adapter_on_is_refused_where_it_cannot_apply(tiny_model, tmp_path):  # noqa: F811
+def test_merged_adapter_on_is_refused_where_it_cannot_apply(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="needs finetune 'lora'"):
         make_config(tmp_path, tiny_model, rollout={"merged_adapter": "on"})

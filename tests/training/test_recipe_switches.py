@@ -147,8 +147,7 @@ def test_epochs_and_mini_batches_pass_over_every_decision_of_the_rollout_epochs_
 
 
 def test_a_run_with_samples_per_update_all_trains_on_every_decision_it_played(model_dir, tmp_path):  # noqa: F811
-    from test_trainer import make_config
-
+    from tests.small_lake import make_config
     from training.trainer import train
 
     config = make_config(

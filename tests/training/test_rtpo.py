@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.training.test_trainer import comparable, make_config, tiny_model  # noqa: F401  (the session's tiny model)
+from tests.small_lake import comparable, make_config
 from training.rollout.rtpo import ReverseTurnRollouts
 from training.trainer import train
 
 RTPO = {"rollout": {"shape": "rtpo", "group_size": 4, "groups_per_update": 3}}
 
 
-def test_stages_go_from_the_last_turn_back_and_train_only_the_forked_turn(tiny_model, tmp_path, monkeypatch):  # noqa: F811
+def test_stages_go_from_the_last_turn_back_and_train_only_the_forked_turn(tiny_model, tmp_path, monkeypatch):
     stages = []
     play = ReverseTurnRollouts.play
 
@@ -70,7 +70,7 @@ def _versions(branch, spine, step):
 
 
 @pytest.mark.parametrize("stop_at", [2])
-def test_a_resumed_rtpo_run_continues_its_cycle_exactly(tiny_model, tmp_path, stop_at):  # noqa: F811
+def test_a_resumed_rtpo_run_continues_its_cycle_exactly(tiny_model, tmp_path, stop_at):
     reference = train(make_config(tmp_path / "whole", tiny_model, run={"updates": 5}, **RTPO))
     first = make_config(tmp_path / "cut", tiny_model, run={"updates": stop_at}, **RTPO)
     train(first)

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_trainer import make_config, tiny_model  # noqa: F401  (tiny_model: the session's model)
 
+from tests.small_lake import make_config
 from training.base_model import base_model_source
 from training.config import DistillConfig, LossConfig
 from training.distill import Teacher, check_teacher, student_tokenizer
@@ -123,7 +123,7 @@ def test_only_the_async_source_keeps_the_whole_config_for_its_worker():
     assert "config" in annotations(PolicyUpdate.from_config)
 
 
-def test_the_update_built_from_sections_is_the_one_from_config(tiny_model, tmp_path):  # noqa: F811
+def test_the_update_built_from_sections_is_the_one_from_config(tiny_model, tmp_path):
     config = make_config(
         tmp_path / "run",
         tiny_model,

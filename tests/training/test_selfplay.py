@@ -6,12 +6,11 @@ import shutil
 import pytest
 from pydantic import ValidationError
 
+from tests.small_lake import CHOICE_LAP
 from training.config import IncompatibleGameError, TrainConfig
 from training.rollout.selfplay import OpponentPoolError
 from training.trainer import base_model_source, train
 from tsmg.episode import read_episodes
-
-CHOICE_LAP = {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}}
 
 
 @pytest.fixture(scope="module")

@@ -3,61 +3,18 @@
 import itertools
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import torch
 
 import tsmg
-from training.checkpoint import latest_checkpoint
+from tests.small_lake import REPO, comparable, killed_after_a_checkpoint, make_config
 from training.config import IncompatibleGameError, TrainConfig
 from training.rollout.engines import build_engine
 from training.run_log import METRICS_FILE, read_metrics
-from training.trainer import RunState, TrainHooks, TrainingOOMError, base_model_source, train
+from training.trainer import RunState, TrainHooks, TrainingOOMError, train
 from tsmg.apps.train.cli import add_commands, config_from_args
 from tsmg.episode import read_episodes
-
-REPO = Path(__file__).resolve().parents[2]
-# A 2x2 lake: random play reaches the goal about half the time, so every update carries signal.
-SMALL_LAKE = {"desc": ["SF", "FG"], "max_steps": 4}
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    """The demo's tiny model (one token per grid cell), built once for every test."""
-    folder = tmp_path_factory.mktemp("models")
-    config = TrainConfig(
-        rollout={"game_id": "FrozenLake-v0"}, model={"spec": "tiny", "tiny": {"tokenizer_corpus": "prose"}}
-    )
-    return base_model_source(config.model, folder, seed=config.run.seed)
-
-
-def make_config(out_dir, model_dir, **sections):
-    data = {
-        "rollout": {
-            "game_id": "FrozenLake-v0",
-            "game_options": SMALL_LAKE,
-            "group_size": 4,
-            "groups_per_update": 4,
-            "observation_lines": "[_OPG]+",
-            "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
-        },
-        "model": {"spec": f"hf:{model_dir}", "finetune": "full"},
-        "optim": {"lr": 1e-3, "micro_batch_size": 16, "grad_accumulation": 1},
-        "run": {"out_dir": str(out_dir), "updates": 4, "threads": 1, "tensorboard": False},
-    }
-    for section, values in sections.items():
-        data.setdefault(section, {}).update(values)
-    return TrainConfig.model_validate(data)
-
-
-def comparable(rows):
-    return [{key: value for key, value in row.items() if not key.startswith("time/")} for row in rows]
 
 
 def test_training_beats_the_untrained_policy_on_held_out_episodes(tiny_model, tmp_path):
@@ -79,29 +36,6 @@ def test_training_beats_the_untrained_policy_on_held_out_episodes(tiny_model, tm
     from backends.hf import HFBackend
 
     assert HFBackend(result.final_model).model is not None
-
-
-def killed_after_a_checkpoint(config, tmp_path):
-    """Train ``config`` through the CLI in a subprocess, ``kill -9`` it once a checkpoint exists and update 3 is
-    logged; the step of the last complete checkpoint."""
-    out = Path(config.run.out_dir)
-    config_file = tmp_path / "config.yaml"
-    config.to_yaml(config_file)
-    command = [sys.executable, "-m", "tsmg.apps.cli", "train", "--config", str(config_file), "--quiet"]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and process.poll() is None:
-            steps = [row["step"] for row in read_metrics(out / METRICS_FILE)]
-            if latest_checkpoint(out / "checkpoints") is not None and steps and steps[-1] >= 3:
-                break
-            time.sleep(0.02)
-        assert process.poll() is None, process.stderr.read().decode()
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
-    return int(latest_checkpoint(out / "checkpoints").name.split("-")[1])
 
 
 def test_kill_9_then_resume_continues_exactly(tiny_model, tmp_path):

@@ -1,8 +1,8 @@
 """Each method of issue 12 trains end to end through `tsmg train`'s loop on a tiny model (two updates each)."""
 
 import pytest
-from test_trainer import make_config, tiny_model  # noqa: F401  (fixture)
 
+from tests.small_lake import make_config
 from training.trainer import train
 
 
@@ -22,7 +22,7 @@ from training.trainer import train
     ],
     ids=["pgpo", "graft", "dr-grpo", "aaw-importance", "uniform-nonzero", "sorl", "gspo"],
 )
-def test_method_trains(tiny_model, tmp_path, sections, metric):  # noqa: F811
+def test_method_trains(tiny_model, tmp_path, sections, metric):
     result = train(make_config(tmp_path / "run", tiny_model, run={"updates": 2}, **sections))
     rows = [row for row in result.metrics if row["step"] > 0]
     assert len(rows) == 2 and all(row["loss/skipped"] == 0 for row in rows)
@@ -32,7 +32,7 @@ def test_method_trains(tiny_model, tmp_path, sections, metric):  # noqa: F811
         assert max(row["optim/steps"] for row in rows) > 1
 
 
-def test_mt_grpo_trains_on_snake(tiny_model, tmp_path):  # noqa: F811
+def test_mt_grpo_trains_on_snake(tiny_model, tmp_path):
     config = make_config(
         tmp_path / "run",
         tiny_model,

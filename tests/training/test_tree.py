@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tsmg
-from tests.training.test_trainer import SMALL_LAKE, make_config, tiny_model  # noqa: F401  (the session's tiny model)
+from tests.small_lake import SMALL_LAKE, make_config
 from training.advantages import ms_grpo, shared_step_advantage, tree_grpo
 from training.config import IncompatibleGameError, TrainConfig, TreeConfig
 from training.credit import assign_credit
@@ -114,7 +114,7 @@ def test_the_same_plan_grows_the_same_tree():
     assert played() == played()
 
 
-def test_every_branch_of_a_round_is_in_one_backend_call_and_a_fork_prompt_is_prefilled_once(tiny_model):  # noqa: F811
+def test_every_branch_of_a_round_is_in_one_backend_call_and_a_fork_prompt_is_prefilled_once(tiny_model):
     import backends.hf_generation as generation
     from backends.hf import HFBackend
     from tsmg.lap import LAP, LAPConfig
@@ -226,7 +226,7 @@ def test_shared_steps_are_credited_once_with_their_leaves_combined():
 
 
 # --------------------------------------------------------------------------- training and refusals
-def test_training_on_trees_credits_each_shared_step_once(tiny_model, tmp_path):  # noqa: F811
+def test_training_on_trees_credits_each_shared_step_once(tiny_model, tmp_path):
     tree = {"rollout": {"shape": "tree", "tree": {"roots": 1, "fork_every": 1}}, "credit": {"name": "tree-grpo"}}
     result = train(make_config(tmp_path / "tree", tiny_model, run={"updates": 2, "episodes_every": 1}, **tree))
     episodes = [Episode.from_json(line) for line in (tmp_path / "tree" / "episodes.jsonl").read_text().splitlines()]

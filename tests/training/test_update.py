@@ -5,10 +5,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 import torch
-from test_trainer import make_config
 
 import tsmg
 from backends.hf import HFBackend
+from tests.small_lake import make_config
 from training.config import OptimConfig
 from training.credit import StepCredit
 from training.distributed import World

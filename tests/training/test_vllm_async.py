@@ -32,34 +32,19 @@ from pathlib import Path
 
 def main():
     from backends.hf import HFBackend
-    from training.config import TrainConfig
+    from tests.small_lake import make_config
     from training.trainer import train
     from tsmg.episode import read_episodes
 
     model_dir, out = sys.argv[1], Path(sys.argv[2])
-    config = TrainConfig.model_validate(
-        {
-            "rollout": {
-                "game_id": "FrozenLake-v0",
-                "game_options": {"desc": ["SF", "FG"], "max_steps": 4},
-                "group_size": 4,
-                "groups_per_update": 4,
-                "observation_lines": "[_OPG]+",
-                "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
-            },
-            "loss": {"entropy_coef": 0.1, "entropy_scope": "rollout"},  # the weights move with or without a signal
-            "model": {
-                "spec": f"vllm:{model_dir}",
-                "finetune": "full",
-                "vllm_options": {"enforce_eager": True, "max_model_len": 512},
-            },
-            "optim": {"lr": 1e-2, "micro_batch_size": 16, "grad_accumulation": 1},
-            "loop": {"mode": "async", "max_staleness": 1},
-            "run": {
-                "out_dir": str(out), "updates": 3, "threads": 1, "tensorboard": False,
-                "checkpoint_every": 1, "keep_last": 5, "episodes_every": 1,
-            },
-        }
+    config = make_config(
+        out,
+        model_dir,
+        loss={"entropy_coef": 0.1, "entropy_scope": "rollout"},  # the weights move with or without a signal
+        model={"spec": f"vllm:{model_dir}", "vllm_options": {"enforce_eager": True, "max_model_len": 512}},
+        optim={"lr": 1e-2},
+        loop={"mode": "async", "max_staleness": 1},
+        run={"updates": 3, "checkpoint_every": 1, "keep_last": 5, "episodes_every": 1},
     )
     result = train(config)
     found = {}

@@ -35,7 +35,7 @@ from pathlib import Path
 from training.rollout.engines import build_engine
 from backends.base import GenerationRequest, SamplingParams
 from backends.hf import HFBackend
-from training.config import TrainConfig
+from tests.small_lake import make_config
 from training.distributed import release_world
 from training.trainer import TrainHooks, train
 
@@ -63,21 +63,13 @@ def main():
                 completion = engine.backend.generate([probe], greedy)[0]
                 record["after"] = {"token_ids": completion.token_ids, "logprobs": completion.logprobs}
 
-        config = TrainConfig.model_validate(
-            {
-                "rollout": {
-                    "game_id": "FrozenLake-v0",
-                    "game_options": {"desc": ["SF", "FG"], "max_steps": 4},
-                    "group_size": 4,
-                    "groups_per_update": 4,
-                    "observation_lines": "[_OPG]+",
-                    "lap": {"template": {"system": None, "user": "{observation}"}, "action_format": {"kind": "choice"}},
-                },
-                "model": {"spec": f"vllm:{model_dir}", "finetune": mode},
-                "optim": {"lr": lr, "micro_batch_size": 4},
-                "run": {"out_dir": str(out_root / mode), "updates": updates, "threads": 1, "tensorboard": False},
-                "distributed": {"strategy": "fsdp", "vllm_engine": "shared"},
-            }
+        config = make_config(
+            out_root / mode,
+            model_dir,
+            model={"spec": f"vllm:{model_dir}", "finetune": mode},
+            optim={"lr": lr, "micro_batch_size": 4, "grad_accumulation": None},
+            run={"updates": updates},
+            distributed={"strategy": "fsdp", "vllm_engine": "shared"},
         )
         result = train(config, hooks=TrainHooks(on_update=on_update, build_engine=build_and_keep))
         engines[0].close()

@@ -48,7 +48,7 @@ UPDATES = int(sys.argv[3])
 def main():
     from backends.base import GenerationRequest, SamplingParams
     from backends.hf import HFBackend
-    from training.config import TrainConfig
+    from tests.small_lake import make_config
     from training.rollout.engines import build_engine
     from training.trainer import TrainHooks, train
     from tsmg.rollout import plan_episodes
@@ -121,23 +121,12 @@ def main():
                     engine.trained = trained
                 record["syncs_after_failure"] = engine.syncs
 
-        config = TrainConfig.model_validate(
-            {
-                "rollout": {
-                    "game_id": "FrozenLake-v0",
-                    "game_options": {"desc": ["SF", "FG"], "max_steps": 4},
-                    "group_size": 4,
-                    "groups_per_update": 4,
-                    "observation_lines": "[_OPG]+",
-                    "lap": {
-                        "template": {"system": None, "user": "{observation}"},
-                        "action_format": {"kind": "choice"},
-                    },
-                },
-                "model": {"spec": f"vllm:{model_dir}", "finetune": finetune},
-                "optim": {"lr": lr, "micro_batch_size": 16, "grad_accumulation": 1},
-                "run": {"out_dir": str(out_root / mode), "updates": UPDATES, "threads": 1, "tensorboard": False},
-            }
+        config = make_config(
+            out_root / mode,
+            model_dir,
+            model={"spec": f"vllm:{model_dir}", "finetune": finetune},
+            optim={"lr": lr},
+            run={"updates": UPDATES},
         )
         began = time.perf_counter()
         result = train(config, hooks=TrainHooks(on_update=on_update, build_engine=build_and_keep))

@@ -39,9 +39,9 @@ With the option ``vs`` (``random``, ``mcts``, ``br``) the game is made single-ag
 OpenSpiel's bots: :class:`OpenSpielGame` then builds
 :class:`~tsmg.adapters.openspiel_bots.OpenSpielVsBot`, which plays this game inside.
 
-(Past 600 lines: the game, its spec parsing with close-match errors, the refusals, the id
-registration and the MCTS bot all read the same pyspiel game type, so they stay together; the
-best response and ``vs`` live in :mod:`tsmg.adapters.openspiel_bots`.)
+(Past 600 lines: the game, its spec parsing with close-match errors, the refusals and the id
+registration all read the same pyspiel game type, so they stay together; OpenSpiel's bots (MCTS,
+the best response) and ``vs`` live in :mod:`tsmg.adapters.openspiel_bots`.)
 
 Example:
     >>> import tsmg

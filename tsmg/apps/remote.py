@@ -22,7 +22,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tsmg.apps.serve.auth import client_token, token_headers
 from tsmg.core import AgentID, ForkMode, Game, GameError, Invalid, StepResult, check_answers
@@ -148,7 +148,13 @@ class RemoteGame(Game):
         >>> observations, _ = game.reset(seed=0)                       # doctest: +SKIP
         >>> game.step({"player": "right"}).rewards                     # doctest: +SKIP
         {'player': 0.0}
+
+    It has the members of a tool-using game (:class:`tsmg.tools.ToolGame`) whatever it serves: the
+    tools and the influence graph are the served game's, None where it has none.
     """
+
+    #: Whether the served game keeps its episodes' influence graphs (set per game from the server).
+    provides_influence: ClassVar[bool] = False
 
     def __init__(
         self, url: str, *, message_timeout_s: float = 60.0, token: str | None = None, **game_options: Any
@@ -174,7 +180,7 @@ class RemoteGame(Game):
         self._agents: tuple[AgentID, ...] = tuple(self.info.agents)
         # turn_based is a class-level attribute of Game; a remote game learns it from the server.
         setattr(self, "turn_based", self.info.turn_based)  # noqa: B010
-        # So is provides_influence: a served service game's finished episode carries its influence graph.
+        # So is provides_influence (ToolGame's): a served service game's finished episode carries its influence graph.
         setattr(self, "provides_influence", self.info.provides_influence)  # noqa: B010
         self._game_options = dict(game_options)
         self._message_timeout_s = message_timeout_s

@@ -39,6 +39,7 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from tsmg.apps.integrations.seat import SeatEpisode, step_limit, text_lap
 from tsmg.lap import DEFAULT_SYSTEM
+from tsmg.tools import exact_influence
 
 ENV_ID = "tsmg"
 _KEYS = ("game_id", "seed", "agent", "opponent", "game_options", "action_format", "system")
@@ -110,7 +111,7 @@ class GameTextEnv(BaseTextEnv):
         metadata: dict[str, Any] = {"valid": turn.valid, "reason": turn.reason, "action": turn.action}
         if turn.done:
             metadata |= {"success": self.seat.success(), "episode_return": self.seat.episode_return}
-            graph = self.game.influence_graph() if self.game.provides_influence else None
+            graph = exact_influence(self.game)
             if graph is not None:  # a tool-using game's own data flow, for influence-aware credit on SkyRL's side
                 metadata["influence"] = graph.model_dump(mode="json")
         return BaseTextEnvStepOutput(observations=turn.messages, reward=turn.reward, done=turn.done, metadata=metadata)

@@ -66,6 +66,7 @@ from tsmg.apps.serve.models import GameAction, GameInfo, GameObservation, GameSt
 from tsmg.apps.serve.wire import BadJSON, read_json_object
 from tsmg.policies import Policy
 from tsmg.registry import make, spec
+from tsmg.tools import game_tools, provides_influence
 
 logger = logging.getLogger(__name__)
 
@@ -311,8 +312,8 @@ def game_info(game_id: str, options: Mapping[str, Any], settings: ServeSettings)
         max_answer_chars=settings.max_answer_chars,
         max_sessions=settings.max_sessions,
         idle_timeout_s=settings.idle_timeout_s,
-        tools=None if (tools := game.tool_specs()) is None else [tool.model_dump() for tool in tools],
-        provides_influence=bool(game.provides_influence),
+        tools=None if (tools := game_tools(game)) is None else [tool.model_dump() for tool in tools],
+        provides_influence=provides_influence(game),
     )
 
 

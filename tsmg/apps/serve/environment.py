@@ -46,6 +46,7 @@ from tsmg.episode import dumps_key
 from tsmg.policies import Decision, DecisionRequest, Policy, policy_from_spec
 from tsmg.registry import GameOptionsError, make, spec
 from tsmg.rollout import final_state_key
+from tsmg.tools import exact_influence
 
 logger = logging.getLogger(__name__)
 
@@ -553,7 +554,7 @@ class GameEnvironment(Environment[GameAction, GameObservation, GameState]):
 
         # A finished episode of a game that keeps its own influence graph carries it, so a remote rollout's
         # record gets influence["exact"] as a local one does (RemoteGame.influence_graph).
-        graph = game.influence_graph() if done and game.provides_influence else None
+        graph = exact_influence(game) if done else None
         influence = None if graph is None else graph.model_dump(mode="json")
         views = None
         if len(seats) > 1:

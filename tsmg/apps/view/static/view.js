@@ -4,8 +4,8 @@
 // file:// page, where it would refuse fetch). The index (a few numbers per episode) loads at
 // start; episode chunks load when an episode of theirs is shown. Text from a run only ever
 // reaches the page through textContent and attribute setters: it is never parsed as HTML.
-// One file of about 720 lines: the list, search, episode and side-by-side views share the index,
-// the chunk cache and the state in the URL; the learning curves live apart, in curves.js.
+// (Past 600 lines: the list, search, episode and side-by-side views share the index, the chunk
+// cache and the state in the URL; the learning curves live apart, in curves.js.)
 "use strict";
 
 (function () {
